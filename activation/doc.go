@@ -1,0 +1,20 @@
+// Package activation holds what a silo knows about one live grain and the
+// code that runs its turns.
+//
+// An Activation is a state machine with no goroutine of its own: the
+// partition that owns it moves it through its lifecycle
+//
+//	Activating -> Active -> Deactivating -> Gone
+//	Active -> Backoff -> Activating   (restart after a failure)
+//	Activating -> Gone                (activation failed)
+//
+// and Transition rejects every other move. Its Mailbox holds the messages that
+// arrived while a turn was running. Run executes one turn on the calling
+// goroutine, recovers a panic into a *grain.PanicError, and measures the
+// turn. Supervision decides, from a pure function of the failure history and
+// the clock reading it is given, what a failure does to the activation.
+//
+// Concurrency: nothing in this package is safe for concurrent use. An
+// Activation is owned by its partition; Run is called by whichever goroutine
+// holds the grain's turn.
+package activation

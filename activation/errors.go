@@ -1,0 +1,5 @@
+package activation
+
+import "errors"
+
+var errNilGrain = errors.New("granary: factory returned a nil grain")

@@ -1,0 +1,161 @@
+package activation
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+)
+
+// Directive is what a failure does to an activation.
+type Directive uint8
+
+// The directives, in the style of Akka and Erlang supervisors.
+const (
+	// Restart drops the instance, builds a fresh one from the factory, runs
+	// OnActivate again, then goes on with the queued messages in order.
+	Restart Directive = iota
+	// Resume keeps the instance and its state and goes on with the next message.
+	Resume
+	// Stop deactivates the grain: queued messages become dead letters and the
+	// grain is quarantined.
+	Stop
+)
+
+func (d Directive) String() string {
+	switch d {
+	case Restart:
+		return "restart"
+	case Resume:
+		return "resume"
+	case Stop:
+		return "stop"
+	}
+	return fmt.Sprintf("directive(%d)", d)
+}
+
+// Decider chooses the directive for a failed turn. err is the turn's error:
+// a *grain.PanicError for a panic, else what the handler returned. Returning
+// Resume for an error means it is not a failure at all: the caller gets it and
+// nothing else happens.
+type Decider interface {
+	Decide(id grain.ID, err error) Directive
+}
+
+// DeciderFunc adapts a function to Decider.
+type DeciderFunc func(id grain.ID, err error) Directive
+
+// Decide calls f.
+func (f DeciderFunc) Decide(id grain.ID, err error) Directive { return f(id, err) }
+
+// DefaultDecider restarts on a panic and resumes on a returned error: an
+// error is an answer, a panic means the state may be broken.
+func DefaultDecider(_ grain.ID, err error) Directive {
+	if errors.Is(err, grain.ErrPanic) {
+		return Restart
+	}
+	return Resume
+}
+
+// Defaults for Supervision's zero fields.
+const (
+	DefaultMaxRestarts = 10
+	DefaultWindow      = 10 * time.Second
+	DefaultMinBackoff  = 10 * time.Millisecond
+	DefaultMaxBackoff  = time.Second
+	DefaultQuarantine  = 5 * time.Second
+)
+
+// Supervision is a kind's failure policy. Zero fields take the defaults
+// above; a negative MaxRestarts means no restart is allowed (the first
+// restart stops the grain).
+type Supervision struct {
+	// Decider chooses the directive; nil means DefaultDecider.
+	Decider Decider
+	// MaxRestarts restarts are allowed within Window; one more stops the
+	// grain (Erlang's intensity and period).
+	MaxRestarts int
+	Window      time.Duration
+	// The first restart in a window is immediate; the k-th waits
+	// MinBackoff * 2^(k-2), at most MaxBackoff.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+	// Quarantine is how long a stopped grain refuses messages before the
+	// next message may activate it afresh.
+	Quarantine time.Duration
+}
+
+// WithDefaults returns s with zero fields set to their defaults.
+func (s Supervision) WithDefaults() Supervision {
+	if s.Decider == nil {
+		s.Decider = DeciderFunc(DefaultDecider)
+	}
+	if s.MaxRestarts == 0 {
+		s.MaxRestarts = DefaultMaxRestarts
+	}
+	if s.Window == 0 {
+		s.Window = DefaultWindow
+	}
+	if s.MinBackoff == 0 {
+		s.MinBackoff = DefaultMinBackoff
+	}
+	if s.MaxBackoff == 0 {
+		s.MaxBackoff = DefaultMaxBackoff
+	}
+	if s.Quarantine == 0 {
+		s.Quarantine = DefaultQuarantine
+	}
+	return s
+}
+
+// Validate reports a policy that cannot work.
+func (s Supervision) Validate() error {
+	switch {
+	case s.Window < 0, s.MinBackoff < 0, s.MaxBackoff < 0, s.Quarantine < 0:
+		return fmt.Errorf("%w: negative supervision duration", grain.ErrInvalidConfig)
+	case s.MaxBackoff != 0 && s.MinBackoff > s.MaxBackoff:
+		return fmt.Errorf("%w: supervision MinBackoff %v > MaxBackoff %v", grain.ErrInvalidConfig, s.MinBackoff, s.MaxBackoff)
+	}
+	return nil
+}
+
+// Restarts is an activation's restart history: the times of its recent
+// restarts. The zero value has none.
+type Restarts struct {
+	at []time.Duration
+}
+
+// Count returns how many restarts are in the history.
+func (r *Restarts) Count() int { return len(r.at) }
+
+// Decide applies the policy s (with defaults set) to a failed turn at time
+// now: it returns the directive and, for Restart, how long to back off first.
+// A Restart past the limit becomes Stop. Restarts that happen are recorded.
+func (s Supervision) Decide(r *Restarts, id grain.ID, err error, now time.Duration) (Directive, time.Duration) {
+	d := s.Decider.Decide(id, err)
+	if d != Restart {
+		return d, 0
+	}
+	// forget restarts older than the window
+	keep := r.at[:0]
+	for _, t := range r.at {
+		if now-t < s.Window {
+			keep = append(keep, t)
+		}
+	}
+	r.at = keep
+	if s.MaxRestarts < 0 || len(r.at) >= s.MaxRestarts {
+		return Stop, 0
+	}
+	r.at = append(r.at, now)
+	k := len(r.at)
+	if k == 1 {
+		return Restart, 0
+	}
+	b := s.MinBackoff
+	for i := 2; i < k && b < s.MaxBackoff; i++ {
+		b *= 2
+	}
+	return Restart, min(b, s.MaxBackoff)
+}

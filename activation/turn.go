@@ -1,0 +1,53 @@
+package activation
+
+import (
+	"context"
+	"runtime/debug"
+
+	"github.com/granary-go/granary/grain"
+)
+
+// Run runs one turn of g: Receive(ctx, c, msg). A panic is recovered and
+// returned as a *grain.PanicError carrying the value and the stack, so a
+// grain can never kill the goroutine that runs it.
+func Run(ctx context.Context, g grain.Grain, c *grain.Context, msg any) (reply any, err error) {
+	defer recoverInto(c.ID(), &err)
+	return g.Receive(ctx, c, msg)
+}
+
+// Activate runs g's OnActivate, if it has one, with the same panic recovery.
+func Activate(ctx context.Context, g grain.Grain, c *grain.Context) (err error) {
+	a, ok := g.(grain.Activator)
+	if !ok {
+		return nil
+	}
+	defer recoverInto(c.ID(), &err)
+	return a.OnActivate(ctx, c)
+}
+
+// Deactivate runs g's OnDeactivate, if it has one, with the same panic
+// recovery.
+func Deactivate(ctx context.Context, g grain.Grain, c *grain.Context) (err error) {
+	d, ok := g.(grain.Deactivator)
+	if !ok {
+		return nil
+	}
+	defer recoverInto(c.ID(), &err)
+	return d.OnDeactivate(ctx, c)
+}
+
+// Build calls a kind's factory with panic recovery, and rejects a nil grain.
+func Build(id grain.ID, factory func(grain.ID) grain.Grain) (g grain.Grain, err error) {
+	defer recoverInto(id, &err)
+	g = factory(id)
+	if g == nil {
+		return nil, errNilGrain
+	}
+	return g, nil
+}
+
+func recoverInto(id grain.ID, err *error) {
+	if v := recover(); v != nil {
+		*err = &grain.PanicError{ID: id, Value: v, Stack: debug.Stack()}
+	}
+}

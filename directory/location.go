@@ -1,0 +1,36 @@
+package directory
+
+import (
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Location is where a grain's activation lives: which silo, and which
+// partition of that silo.
+type Location struct {
+	Silo      string
+	Partition int
+}
+
+// Locator finds the location of a grain. A single silo uses Local; a cluster
+// will plug in a distributed directory here.
+type Locator interface {
+	Locate(id grain.ID) (Location, error)
+}
+
+// LocatorFunc adapts a function to Locator.
+type LocatorFunc func(id grain.ID) (Location, error)
+
+// Locate calls f.
+func (f LocatorFunc) Locate(id grain.ID) (Location, error) { return f(id) }
+
+// Local places every grain on one silo, in the partition its identity hashes to.
+type Local struct {
+	Silo        string
+	Partitioner queues.Partitioner
+}
+
+// Locate implements Locator.
+func (l Local) Locate(id grain.ID) (Location, error) {
+	return Location{Silo: l.Silo, Partition: l.Partitioner.Partition(id)}, nil
+}

@@ -1,0 +1,76 @@
+package grain
+
+import "time"
+
+// Self is the handle a runtime gives a Context over the activation it belongs
+// to. Runtimes implement it; grain code uses it through the Context methods.
+// Test doubles can implement it to unit-test a grain without a silo.
+type Self interface {
+	// DeactivateOnIdle asks for the activation to be deactivated once the
+	// current turn has finished.
+	DeactivateOnIdle()
+	// DelayDeactivation keeps the activation from idle deactivation for at
+	// least d from now.
+	DelayDeactivation(d time.Duration)
+	// StartTimer starts (or replaces) the named timer; see Context.StartTimer.
+	StartTimer(name string, due, period time.Duration, msg any) error
+	// StopTimer stops the named timer, if it runs.
+	StopTimer(name string)
+	// Now returns the silo clock's time.
+	Now() time.Time
+}
+
+// Context is what one turn of a grain receives besides its message: who the
+// grain is, who sent the message, the runtime to reach other grains, and
+// controls over its own activation.
+//
+// A Context is valid only during the turn it was given to. It is not safe for
+// concurrent use.
+type Context struct {
+	id     ID
+	sender ID
+	rt     Runtime
+	self   Self
+}
+
+// NewContext builds a Context. Runtimes call it for every turn; tests can call
+// it to drive a grain's Receive directly, with doubles for rt and self.
+// sender is the zero ID when the message came from outside any grain.
+func NewContext(id, sender ID, rt Runtime, self Self) Context {
+	return Context{id: id, sender: sender, rt: rt, self: self}
+}
+
+// ID returns the identity of the grain running the turn.
+func (c *Context) ID() ID { return c.id }
+
+// Sender returns the grain that sent the message, and false if it came from
+// outside any grain (or from a timer).
+func (c *Context) Sender() (ID, bool) { return c.sender, !c.sender.IsZero() }
+
+// Silo returns the runtime, to Tell or Call other grains (see silo.Call).
+func (c *Context) Silo() Runtime { return c.rt }
+
+// Now returns the time of the silo's clock.
+func (c *Context) Now() time.Time { return c.self.Now() }
+
+// DeactivateOnIdle deactivates the grain after the current turn: OnDeactivate
+// runs, and the next message activates a fresh instance. Messages already
+// queued are not lost; they go to that fresh instance.
+func (c *Context) DeactivateOnIdle() { c.self.DeactivateOnIdle() }
+
+// DelayDeactivation keeps the grain active for at least d from now, even if it
+// receives no message (it can still be evicted by the activation limit, and is
+// deactivated at shutdown).
+func (c *Context) DelayDeactivation(d time.Duration) { c.self.DelayDeactivation(d) }
+
+// StartTimer starts the named timer: after due, and then every period if
+// period > 0, msg is delivered to this grain as a turn of its own, never
+// concurrent with another turn. Starting a timer with the name of a running
+// one replaces it. Timers stop when the grain deactivates. Whether ticks keep
+// the grain from idle deactivation is the kind's choice (silo.WithTimerKeepAlive).
+func (c *Context) StartTimer(name string, due, period time.Duration, msg any) error {
+	return c.self.StartTimer(name, due, period, msg)
+}
+
+// StopTimer stops the named timer. A tick already queued still runs.
+func (c *Context) StopTimer(name string) { c.self.StopTimer(name) }

@@ -1,0 +1,171 @@
+package grain
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Sentinel errors. Match them with errors.Is; the typed errors below wrap them
+// where a caller needs more detail.
+var (
+	// ErrSiloClosed: the silo is not started, is shutting down, or has shut down.
+	ErrSiloClosed = errors.New("granary: silo closed")
+	// ErrEmptyKind: an ID has no kind.
+	ErrEmptyKind = errors.New("granary: empty grain kind")
+	// ErrInvalidKind: a kind contains '/' or '#'.
+	ErrInvalidKind = errors.New("granary: invalid grain kind")
+	// ErrEmptyKey: an ID has an empty string key.
+	ErrEmptyKey = errors.New("granary: empty grain key")
+	// ErrInvalidID: text that does not parse as an ID.
+	ErrInvalidID = errors.New("granary: invalid grain id")
+	// ErrUnknownKind: no grain kind of that name is registered with the silo.
+	ErrUnknownKind = errors.New("granary: unknown grain kind")
+	// ErrNilMessage: a nil message was sent. Nothing is enqueued.
+	ErrNilMessage = errors.New("granary: nil message")
+	// ErrWrongReplyType: the reply of a typed call is not of the type asked for.
+	ErrWrongReplyType = errors.New("granary: wrong reply type")
+	// ErrPanic: a turn or hook panicked; the *PanicError carries the value.
+	ErrPanic = errors.New("granary: grain panicked")
+	// ErrActivation: the grain could not be activated; see *ActivationError.
+	ErrActivation = errors.New("granary: activation failed")
+	// ErrGrainStopped: the grain was stopped by its supervision policy and is
+	// quarantined, or stopped while the message waited.
+	ErrGrainStopped = errors.New("granary: grain stopped")
+	// ErrOverloaded: the grain's backlog is full.
+	ErrOverloaded = errors.New("granary: grain overloaded")
+	// ErrDeadLetter: the message could not be delivered; see *DeadLetterError.
+	ErrDeadLetter = errors.New("granary: message not delivered")
+	// ErrCallCycle: the call would wait on a grain already waiting in the same
+	// call chain; see *CallCycleError.
+	ErrCallCycle = errors.New("granary: call cycle")
+	// ErrTimeout: a call's deadline passed before the reply came. It also
+	// matches context.DeadlineExceeded when the caller's deadline passed.
+	ErrTimeout = errors.New("granary: call timed out")
+	// ErrAlreadyRegistered: a kind of that name is already registered.
+	ErrAlreadyRegistered = errors.New("granary: kind already registered")
+	// ErrAlreadyStarted: the operation is only allowed before Start.
+	ErrAlreadyStarted = errors.New("granary: silo already started")
+	// ErrInvalidConfig: a configuration value is out of range.
+	ErrInvalidConfig = errors.New("granary: invalid config")
+	// ErrRemote: the directory placed the grain on another silo, which this
+	// build cannot reach.
+	ErrRemote = errors.New("granary: grain is on another silo")
+)
+
+// IDError reports an ID that cannot address a grain.
+type IDError struct {
+	ID  ID
+	Err error // ErrEmptyKind, ErrInvalidKind, ErrEmptyKey or ErrInvalidID
+}
+
+func (e *IDError) Error() string {
+	if e.ID.IsZero() {
+		return e.Err.Error()
+	}
+	return fmt.Sprintf("%v: kind %q key %q", e.Err, e.ID.kind, e.ID.Key())
+}
+func (e *IDError) Unwrap() error { return e.Err }
+
+// PanicError is what a caller gets when the grain panicked while handling its
+// message (or in OnActivate). It matches ErrPanic.
+type PanicError struct {
+	ID    ID
+	Value any    // the value passed to panic
+	Stack []byte // the stack of the panicking goroutine
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("granary: grain %v panicked: %v", e.ID, e.Value)
+}
+func (e *PanicError) Is(target error) bool { return target == ErrPanic }
+
+// Unwrap returns the panic value if it is an error, so errors.Is sees through
+// panic(err).
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}
+
+// ActivationError is what a caller gets when the grain's activation failed:
+// its factory or OnActivate returned an error or panicked. It matches
+// ErrActivation and unwraps to the cause.
+type ActivationError struct {
+	ID  ID
+	Err error
+}
+
+func (e *ActivationError) Error() string {
+	return fmt.Sprintf("granary: activating %v: %v", e.ID, e.Err)
+}
+func (e *ActivationError) Unwrap() []error { return []error{ErrActivation, e.Err} }
+
+// ReplyTypeError is what a typed call returns when the grain replied with a
+// value of another type. It matches ErrWrongReplyType.
+type ReplyTypeError struct {
+	ID   ID
+	Want string // the type asked for
+	Got  string // the type of the reply
+}
+
+func (e *ReplyTypeError) Error() string {
+	return fmt.Sprintf("granary: reply from %v is %s, want %s", e.ID, e.Got, e.Want)
+}
+func (e *ReplyTypeError) Is(target error) bool { return target == ErrWrongReplyType }
+
+// DeadLetterError is what an ask gets when its message became a dead letter.
+// It matches ErrDeadLetter, and the sentinel of its reason (ErrGrainStopped,
+// ErrOverloaded, ErrSiloClosed, ...).
+type DeadLetterError struct {
+	ID     ID
+	Reason Reason
+	Err    error // the cause, if any (for example the activation error)
+}
+
+func (e *DeadLetterError) Error() string {
+	if e.Err != nil {
+		return fmt.Sprintf("granary: message to %v not delivered (%v): %v", e.ID, e.Reason, e.Err)
+	}
+	return fmt.Sprintf("granary: message to %v not delivered (%v)", e.ID, e.Reason)
+}
+
+func (e *DeadLetterError) Unwrap() []error {
+	errs := []error{ErrDeadLetter}
+	if s := e.Reason.sentinel(); s != nil {
+		errs = append(errs, s)
+	}
+	if e.Err != nil {
+		errs = append(errs, e.Err)
+	}
+	return errs
+}
+
+// CallCycleError reports a call that would deadlock: its target is already
+// waiting in the call chain. Chain lists the grains of the chain in call
+// order, ending with the target. It matches ErrCallCycle.
+type CallCycleError struct {
+	Chain []ID
+}
+
+func (e *CallCycleError) Error() string {
+	parts := make([]string, len(e.Chain))
+	for i, id := range e.Chain {
+		parts[i] = id.String()
+	}
+	return "granary: call cycle: " + strings.Join(parts, " -> ")
+}
+func (e *CallCycleError) Is(target error) bool { return target == ErrCallCycle }
+
+// TimeoutError is what a call returns when no reply came in time. It matches
+// ErrTimeout, and context.DeadlineExceeded when Cause is that. A timed-out call
+// is never resent: the grain handles the message at most once.
+type TimeoutError struct {
+	ID    ID
+	Cause error // context.DeadlineExceeded, or the silo's default call timeout
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("granary: call to %v timed out: %v", e.ID, e.Cause)
+}
+func (e *TimeoutError) Unwrap() []error { return []error{ErrTimeout, e.Cause} }
+func (e *TimeoutError) Timeout() bool   { return true }

@@ -1,0 +1,62 @@
+package grain
+
+import "context"
+
+// Grain is what a grain kind implements: a handler that runs one message per
+// turn. The runtime never runs two turns of one activation at once (unless the
+// kind is registered as reentrant), so Receive may use the grain's fields
+// without a lock.
+//
+// The reply is returned: for an ask it goes to the caller, for a tell it is
+// dropped. A non-nil error goes to the caller as it is. A panic is recovered
+// and reaches the caller as a *PanicError.
+//
+// ctx is cancelled when the caller of an ask gives up (its ctx is cancelled or
+// its deadline passes) and when the silo closes. Pass it on to Call and Tell
+// made from the turn: it carries the call chain the runtime uses to detect
+// call cycles and to let the partition serve other grains while this turn
+// waits.
+type Grain interface {
+	Receive(ctx context.Context, c *Context, msg any) (reply any, err error)
+}
+
+// Func adapts a function to the Grain interface, for grains that keep their
+// state in a closure.
+type Func func(ctx context.Context, c *Context, msg any) (any, error)
+
+// Receive calls f.
+func (f Func) Receive(ctx context.Context, c *Context, msg any) (any, error) { return f(ctx, c, msg) }
+
+// Activator is implemented by grains that need to run code when activated,
+// before any message: load state, start timers. An error or panic fails the
+// activation: every message waiting for it fails, and the next message tries
+// a fresh activation.
+type Activator interface {
+	OnActivate(ctx context.Context, c *Context) error
+}
+
+// Deactivator is implemented by grains that need to run code when
+// deactivated (idle, evicted, stopped or at shutdown). It runs as the grain's
+// last turn, bounded by the silo's deactivation timeout through ctx. An error
+// or panic is logged, and deactivation completes anyway. Do not rely on it for
+// durability: a process crash skips it.
+type Deactivator interface {
+	OnDeactivate(ctx context.Context, c *Context) error
+}
+
+// Caller is anything that can send a request to a grain and wait for its
+// reply: a silo, or a test double. It is the one method silo.Call needs.
+type Caller interface {
+	Ask(ctx context.Context, id ID, msg any) (any, error)
+}
+
+// Teller is anything that can send a one-way message to a grain.
+type Teller interface {
+	Tell(ctx context.Context, id ID, msg any) error
+}
+
+// Runtime is what a grain reaches its silo through: sends to other grains.
+type Runtime interface {
+	Caller
+	Teller
+}

@@ -1,0 +1,50 @@
+package grain
+
+// Reason says why a message became a dead letter.
+type Reason uint8
+
+// The reasons a message can become a dead letter.
+const (
+	ReasonUnknown          Reason = iota
+	ReasonStopped                 // the grain was stopped by its supervision policy with the message queued
+	ReasonQuarantined             // the grain is quarantined after a stop
+	ReasonActivationFailed        // the activation the message waited for failed
+	ReasonShutdown                // the silo shut down or closed before the message was handled
+	ReasonOverload                // the grain's backlog was full
+	ReasonDeactivated             // the grain deactivated before it could handle the message
+	numReasons
+)
+
+// NumReasons is the number of defined reasons, for tables indexed by Reason.
+const NumReasons = int(numReasons)
+
+var reasonNames = [...]string{
+	ReasonUnknown:          "unknown",
+	ReasonStopped:          "stopped",
+	ReasonQuarantined:      "quarantined",
+	ReasonActivationFailed: "activation failed",
+	ReasonShutdown:         "shutdown",
+	ReasonOverload:         "overload",
+	ReasonDeactivated:      "deactivated",
+}
+
+func (r Reason) String() string {
+	if int(r) < len(reasonNames) {
+		return reasonNames[r]
+	}
+	return "unknown"
+}
+
+func (r Reason) sentinel() error {
+	switch r {
+	case ReasonStopped, ReasonQuarantined:
+		return ErrGrainStopped
+	case ReasonActivationFailed:
+		return ErrActivation
+	case ReasonShutdown:
+		return ErrSiloClosed
+	case ReasonOverload:
+		return ErrOverloaded
+	}
+	return nil
+}

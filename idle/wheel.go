@@ -1,0 +1,142 @@
+package idle
+
+import (
+	"fmt"
+	"time"
+)
+
+// DefaultSlots is the number of slots used when NewWheel is given 0.
+const DefaultSlots = 512
+
+// Entry is one tracked item, embedded or allocated once per activation.
+// The zero Entry is untracked.
+type Entry[T any] struct {
+	Value      T
+	deadline   time.Duration
+	slot       int // slot index it is filed in, -1 when not filed
+	prev, next *Entry[T]
+}
+
+// Deadline returns the entry's deadline.
+func (e *Entry[T]) Deadline() time.Duration { return e.deadline }
+
+// Tracked reports whether the entry is filed in a wheel.
+func (e *Entry[T]) Tracked() bool { return e.slot >= 0 && e.prev != nil }
+
+// Wheel is a hashed timing wheel of entries. See the package doc.
+type Wheel[T any] struct {
+	quantum time.Duration
+	slots   []Entry[T] // sentinel heads of circular lists
+	cursor  int64      // last tick processed
+	n       int
+}
+
+// NewWheel returns a wheel with the given tick length and number of slots
+// (DefaultSlots if 0). now is the current time offset.
+func NewWheel[T any](quantum time.Duration, slots int, now time.Duration) (*Wheel[T], error) {
+	if quantum <= 0 {
+		return nil, fmt.Errorf("idle: quantum %v must be > 0", quantum)
+	}
+	if slots == 0 {
+		slots = DefaultSlots
+	}
+	if slots < 1 {
+		return nil, fmt.Errorf("idle: %d slots", slots)
+	}
+	w := &Wheel[T]{quantum: quantum, slots: make([]Entry[T], slots)}
+	for i := range w.slots {
+		h := &w.slots[i]
+		h.prev, h.next, h.slot = h, h, i
+	}
+	w.cursor = int64(now / quantum)
+	return w, nil
+}
+
+// Len returns the number of tracked entries.
+func (w *Wheel[T]) Len() int { return w.n }
+
+// Touch sets e's deadline and tracks e if it is not tracked yet. Moving a
+// deadline later costs a store; moving it earlier than the slot it is filed in
+// re-files it (O(1)).
+func (w *Wheel[T]) Touch(e *Entry[T], deadline time.Duration) {
+	if e.prev == nil {
+		e.deadline = deadline
+		w.file(e)
+		w.n++
+		return
+	}
+	old := e.deadline
+	e.deadline = deadline
+	if deadline >= old {
+		return // the hot path: found again, and re-filed, when its slot comes up
+	}
+	if w.tick(deadline) < w.tick(old) {
+		w.unlink(e)
+		w.file(e)
+	}
+}
+
+// Remove stops tracking e. Removing an untracked entry does nothing.
+func (w *Wheel[T]) Remove(e *Entry[T]) {
+	if e.prev == nil {
+		return
+	}
+	w.unlink(e)
+	w.n--
+}
+
+// Advance moves the wheel to now and appends to expired, and stops tracking,
+// every entry whose deadline is at or before now's tick. It returns expired.
+func (w *Wheel[T]) Advance(now time.Duration, expired []*Entry[T]) []*Entry[T] {
+	to := int64(now / w.quantum)
+	if to <= w.cursor {
+		return expired
+	}
+	from := w.cursor + 1
+	if to-from >= int64(len(w.slots)) { // a full turn visits every slot once
+		from = to - int64(len(w.slots)) + 1
+	}
+	for t := from; t <= to; t++ {
+		h := &w.slots[t%int64(len(w.slots))]
+		for e := h.next; e != h; {
+			next := e.next
+			if dt := w.tick(e.deadline); dt <= to {
+				w.unlink(e)
+				w.n--
+				expired = append(expired, e)
+			} else if int(dt%int64(len(w.slots))) != e.slot {
+				w.unlink(e) // its deadline moved: re-file lazily
+				w.file(e)
+			}
+			e = next
+		}
+	}
+	w.cursor = to
+	return expired
+}
+
+func (w *Wheel[T]) tick(d time.Duration) int64 {
+	t := int64(d / w.quantum)
+	if d%w.quantum != 0 {
+		t++ // round up: never expire before the deadline
+	}
+	if t <= w.cursor {
+		t = w.cursor + 1 // already due: the next Advance sees it
+	}
+	return t
+}
+
+func (w *Wheel[T]) file(e *Entry[T]) {
+	s := int(w.tick(e.deadline) % int64(len(w.slots)))
+	h := &w.slots[s]
+	e.slot = s
+	e.prev, e.next = h.prev, h
+	h.prev.next = e
+	h.prev = e
+}
+
+func (w *Wheel[T]) unlink(e *Entry[T]) {
+	e.prev.next = e.next
+	e.next.prev = e.prev
+	e.prev, e.next, e.slot = nil, nil, -1
+}

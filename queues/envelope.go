@@ -1,0 +1,101 @@
+package queues
+
+import (
+	"context"
+
+	"github.com/granary-go/granary/grain"
+)
+
+// Envelope is one message on its way to a grain. Everything but Request is
+// plain data, so an envelope can be encoded to cross to another silo: the
+// seam for clustering.
+type Envelope struct {
+	Target grain.ID
+	Sender grain.ID // zero when sent from outside any grain
+	Msg    any
+	// Request is set for an ask, nil for a tell.
+	Request *Request
+	// Tick is set when the message is a timer's tick.
+	Tick *Tick
+}
+
+// Tick names the timer a tick comes from, and which start of it.
+type Tick struct {
+	Name string
+	Seq  uint64
+}
+
+// Result is the outcome of an ask.
+type Result struct {
+	Value any
+	Err   error
+}
+
+// Request is the caller's side of an ask: where the reply goes, the caller's
+// context (the handler sees its cancellation; it is request-scoped data, like
+// an http.Request's), and the call chain the request extends.
+type Request struct {
+	Ctx   context.Context
+	Chain Chain
+	// Interleave is set when the target is already waiting in Chain and has
+	// allowed re-entry: the request may run while the target's turn waits.
+	Interleave bool
+	done       chan Result
+}
+
+// NewRequest returns a request whose reply can be awaited with Done.
+func NewRequest(ctx context.Context, chain Chain) *Request {
+	return &Request{Ctx: ctx, Chain: chain, done: make(chan Result, 1)}
+}
+
+// Resolve delivers the outcome. Only the first call has an effect, so the
+// runtime can never block on, or double-deliver, a reply.
+func (r *Request) Resolve(v any, err error) {
+	select {
+	case r.done <- Result{Value: v, Err: err}:
+	default:
+	}
+}
+
+// Done returns the channel the outcome arrives on, once.
+func (r *Request) Done() <-chan Result { return r.done }
+
+// Link is one grain waiting in a call chain.
+type Link struct {
+	ID grain.ID
+	// AllowReentry: the grain made its call allowing call-chain reentrancy,
+	// so a request of this chain may run on it while it waits.
+	AllowReentry bool
+}
+
+// Chain is the call chain a request extends: the grains, outermost first,
+// that wait for it to return.
+type Chain []Link
+
+// Find returns the link of id, if id waits in the chain.
+func (c Chain) Find(id grain.ID) (Link, bool) {
+	for _, l := range c {
+		if l.ID == id {
+			return l, true
+		}
+	}
+	return Link{}, false
+}
+
+// Extend returns the chain with l appended, never sharing c's backing array
+// (one turn can make many calls).
+func (c Chain) Extend(l Link) Chain {
+	out := make(Chain, len(c)+1)
+	copy(out, c)
+	out[len(c)] = l
+	return out
+}
+
+// IDs returns the grains of the chain in order.
+func (c Chain) IDs() []grain.ID {
+	ids := make([]grain.ID, len(c))
+	for i, l := range c {
+		ids[i] = l.ID
+	}
+	return ids
+}

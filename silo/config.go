@@ -1,0 +1,145 @@
+package silo
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+)
+
+// Defaults for Config's zero fields. Each is chosen to match what users of
+// Orleans expect unless a note says otherwise.
+const (
+	// DefaultCallTimeout bounds a call whose ctx has no deadline (Orleans'
+	// ResponseTimeout).
+	DefaultCallTimeout = 30 * time.Second
+	// DefaultIdleTimeout deactivates a grain that handled no message for this
+	// long (Orleans' CollectionAge).
+	DefaultIdleTimeout = 15 * time.Minute
+	// DefaultIdleQuantum is the tick of the idle wheel: a grain is deactivated
+	// at most this much after its idle timeout.
+	DefaultIdleQuantum = time.Second
+	// DefaultDeactivationTimeout bounds each OnDeactivate (Orleans' 30 s is
+	// generous for a hook that must not do much; shutdown waits on it).
+	DefaultDeactivationTimeout = 10 * time.Second
+	// DefaultMaxBacklog is the most messages one grain may have waiting for
+	// its turn (behind a running or blocked turn, or an activation).
+	DefaultMaxBacklog = 10_000
+	// DefaultQueueCapacity is the most messages a partition queue holds before
+	// sends fail with ErrOverloaded: the silo's memory bound under a flood.
+	DefaultQueueCapacity = 1 << 20
+	// DefaultHandoffThreshold is how long a turn may hold its partition's
+	// goroutine before the partition is handed to a new goroutine, so that
+	// one blocked grain cannot stall the others.
+	DefaultHandoffThreshold = 5 * time.Millisecond
+	// DefaultName is the silo name in directory locations.
+	DefaultName = "local"
+)
+
+// Config configures a silo. The zero Config is valid: every zero field takes
+// its default. Durations may be negative only where a field says so.
+type Config struct {
+	// Name is the silo's name in directory locations. Default "local".
+	Name string
+	// Partitions is the number of partition queues (and of goroutines that
+	// drain them when no turn blocks). Default GOMAXPROCS.
+	Partitions int
+	// CallTimeout bounds a call whose ctx has no deadline.
+	CallTimeout time.Duration
+	// IdleTimeout is the default idle timeout of a kind; a negative value
+	// means grains are never deactivated for idleness.
+	IdleTimeout time.Duration
+	// IdleQuantum is the granularity of idle collection.
+	IdleQuantum time.Duration
+	// DeactivationTimeout bounds each OnDeactivate.
+	DeactivationTimeout time.Duration
+	// MaxActivations caps the activations in the silo (split evenly across
+	// partitions); a new activation past the cap first deactivates the least
+	// recently used idle grain of its partition. 0 means no cap.
+	MaxActivations int
+	// MaxBacklog is the default per-grain backlog limit of a kind.
+	MaxBacklog int
+	// QueueCapacity is the most messages each partition queue holds.
+	QueueCapacity int
+	// HandoffThreshold: see DefaultHandoffThreshold.
+	HandoffThreshold time.Duration
+	// Supervision is the default failure policy of a kind; zero fields take
+	// the activation package defaults (restart on panic, 10 restarts in 10 s,
+	// backoff 10 ms doubling to 1 s, quarantine 5 s).
+	Supervision activation.Supervision
+	// Clock is the silo's time source. Default the real clock; tests pass a
+	// *clock.Manual.
+	Clock clock.Clock
+	// Logger receives what the silo cannot return to anyone: a panic in
+	// OnDeactivate, for instance. Default: discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Partitions == 0 {
+		c.Partitions = runtime.GOMAXPROCS(0)
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = DefaultCallTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.IdleQuantum == 0 {
+		c.IdleQuantum = DefaultIdleQuantum
+	}
+	if c.DeactivationTimeout == 0 {
+		c.DeactivationTimeout = DefaultDeactivationTimeout
+	}
+	if c.MaxBacklog == 0 {
+		c.MaxBacklog = DefaultMaxBacklog
+	}
+	if c.QueueCapacity == 0 {
+		c.QueueCapacity = DefaultQueueCapacity
+	}
+	if c.HandoffThreshold == 0 {
+		c.HandoffThreshold = DefaultHandoffThreshold
+	}
+	c.Supervision = c.Supervision.WithDefaults()
+	if c.Clock == nil {
+		c.Clock = clock.Real()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// validate reports the first field out of range. It runs on the config as
+// given, before defaults, so that an explicit bad value is never masked.
+func (c Config) validate() error {
+	bad := func(field string, v any) error {
+		return fmt.Errorf("%w: %s = %v", grain.ErrInvalidConfig, field, v)
+	}
+	switch {
+	case c.Partitions < 0:
+		return bad("Partitions", c.Partitions)
+	case c.CallTimeout < 0:
+		return bad("CallTimeout", c.CallTimeout)
+	case c.IdleQuantum < 0:
+		return bad("IdleQuantum", c.IdleQuantum)
+	case c.DeactivationTimeout < 0:
+		return bad("DeactivationTimeout", c.DeactivationTimeout)
+	case c.MaxActivations < 0:
+		return bad("MaxActivations", c.MaxActivations)
+	case c.MaxBacklog < 0:
+		return bad("MaxBacklog", c.MaxBacklog)
+	case c.QueueCapacity < 0:
+		return bad("QueueCapacity", c.QueueCapacity)
+	case c.HandoffThreshold < 0:
+		return bad("HandoffThreshold", c.HandoffThreshold)
+	}
+	return c.Supervision.Validate()
+}

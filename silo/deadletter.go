@@ -1,0 +1,141 @@
+package silo
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// DeadLetter is a message that could not be delivered, and why.
+type DeadLetter struct {
+	Target grain.ID
+	Sender grain.ID // zero when sent from outside any grain
+	Msg    any
+	Ask    bool // the message was an ask; its caller got an error naming Reason
+	Reason grain.Reason
+	Err    error // the cause, where there is one (the activation error, ...)
+	Time   time.Time
+}
+
+// DeadLetters is a subscription to the silo's dead letters. Delivery never
+// blocks the silo: when C is full, the dead letter is dropped from this
+// subscription and counted in Dropped. C is closed when the subscription is
+// cancelled or the silo has stopped.
+//
+// Safe for concurrent use.
+type DeadLetters struct {
+	C       <-chan DeadLetter
+	c       chan DeadLetter
+	dropped atomic.Uint64
+	s       *Silo
+	once    sync.Once
+}
+
+// Dropped returns how many dead letters this subscription missed because C
+// was full.
+func (d *DeadLetters) Dropped() uint64 { return d.dropped.Load() }
+
+// Cancel ends the subscription and closes C.
+func (d *DeadLetters) Cancel() { d.s.dead.remove(d) }
+
+// SubscribeDeadLetters subscribes to dead letters with a buffer of the given
+// size (at least 1). Cancel the subscription when done with it.
+func (s *Silo) SubscribeDeadLetters(buffer int) *DeadLetters {
+	d := &DeadLetters{c: make(chan DeadLetter, max(buffer, 1)), s: s}
+	d.C = d.c
+	s.dead.add(d)
+	return d
+}
+
+// deadHub fans dead letters out to subscribers. Publishing reads an
+// immutable snapshot of the subscriber list, so it takes no lock.
+type deadHub struct {
+	mu     sync.Mutex
+	subs   atomic.Pointer[[]*DeadLetters]
+	closed bool
+	counts [grain.NumReasons]atomic.Uint64
+	drops  atomic.Uint64
+}
+
+func (h *deadHub) add(d *DeadLetters) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		d.once.Do(func() { close(d.c) })
+		return
+	}
+	var cur []*DeadLetters
+	if p := h.subs.Load(); p != nil {
+		cur = *p
+	}
+	next := append(append([]*DeadLetters(nil), cur...), d)
+	h.subs.Store(&next)
+}
+
+func (h *deadHub) remove(d *DeadLetters) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if p := h.subs.Load(); p != nil {
+		next := make([]*DeadLetters, 0, len(*p))
+		for _, x := range *p {
+			if x != d {
+				next = append(next, x)
+			}
+		}
+		h.subs.Store(&next)
+	}
+	// Closing under h.mu: publish holds it too, so no send races the close.
+	d.once.Do(func() { close(d.c) })
+}
+
+func (h *deadHub) publish(dl DeadLetter) {
+	h.counts[dl.Reason].Add(1)
+	p := h.subs.Load()
+	if p == nil || len(*p) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, d := range *h.subs.Load() {
+		select {
+		case d.c <- dl:
+		default:
+			d.dropped.Add(1)
+			h.drops.Add(1)
+		}
+	}
+}
+
+// close ends every subscription.
+func (h *deadHub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	if p := h.subs.Load(); p != nil {
+		for _, d := range *p {
+			d.once.Do(func() { close(d.c) })
+		}
+	}
+	empty := []*DeadLetters{}
+	h.subs.Store(&empty)
+}
+
+// deadLetter records that env cannot be delivered: it fails the ask, if it
+// is one, with an error naming the reason, and publishes the dead letter.
+func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error) {
+	if env.Request != nil {
+		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
+	}
+	s.dead.publish(DeadLetter{
+		Target: env.Target,
+		Sender: env.Sender,
+		Msg:    env.Msg,
+		Ask:    env.Request != nil,
+		Reason: reason,
+		Err:    cause,
+		Time:   s.clock.Now(),
+	})
+}

@@ -1,0 +1,30 @@
+// Package silo is Granary's runtime: it hosts grains in one process.
+//
+// A program creates a silo with New, registers grain kinds with Register,
+// calls Start, and then talks to grains by identity with Tell (one-way) and
+// Call (typed request/reply). Grains are activated on their first message and
+// deactivated when idle; callers never create or destroy one.
+//
+// # Execution model
+//
+// The silo has a fixed set of partitions (Config.Partitions, GOMAXPROCS by
+// default). A grain's identity hashes (xxhash) to one partition, and every
+// message for it goes through that partition's queue. One goroutine at a time
+// owns a partition and runs the turns of its grains, so a grain never runs
+// two turns at once and its state needs no lock; different partitions run in
+// parallel. When a turn blocks (a Call, I/O, a sleep) for longer than
+// Config.HandoffThreshold, or calls another grain, the partition is handed to
+// a new goroutine while the blocked grain's own later messages wait for it in
+// order. See docs/architecture.md and docs/calls.md.
+//
+// # Failure
+//
+// Every message is handled or becomes a dead letter with a reason
+// (SubscribeDeadLetters, Stats); an ask that cannot be answered fails at once
+// with an error naming why. A panic in a handler reaches the caller as a
+// *grain.PanicError, and the kind's supervision policy decides whether the
+// grain resumes, restarts or stops. See docs/lifecycle.md.
+//
+// Concurrency: a Silo is safe for concurrent use by any number of
+// goroutines. Config and KindOption values are copied at New and Register.
+package silo

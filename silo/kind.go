@@ -1,0 +1,146 @@
+package silo
+
+import (
+	"fmt"
+	"reflect"
+	"sync/atomic"
+	"time"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
+)
+
+// Overflow is what a grain does with a message that finds its backlog full.
+type Overflow uint8
+
+const (
+	// RejectNewest refuses the new message: the sender gets ErrOverloaded (a
+	// tell at the call when the silo already knows the grain is full, an ask
+	// always), and the message is a dead letter. The default.
+	RejectNewest Overflow = iota
+	// DropOldest makes room by dropping the oldest waiting message, which
+	// becomes a dead letter (its ask fails with ErrOverloaded).
+	DropOldest
+)
+
+// kind is a registered grain kind. Immutable after Register.
+type kind struct {
+	name           string
+	factory        func(grain.ID) grain.Grain
+	idleTimeout    time.Duration // < 0: never
+	sup            activation.Supervision
+	maxBacklog     int
+	overflow       Overflow
+	reentrant      bool
+	timerKeepAlive bool
+
+	active atomic.Int64 // activations in the directory, for Stats
+}
+
+// KindOption sets one property of a kind at registration. Options only ever
+// change the kind being registered.
+type KindOption func(*kind)
+
+// WithIdleTimeout sets the kind's idle timeout (Config.IdleTimeout by
+// default); a negative d keeps its grains active until evicted or shut down.
+func WithIdleTimeout(d time.Duration) KindOption { return func(k *kind) { k.idleTimeout = d } }
+
+// WithSupervision sets the kind's failure policy; its zero fields take the
+// silo's Config.Supervision values.
+func WithSupervision(s activation.Supervision) KindOption {
+	return func(k *kind) {
+		base := k.sup
+		if s.Decider == nil {
+			s.Decider = base.Decider
+		}
+		if s.MaxRestarts == 0 {
+			s.MaxRestarts = base.MaxRestarts
+		}
+		if s.Window == 0 {
+			s.Window = base.Window
+		}
+		if s.MinBackoff == 0 {
+			s.MinBackoff = base.MinBackoff
+		}
+		if s.MaxBackoff == 0 {
+			s.MaxBackoff = base.MaxBackoff
+		}
+		if s.Quarantine == 0 {
+			s.Quarantine = base.Quarantine
+		}
+		k.sup = s
+	}
+}
+
+// WithMaxBacklog sets the kind's per-grain backlog limit and overflow policy.
+func WithMaxBacklog(n int, o Overflow) KindOption {
+	return func(k *kind) { k.maxBacklog, k.overflow = n, o }
+}
+
+// WithReentrant marks the kind reentrant: while one of its turns waits in a
+// Call, other messages to the grain may run. See docs/calls.md.
+func WithReentrant() KindOption { return func(k *kind) { k.reentrant = true } }
+
+// WithTimerKeepAlive makes timer ticks count as activity for idle
+// deactivation (by default they do not, as in Orleans).
+func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive = true } }
+
+// Register registers a grain kind with the silo: factory builds a fresh grain
+// for an identity when it is activated. It must be called before Start.
+//
+// Errors: ErrAlreadyStarted after Start, ErrAlreadyRegistered for a taken
+// name, ErrEmptyKind / ErrInvalidKind for a bad name, ErrInvalidConfig for a
+// nil factory or a bad option.
+func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, opts ...KindOption) error {
+	if err := grain.NewID(name, "-").Validate(); err != nil {
+		return err
+	}
+	if factory == nil {
+		return fmt.Errorf("%w: nil factory for kind %q", grain.ErrInvalidConfig, name)
+	}
+	k := &kind{
+		name:        name,
+		idleTimeout: s.cfg.IdleTimeout,
+		sup:         s.cfg.Supervision,
+		maxBacklog:  s.cfg.MaxBacklog,
+	}
+	k.factory = func(id grain.ID) grain.Grain {
+		g := factory(id)
+		if isNil(g) {
+			return nil
+		}
+		return g
+	}
+	for _, o := range opts {
+		o(k)
+	}
+	if k.maxBacklog <= 0 {
+		return fmt.Errorf("%w: kind %q backlog %d", grain.ErrInvalidConfig, name, k.maxBacklog)
+	}
+	if err := k.sup.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Load() != stateNew {
+		return grain.ErrAlreadyStarted
+	}
+	if _, ok := s.kinds[name]; ok {
+		return fmt.Errorf("%w: %q", grain.ErrAlreadyRegistered, name)
+	}
+	s.kinds[name] = k
+	return nil
+}
+
+// isNil reports a nil grain, including a typed nil pointer in the interface.
+func isNil(g any) bool {
+	if g == nil {
+		return true
+	}
+	v := reflect.ValueOf(g)
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}

@@ -1,0 +1,142 @@
+package silo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Tell sends msg to the grain id and returns at once; the reply, if any, is
+// dropped. A nil error means the message was queued: it will be handled or
+// become a dead letter. Bad input is refused with a typed error before
+// anything is queued: an invalid id, a nil message, an unknown kind, a silo
+// not running (ErrSiloClosed), a grain known to be overloaded
+// (ErrOverloaded).
+//
+// Called from a turn with the turn's ctx, the message carries the calling
+// grain as its sender.
+func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	p, err := s.check(id, msg)
+	if err != nil {
+		return err
+	}
+	env := queues.Envelope{Target: id, Msg: msg}
+	if ti := turnFrom(ctx); ti != nil {
+		env.Sender = ti.a.ID
+	}
+	return s.push(p, env)
+}
+
+type reentryKey struct{}
+
+// AllowCallChainReentrancy returns a ctx whose calls let their call chain
+// re-enter the calling grain: if the grain called (or one it calls in turn)
+// calls back into the caller, that nested call runs while the caller waits,
+// instead of failing with ErrCallCycle. Use it on the ctx of a turn.
+func AllowCallChainReentrancy(ctx context.Context) context.Context {
+	return context.WithValue(ctx, reentryKey{}, true)
+}
+
+// Ask sends msg to the grain id and waits for the reply: the value and error
+// its handler returned, a *grain.PanicError if it panicked, or an error
+// naming why the message became a dead letter. It waits at most until ctx is
+// done; with no deadline on ctx, Config.CallTimeout applies. A timeout is
+// reported as a *grain.TimeoutError, and the message is never resent.
+//
+// Called from a turn with the turn's ctx, Ask detects call cycles (failing
+// at once with a *grain.CallCycleError) and lets the partition serve other
+// grains while the turn waits. Most code uses the typed Call instead.
+func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := s.check(id, msg)
+	if err != nil {
+		return nil, err
+	}
+	env := queues.Envelope{Target: id, Msg: msg}
+	ti := turnFrom(ctx)
+	var chain queues.Chain
+	reenter := false
+	if ti != nil {
+		env.Sender = ti.a.ID
+		_, allow := ctx.Value(reentryKey{}).(bool)
+		chain = ti.chain.Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
+		if l, waiting := chain.Find(id); waiting {
+			if !l.AllowReentry && !s.kinds[id.Kind()].reentrant {
+				return nil, &grain.CallCycleError{Chain: append(chain.IDs(), id)}
+			}
+			reenter = true
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
+		defer cancel()
+	}
+	req := queues.NewRequest(ctx, chain)
+	req.Interleave = reenter
+	env.Request = req
+	if err := s.push(p, env); err != nil {
+		return nil, err
+	}
+	if ti != nil {
+		// The turn is about to block: let its partition serve other grains,
+		// and, where this call may be re-entered, give up the turn token.
+		ti.w.detach()
+		if len(chain) > 0 && (chain[len(chain)-1].AllowReentry || ti.a.k.reentrant) {
+			ti.a.waiting.Add(1)
+			ti.a.token.Unlock()
+			defer func() {
+				ti.a.token.Lock()
+				ti.a.waiting.Add(-1)
+			}()
+		}
+	}
+	select {
+	case r := <-req.Done():
+		return r.Value, r.Err
+	case <-ctx.Done():
+		// A reply may have raced the deadline: prefer it.
+		select {
+		case r := <-req.Done():
+			return r.Value, r.Err
+		default:
+		}
+		err := context.Cause(ctx)
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, &grain.TimeoutError{ID: id, Cause: err}
+		}
+		return nil, err
+	}
+}
+
+// Call sends msg to the grain id through c (a *Silo, or a grain's
+// Context.Silo()) and returns its reply as a T. A reply of another type is a
+// *grain.ReplyTypeError; a nil reply is T's zero value when T can be nil.
+// See Silo.Ask for everything else.
+func Call[T any](ctx context.Context, c grain.Caller, id grain.ID, msg any) (T, error) {
+	var zero T
+	v, err := c.Ask(ctx, id, msg)
+	if err != nil {
+		return zero, err
+	}
+	if t, ok := v.(T); ok {
+		return t, nil
+	}
+	want := reflect.TypeFor[T]()
+	if v == nil {
+		switch want.Kind() {
+		case reflect.Interface, reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+			return zero, nil
+		}
+	}
+	return zero, &grain.ReplyTypeError{ID: id, Want: want.String(), Got: fmt.Sprintf("%T", v)}
+}

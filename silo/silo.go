@@ -1,0 +1,324 @@
+package silo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/directory"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Silo lifecycle states.
+const (
+	stateNew int32 = iota
+	stateRunning
+	stateStopping // Shutdown or Close called
+	stateStopped
+)
+
+// Silo hosts grains: it routes every message to its grain's partition,
+// activates grains on their first message, runs their turns one at a time,
+// and deactivates them when idle.
+//
+// The lifecycle follows net/http.Server: New, Register kinds, Start, then
+// Shutdown (graceful) or Close (immediate). A silo cannot be restarted.
+//
+// A Silo is safe for concurrent use. Two silos in one process share nothing.
+type Silo struct {
+	cfg     Config
+	kinds   map[string]*kind // written by Register before Start, then read-only
+	parts   []*partition
+	locator directory.Local
+	clock   clock.Clock
+	epoch   time.Time
+
+	mu    sync.Mutex
+	state atomic.Int32
+
+	base    context.Context // cancelled at Close: the ctx of tells and hooks
+	cancel  context.CancelFunc
+	workers sync.WaitGroup // partition owners and handed-off or interleaved turns
+	done    chan struct{}  // closed when every goroutine of the silo has returned
+
+	stopWatch chan struct{}
+	idleTimer clock.Timer
+
+	dead     deadHub
+	restarts atomic.Uint64
+	stops    atomic.Uint64
+}
+
+// New returns a silo configured by cfg, or an error wrapping
+// ErrInvalidConfig. It starts nothing.
+func New(cfg Config) (*Silo, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	pt, err := queues.NewPartitioner(cfg.Partitions)
+	if err != nil {
+		return nil, err
+	}
+	s := &Silo{
+		cfg:     cfg,
+		kinds:   make(map[string]*kind),
+		locator: directory.Local{Silo: cfg.Name, Partitioner: pt},
+		clock:   cfg.Clock,
+		done:    make(chan struct{}),
+	}
+	limit := 0
+	if cfg.MaxActivations > 0 {
+		limit = (cfg.MaxActivations + cfg.Partitions - 1) / cfg.Partitions
+	}
+	s.parts = make([]*partition, cfg.Partitions)
+	for i := range s.parts {
+		if s.parts[i], err = newPartition(s, i, limit); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Start starts the partitions. It returns ErrAlreadyStarted if called twice,
+// and ErrSiloClosed after Shutdown or Close.
+func (s *Silo) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.state.Load() {
+	case stateRunning:
+		return grain.ErrAlreadyStarted
+	case stateStopping, stateStopped:
+		return grain.ErrSiloClosed
+	}
+	// The silo's own lifetime, not a caller's: cancelled by Close.
+	s.base, s.cancel = context.WithCancel(context.Background())
+	s.epoch = s.clock.Now()
+	for _, p := range s.parts {
+		s.workers.Add(1)
+		go p.run(newWorker(p, false))
+	}
+	s.stopWatch = make(chan struct{})
+	s.workers.Add(1)
+	go s.watch(s.stopWatch)
+	s.scheduleIdle()
+	s.state.Store(stateRunning)
+	return nil
+}
+
+// Shutdown stops the silo gracefully: new messages are refused with
+// ErrSiloClosed at once; turns in progress finish; messages already queued
+// are handled; then every grain is deactivated (OnDeactivate runs, bounded by
+// Config.DeactivationTimeout). If ctx ends first, whatever is still
+// undelivered becomes a dead letter with reason shutdown, handler contexts
+// are cancelled, and Shutdown returns ctx's error once every goroutine of the
+// silo has returned. Every pending ask has returned when Shutdown does.
+//
+// Shutdown on a silo never started just marks it closed.
+func (s *Silo) Shutdown(ctx context.Context) error {
+	if !s.beginStop(opShutdown) {
+		select {
+		case <-s.done:
+			return nil
+		case <-ctx.Done():
+		}
+	} else {
+		select {
+		case <-s.allStopped():
+			s.finishStop()
+			return nil
+		case <-ctx.Done():
+		}
+	}
+	s.Close()
+	return ctx.Err()
+}
+
+// Close stops the silo now: everything queued becomes a dead letter with
+// reason shutdown, handler contexts are cancelled, and OnDeactivate does not
+// run. Close returns once every goroutine of the silo has returned, which
+// waits for turns in progress to notice their ctx. It returns nil, and is
+// safe to call more than once and after Shutdown.
+func (s *Silo) Close() error {
+	s.beginStop(opClose)
+	s.mu.Lock()
+	if s.cancel != nil {
+		s.cancel()
+	}
+	started := s.base != nil
+	s.mu.Unlock()
+	if started {
+		for _, p := range s.parts {
+			p.q.PushControl(ctl{op: opClose})
+		}
+		<-s.allStopped()
+	}
+	s.finishStop()
+	return nil
+}
+
+// beginStop refuses new messages and tells every partition to stop. It
+// reports false if a stop had already begun.
+func (s *Silo) beginStop(op ctlOp) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	prev := s.state.Load()
+	if prev == stateStopping || prev == stateStopped {
+		return false
+	}
+	s.state.Store(stateStopping)
+	if prev == stateNew {
+		s.state.Store(stateStopped)
+		close(s.done)
+		s.dead.close()
+		return false
+	}
+	s.stopIdle()
+	for _, p := range s.parts {
+		p.q.Close()
+		p.q.PushControl(ctl{op: op})
+	}
+	return true
+}
+
+// allStopped returns a channel closed once every partition has stopped.
+func (s *Silo) allStopped() <-chan struct{} {
+	ch := make(chan struct{})
+	go func() {
+		for _, p := range s.parts {
+			<-p.done
+		}
+		close(ch)
+	}()
+	return ch
+}
+
+// finishStop waits for the last goroutines and marks the silo stopped.
+func (s *Silo) finishStop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Load() == stateStopped {
+		return
+	}
+	close(s.stopWatch)
+	s.workers.Wait()
+	s.cancel()
+	s.dead.close()
+	s.state.Store(stateStopped)
+	close(s.done)
+}
+
+// since returns the silo clock's time since Start, the time base of idle
+// deadlines, backoffs and quarantines.
+func (s *Silo) since() time.Duration { return s.clock.Now().Sub(s.epoch) }
+
+// after runs f once d has passed on the silo clock.
+func (s *Silo) after(d time.Duration, f func()) clock.Timer { return s.clock.AfterFunc(d, f) }
+
+// scheduleIdle makes the idle wheel of every partition advance once per
+// IdleQuantum, through the control lane.
+func (s *Silo) scheduleIdle() {
+	s.idleTimer = s.clock.AfterFunc(s.cfg.IdleQuantum, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.state.Load() != stateRunning && s.state.Load() != stateNew {
+			return
+		}
+		for _, p := range s.parts {
+			p.q.PushControl(ctl{op: opIdleTick})
+		}
+		s.scheduleIdle()
+	})
+}
+
+func (s *Silo) stopIdle() {
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+	}
+}
+
+// watch is the handoff monitor. Every HandoffThreshold of real time it looks
+// at each partition's owner; an owner still inside the same turn it was in at
+// the last look has held the partition for at least the threshold, so the
+// partition is handed to a new goroutine and the blocked turn finishes on its
+// own. It runs on real time, not the silo clock: it keeps the silo live, it
+// decides nothing a test should observe.
+func (s *Silo) watch(stop <-chan struct{}) {
+	defer s.workers.Done()
+	t := time.NewTicker(s.cfg.HandoffThreshold)
+	defer t.Stop()
+	type seen struct {
+		w   *worker
+		seq uint64
+	}
+	last := make([]seen, len(s.parts))
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for i, p := range s.parts {
+			w := p.cur.Load()
+			if w == nil {
+				continue
+			}
+			seq := w.seq.Load()
+			if w.state.Load() == wRunning && last[i].w == w && last[i].seq == seq {
+				w.detach()
+			}
+			last[i] = seen{w, seq}
+		}
+	}
+}
+
+// check validates a send, so that nothing bad is ever enqueued.
+func (s *Silo) check(id grain.ID, msg any) (*partition, error) {
+	if err := id.Validate(); err != nil {
+		return nil, err
+	}
+	if msg == nil {
+		return nil, grain.ErrNilMessage
+	}
+	if _, ok := s.kinds[id.Kind()]; !ok {
+		return nil, fmt.Errorf("%w: %q", grain.ErrUnknownKind, id.Kind())
+	}
+	switch s.state.Load() {
+	case stateRunning:
+	case stateNew:
+		return nil, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
+	default:
+		return nil, grain.ErrSiloClosed
+	}
+	loc, err := s.locator.Locate(id)
+	if err != nil {
+		return nil, err
+	}
+	if loc.Silo != s.cfg.Name {
+		return nil, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)
+	}
+	return s.parts[loc.Partition], nil
+}
+
+// push enqueues env on p, turning a full queue or grain into ErrOverloaded
+// (and a dead letter) and a closed queue into ErrSiloClosed.
+func (s *Silo) push(p *partition, env queues.Envelope) error {
+	if p.overfull(env.Target) {
+		s.deadLetter(env, grain.ReasonOverload, nil)
+		return fmt.Errorf("%w: %v", grain.ErrOverloaded, env.Target)
+	}
+	switch err := p.q.Push(env); {
+	case err == nil:
+		return nil
+	case errors.Is(err, queues.ErrFull):
+		s.deadLetter(env, grain.ReasonOverload, nil)
+		return fmt.Errorf("%w: partition %d queue full", grain.ErrOverloaded, p.idx)
+	default:
+		return grain.ErrSiloClosed
+	}
+}

@@ -1,0 +1,50 @@
+package silo
+
+import "github.com/granary-go/granary/grain"
+
+// Stats is a snapshot of a silo's counters. Counters are read one by one
+// without stopping the silo, so a snapshot under load is approximate.
+type Stats struct {
+	// Activations is the number of activations per kind, counting those
+	// activating and deactivating.
+	Activations map[string]int
+	// Handled counts finished turns: messages, activations, deactivations.
+	Handled uint64
+	// QueueDepth is the number of items waiting in each partition's queue.
+	QueueDepth []int
+	// DeadLetters counts dead letters by reason.
+	DeadLetters map[grain.Reason]uint64
+	// DeadLetterDrops counts dead letters a slow subscriber missed.
+	DeadLetterDrops uint64
+	// Handoffs counts partitions handed to a new goroutine because a turn
+	// blocked.
+	Handoffs uint64
+	// Restarts and Stops count supervision directives carried out.
+	Restarts, Stops uint64
+}
+
+// Stats returns a snapshot of the silo's counters. Safe for concurrent use.
+func (s *Silo) Stats() Stats {
+	st := Stats{
+		Activations:     make(map[string]int, len(s.kinds)),
+		QueueDepth:      make([]int, len(s.parts)),
+		DeadLetters:     make(map[grain.Reason]uint64),
+		DeadLetterDrops: s.dead.drops.Load(),
+		Restarts:        s.restarts.Load(),
+		Stops:           s.stops.Load(),
+	}
+	for name, k := range s.kinds {
+		st.Activations[name] = int(k.active.Load())
+	}
+	for i, p := range s.parts {
+		st.Handled += p.handled.Load()
+		st.Handoffs += p.handoffs.Load()
+		st.QueueDepth[i] = p.q.Len()
+	}
+	for r := range s.dead.counts {
+		if n := s.dead.counts[r].Load(); n > 0 {
+			st.DeadLetters[grain.Reason(r)] = n
+		}
+	}
+	return st
+}
