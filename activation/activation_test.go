@@ -1,0 +1,137 @@
+package activation_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+func TestLifecycleTransitions(t *testing.T) {
+	var a activation.Activation
+	assert.Equal(t, activation.Activating, a.State())
+	require.NoError(t, a.Transition(activation.Active))
+	require.NoError(t, a.Transition(activation.Backoff))
+	require.NoError(t, a.Transition(activation.Activating))
+	require.NoError(t, a.Transition(activation.Active))
+	require.NoError(t, a.Transition(activation.Deactivating))
+	var te *activation.TransitionError
+	require.ErrorAs(t, a.Transition(activation.Active), &te, "no way back from deactivating")
+	assert.Equal(t, activation.Deactivating, a.State(), "a refused move changes nothing")
+	require.NoError(t, a.Transition(activation.Gone))
+	for _, s := range []activation.State{activation.Activating, activation.Active, activation.Backoff, activation.Deactivating, activation.Gone} {
+		assert.False(t, activation.CanTransition(activation.Gone, s), "gone is terminal")
+	}
+	assert.False(t, activation.CanTransition(activation.State(99), activation.Gone))
+	assert.Equal(t, "backoff", activation.Backoff.String())
+}
+
+func TestMailboxFIFO(t *testing.T) {
+	var m activation.Mailbox
+	for i := range 10 {
+		m.Push(queues.Envelope{Msg: i})
+	}
+	e, ok := m.Pop()
+	require.True(t, ok)
+	assert.Equal(t, 0, e.Msg)
+	e, _ = m.PopNewest()
+	assert.Equal(t, 9, e.Msg)
+	for i := 10; i < 20; i++ { // wraps and grows
+		m.Push(queues.Envelope{Msg: i})
+	}
+	var got []any
+	m.Drain(func(e queues.Envelope) { got = append(got, e.Msg) })
+	assert.Equal(t, []any{1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19}, got)
+	_, ok = m.Pop()
+	assert.False(t, ok)
+	_, ok = m.Peek()
+	assert.False(t, ok)
+}
+
+type panicky struct{}
+
+func (panicky) Receive(context.Context, *grain.Context, any) (any, error) { panic("boom") }
+func (panicky) OnActivate(context.Context, *grain.Context) error         { panic(errors.New("wrapped")) }
+func (panicky) OnDeactivate(context.Context, *grain.Context) error       { panic("bye") }
+
+func TestRunRecoversPanics(t *testing.T) {
+	id := grain.NewID("k", "a")
+	c := grain.NewContext(id, grain.ID{}, nil, nil)
+	_, err := activation.Run(t.Context(), panicky{}, &c, 1)
+	var pe *grain.PanicError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "boom", pe.Value)
+	assert.Equal(t, id, pe.ID)
+	err = activation.Activate(t.Context(), panicky{}, &c)
+	require.ErrorIs(t, err, grain.ErrPanic)
+	require.EqualError(t, errors.Unwrap(err), "wrapped")
+	require.ErrorIs(t, activation.Deactivate(t.Context(), panicky{}, &c), grain.ErrPanic)
+
+	_, err = activation.Build(id, func(grain.ID) grain.Grain { return nil })
+	require.Error(t, err)
+	_, err = activation.Build(id, func(grain.ID) grain.Grain { panic("factory") })
+	require.ErrorIs(t, err, grain.ErrPanic)
+}
+
+var errFatal = errors.New("fatal")
+
+func TestSupervisionDirectives(t *testing.T) {
+	s := activation.Supervision{}.WithDefaults()
+	var r activation.Restarts
+	id := grain.NewID("k", "a")
+	d, _ := s.Decide(&r, id, errors.New("plain error"), 0)
+	assert.Equal(t, activation.Resume, d, "an error is an answer, not a failure")
+	d, back := s.Decide(&r, id, &grain.PanicError{}, 0)
+	assert.Equal(t, activation.Restart, d)
+	assert.Zero(t, back, "the first restart is immediate")
+
+	custom := activation.Supervision{Decider: activation.DeciderFunc(func(_ grain.ID, err error) activation.Directive {
+		if errors.Is(err, errFatal) {
+			return activation.Stop
+		}
+		return activation.Resume
+	})}.WithDefaults()
+	d, _ = custom.Decide(&r, id, errFatal, 0)
+	assert.Equal(t, activation.Stop, d)
+}
+
+func TestRestartLimitAndBackoff(t *testing.T) {
+	s := activation.Supervision{MaxRestarts: 4, Window: 10 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 25 * time.Millisecond}.WithDefaults()
+	var r activation.Restarts
+	id := grain.NewID("k", "a")
+	p := &grain.PanicError{}
+	var backs []time.Duration
+	for i := range 4 {
+		d, b := s.Decide(&r, id, p, time.Duration(i)*time.Second)
+		require.Equal(t, activation.Restart, d)
+		backs = append(backs, b)
+	}
+	assert.Equal(t, []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond, 25 * time.Millisecond}, backs, "exponential, capped")
+	d, _ := s.Decide(&r, id, p, 4*time.Second)
+	assert.Equal(t, activation.Stop, d, "past the limit within the window")
+
+	// Restarts older than the window are forgotten.
+	var r2 activation.Restarts
+	for i := range 10 {
+		d, _ := s.Decide(&r2, id, p, time.Duration(i)*5*time.Second)
+		require.Equal(t, activation.Restart, d, "restart %d", i)
+	}
+	assert.LessOrEqual(t, r2.Count(), 2)
+
+	never := activation.Supervision{MaxRestarts: -1}.WithDefaults()
+	d, _ = never.Decide(&activation.Restarts{}, id, p, 0)
+	assert.Equal(t, activation.Stop, d)
+}
+
+func TestSupervisionValidate(t *testing.T) {
+	require.NoError(t, activation.Supervision{}.Validate())
+	require.ErrorIs(t, activation.Supervision{Window: -1}.Validate(), grain.ErrInvalidConfig)
+	require.ErrorIs(t, activation.Supervision{MinBackoff: 2, MaxBackoff: 1}.Validate(), grain.ErrInvalidConfig)
+}

@@ -1,0 +1,90 @@
+package grain_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/cespare/xxhash/v2"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+)
+
+func TestIDBasics(t *testing.T) {
+	s := grain.NewID("player", "42")
+	i := grain.NewIntID("player", 42)
+	assert.NotEqual(t, s, i, "int and string keys are distinct identities")
+	assert.NotEqual(t, s.Hash(), i.Hash())
+	assert.Equal(t, "42", i.Key())
+	k, ok := i.IntKey()
+	assert.True(t, ok)
+	assert.Equal(t, int64(42), k)
+	_, ok = s.IntKey()
+	assert.False(t, ok)
+	assert.Equal(t, "player/42", s.String())
+	assert.Equal(t, "player#42", i.String())
+	assert.True(t, grain.ID{}.IsZero())
+	assert.Equal(t, grain.NewID("a", "b"), grain.NewID("a", "b"), "comparable")
+}
+
+func TestIDValidate(t *testing.T) {
+	require.NoError(t, grain.NewID("k", "x").Validate())
+	require.NoError(t, grain.NewIntID("k", 0).Validate(), "an int key may be 0")
+	require.ErrorIs(t, grain.NewID("", "x").Validate(), grain.ErrEmptyKind)
+	require.ErrorIs(t, grain.NewID("k", "").Validate(), grain.ErrEmptyKey)
+	require.ErrorIs(t, grain.NewID("k/1", "x").Validate(), grain.ErrInvalidKind)
+	require.ErrorIs(t, grain.NewID("k#1", "x").Validate(), grain.ErrInvalidKind)
+	var ie *grain.IDError
+	require.ErrorAs(t, grain.NewID("k", "").Validate(), &ie)
+}
+
+// The partition mapping must never change between releases: these values
+// are xxhash64 of kind, a tag byte and the key, as documented on Hash.
+func TestHashIsStable(t *testing.T) {
+	assert.Equal(t, grain.NewID("counter", "player-42").Hash(), grain.NewID("counter", "player-42").Hash())
+	assert.NotEqual(t, grain.NewID("ab", "c").Hash(), grain.NewID("a", "bc").Hash(), "kind and key are separated")
+	assert.Equal(t, xxhash.Sum64String("counter\x00player-42"), grain.NewID("counter", "player-42").Hash())
+	assert.Equal(t, xxhash.Sum64([]byte{'k', 1, 0, 0, 0, 0, 0, 0, 0, 7}), grain.NewIntID("k", 7).Hash())
+	assert.Equal(t, uint64(0xf27d300f062851f4), grain.NewID("counter", "player-42").Hash(), "pinned")
+}
+
+func TestParseRoundTrip(t *testing.T) {
+	for _, id := range []grain.ID{
+		grain.NewID("counter", "player-42"),
+		grain.NewID("k", "with/slash#and hash"),
+		grain.NewIntID("k", -9),
+		grain.NewIntID("k", 1<<62),
+	} {
+		got, err := grain.ParseID(id.String())
+		require.NoError(t, err)
+		assert.Equal(t, id, got)
+		b, err := json.Marshal(map[string]grain.ID{"id": id})
+		require.NoError(t, err)
+		var back map[string]grain.ID
+		require.NoError(t, json.Unmarshal(b, &back))
+		assert.Equal(t, id, back["id"])
+	}
+	for _, bad := range []string{"", "nokey", "/x", "k/", "k#", "k#x", "k#99999999999999999999"} {
+		_, err := grain.ParseID(bad)
+		require.Error(t, err, bad)
+	}
+	_, err := grain.ParseID("k#x")
+	require.ErrorIs(t, err, grain.ErrInvalidID)
+}
+
+func FuzzParseID(f *testing.F) {
+	for _, s := range []string{"counter/player-42", "k#12", "a/b/c", "#", "/", "k#-1", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := grain.ParseID(s)
+		if err != nil {
+			return
+		}
+		require.NoError(t, id.Validate())
+		again, err := grain.ParseID(id.String())
+		require.NoError(t, err)
+		require.Equal(t, id, again)
+	})
+}

@@ -1,0 +1,105 @@
+package idle_test
+
+import (
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/idle"
+)
+
+func values(es []*idle.Entry[int]) []int {
+	out := make([]int, 0, len(es))
+	for _, e := range es {
+		out = append(out, e.Value)
+	}
+	return out
+}
+
+func TestWheelExpiresNeverEarly(t *testing.T) {
+	w, err := idle.NewWheel[int](time.Second, 8, 0)
+	require.NoError(t, err)
+	a, b := &idle.Entry[int]{Value: 1}, &idle.Entry[int]{Value: 2}
+	w.Touch(a, 3*time.Second)
+	w.Touch(b, 2500*time.Millisecond)
+	assert.Equal(t, 2, w.Len())
+	assert.Empty(t, w.Advance(2*time.Second, nil))
+	assert.Empty(t, w.Advance(2900*time.Millisecond, nil), "b's deadline rounds up to the 3 s tick")
+	assert.ElementsMatch(t, []int{1, 2}, values(w.Advance(3*time.Second, nil)))
+	assert.Zero(t, w.Len())
+	assert.False(t, a.Tracked())
+}
+
+func TestWheelTouchMovesDeadline(t *testing.T) {
+	w, _ := idle.NewWheel[int](time.Second, 4, 0)
+	a := &idle.Entry[int]{Value: 1}
+	w.Touch(a, 2*time.Second)
+	w.Touch(a, 11*time.Second) // later: lazy, found again at 2 s and re-filed
+	assert.Empty(t, w.Advance(10*time.Second, nil))
+	assert.Equal(t, []int{1}, values(w.Advance(11*time.Second, nil)))
+
+	b := &idle.Entry[int]{Value: 2}
+	w.Touch(b, 30*time.Second)
+	w.Touch(b, 12*time.Second) // earlier: re-filed at once
+	assert.Equal(t, []int{2}, values(w.Advance(12*time.Second, nil)))
+
+	c := &idle.Entry[int]{Value: 3}
+	w.Touch(c, 20*time.Second)
+	w.Remove(c)
+	w.Remove(c) // twice is fine
+	assert.Empty(t, w.Advance(40*time.Second, nil))
+	assert.Zero(t, w.Len())
+}
+
+// A randomized check against a plain model: every entry expires at the first
+// Advance at or after its deadline's tick, never before.
+func TestWheelAgainstModel(t *testing.T) {
+	const q = 10 * time.Millisecond
+	r := rand.New(rand.NewPCG(1, 2))
+	w, _ := idle.NewWheel[int](q, 16, 0)
+	entries := make([]*idle.Entry[int], 200)
+	deadline := map[int]time.Duration{}
+	now := time.Duration(0)
+	for i := range entries {
+		entries[i] = &idle.Entry[int]{Value: i}
+	}
+	for step := 0; step < 2000; step++ {
+		i := r.IntN(len(entries))
+		d := now + time.Duration(r.IntN(500))*time.Millisecond
+		w.Touch(entries[i], d)
+		deadline[i] = d
+		now += time.Duration(r.IntN(30)) * time.Millisecond
+		for _, e := range w.Advance(now, nil) {
+			dl, ok := deadline[e.Value]
+			require.True(t, ok)
+			require.LessOrEqual(t, dl, now, "expired early")
+			delete(deadline, e.Value)
+		}
+		for v, dl := range deadline {
+			ceil := (dl + q - 1) / q * q
+			require.Greater(t, ceil, now, "entry %d missed: deadline %v now %v", v, dl, now)
+		}
+	}
+}
+
+func TestNewWheelRejectsBadInput(t *testing.T) {
+	_, err := idle.NewWheel[int](0, 0, 0)
+	require.Error(t, err)
+	_, err = idle.NewWheel[int](time.Second, -1, 0)
+	require.Error(t, err)
+}
+
+func BenchmarkWheelTouch(b *testing.B) {
+	w, _ := idle.NewWheel[int](time.Second, 0, 0)
+	es := make([]idle.Entry[int], 1024)
+	for i := range es {
+		w.Touch(&es[i], time.Minute)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		w.Touch(&es[i&1023], time.Minute+time.Duration(i))
+	}
+}

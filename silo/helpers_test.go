@@ -1,0 +1,75 @@
+package silo_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// Messages of the test grains.
+type (
+	incr    struct{ n int }
+	get     struct{}
+	boom    struct{ v any }
+	fail    struct{ err error }
+	echo    struct{ v any }
+	block   struct{ until <-chan struct{} }
+	waitCtx struct{ started chan<- struct{} }
+)
+
+// counter is the test grain: a plain int, and messages that misbehave.
+type counter struct {
+	n         int
+	activated int
+}
+
+func (c *counter) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case incr:
+		c.n += m.n
+		return c.n, nil
+	case get:
+		return c.n, nil
+	case boom:
+		panic(m.v)
+	case fail:
+		return nil, m.err
+	case echo:
+		return m.v, nil
+	case block:
+		<-m.until
+		return nil, nil
+	case waitCtx:
+		close(m.started)
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return nil, fmt.Errorf("counter: unknown message %T", msg)
+}
+
+func newSilo(t *testing.T, cfg silo.Config, reg func(s *silo.Silo)) *silo.Silo {
+	t.Helper()
+	s, err := silo.New(cfg)
+	require.NoError(t, err)
+	if reg == nil {
+		reg = func(s *silo.Silo) {
+			require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
+		}
+	}
+	reg(s)
+	require.NoError(t, s.Start())
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
