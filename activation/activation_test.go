@@ -58,8 +58,8 @@ func TestMailboxFIFO(t *testing.T) {
 type panicky struct{}
 
 func (panicky) Receive(context.Context, *grain.Context, any) (any, error) { panic("boom") }
-func (panicky) OnActivate(context.Context, *grain.Context) error         { panic(errors.New("wrapped")) }
-func (panicky) OnDeactivate(context.Context, *grain.Context) error       { panic("bye") }
+func (panicky) OnActivate(context.Context, *grain.Context) error          { panic(errors.New("wrapped")) }
+func (panicky) OnDeactivate(context.Context, *grain.Context) error        { panic("bye") }
 
 func TestRunRecoversPanics(t *testing.T) {
 	id := grain.NewID("k", "a")

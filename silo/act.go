@@ -17,11 +17,11 @@ import (
 // turn has finished (the finish travels through the owner, which orders it).
 type act struct {
 	activation.Activation // owner
-	p    *partition
-	k    *kind
-	g    grain.Grain // written by the activate turn, then read-only
-	gen  uint64      // owner: distinguishes activations of one ID over time
-	idle idle.Entry[*act]
+	p                     *partition
+	k                     *kind
+	g                     grain.Grain // written by the activate turn, then read-only
+	gen                   uint64      // owner: distinguishes activations of one ID over time
+	idle                  idle.Entry[*act]
 
 	running   int32 // owner: turns in flight (more than 1 only when interleaving)
 	inReady   bool  // owner: listed in the partition's ready queue
