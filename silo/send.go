@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"time"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -76,11 +77,6 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			reenter = true
 		}
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.CallTimeout)
-		defer cancel()
-	}
 	req := queues.NewRequest(ctx, chain)
 	req.Interleave = reenter
 	env.Request = req
@@ -100,6 +96,15 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			}()
 		}
 	}
+	// Without a deadline on ctx, the default call timeout runs on a pooled
+	// timer rather than a derived context: no allocation on the hot path.
+	var expired <-chan time.Time
+	if _, ok := ctx.Deadline(); !ok {
+		t := s.timer(s.cfg.CallTimeout)
+		defer s.timers.Put(t)
+		defer t.Stop()
+		expired = t.C
+	}
 	select {
 	case r := <-req.Done():
 		return r.Value, r.Err
@@ -115,7 +120,21 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			return nil, &grain.TimeoutError{ID: id, Cause: err}
 		}
 		return nil, err
+	case <-expired:
+		return nil, &grain.TimeoutError{ID: id, Cause: errDefaultTimeout}
 	}
+}
+
+var errDefaultTimeout = errors.New("granary: default call timeout (Config.CallTimeout)")
+
+// timer returns a stopped-and-reset timer from the silo's pool. Since Go
+// 1.23, a stopped timer's channel holds no stale tick, so reuse is safe.
+func (s *Silo) timer(d time.Duration) *time.Timer {
+	if t, ok := s.timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
 }
 
 // Call sends msg to the grain id through c (a *Silo, or a grain's

@@ -49,6 +49,7 @@ type Silo struct {
 	stopWatch chan struct{}
 	idleTimer clock.Timer
 
+	timers   sync.Pool // *time.Timer, for default call timeouts
 	dead     deadHub
 	restarts atomic.Uint64
 	stops    atomic.Uint64

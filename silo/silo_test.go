@@ -171,14 +171,22 @@ func TestCallHonoursDeadlineAndCancellation(t *testing.T) {
 	ctx := ctxT(t)
 	id := grain.NewID("counter", "slow")
 
-	// Deadline: the handler sees its ctx end, the caller a TimeoutError.
-	started := make(chan struct{})
-	dctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	// Deadline: the caller gets a TimeoutError while the handler still runs.
+	release := make(chan struct{})
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	_, err := s.Ask(dctx, id, waitCtx{started})
+	_, err := s.Ask(dctx, id, block{release})
+	close(release)
 	var te *grain.TimeoutError
 	require.ErrorAs(t, err, &te)
 	require.ErrorIs(t, err, grain.ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	// The handler's ctx ends with the caller's deadline.
+	started := make(chan struct{})
+	dctx2, cancel3 := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel3()
+	_, err = s.Ask(dctx2, id, waitCtx{started})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	// Cancellation: the caller gets context.Canceled.
@@ -190,7 +198,9 @@ func TestCallHonoursDeadlineAndCancellation(t *testing.T) {
 
 	// The default call timeout applies when ctx has no deadline.
 	s2 := newSilo(t, silo.Config{CallTimeout: 30 * time.Millisecond}, nil)
-	_, err = s2.Ask(context.Background(), id, waitCtx{make(chan struct{})})
+	release2 := make(chan struct{})
+	defer close(release2)
+	_, err = s2.Ask(context.Background(), id, block{release2})
 	require.ErrorIs(t, err, grain.ErrTimeout)
 }
 

@@ -1,0 +1,129 @@
+package silo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+type benchGrain struct{ n int }
+
+type benchIncr struct{}
+
+type benchSync struct{ done chan struct{} }
+
+var incrMsg = &benchIncr{}
+
+func (g *benchGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case *benchIncr:
+		g.n++
+	case *benchSync:
+		close(m.done)
+	case int:
+		return g.n, nil
+	}
+	return nil, nil
+}
+
+func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
+	s, err := silo.New(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	return s
+}
+
+// BenchmarkTell: Tell of a pointer message to an active grain.
+func BenchmarkTell(b *testing.B) {
+	s := benchSilo(b, silo.Config{})
+	ctx := context.Background()
+	ids := make([]grain.ID, 64)
+	for i := range ids {
+		ids[i] = grain.NewIntID("b", int64(i))
+		if _, err := s.Ask(ctx, ids[i], 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := s.Tell(ctx, ids[i&63], incrMsg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	for _, id := range ids { // wait until all were handled
+		done := make(chan struct{})
+		_ = s.Tell(ctx, id, &benchSync{done})
+		<-done
+	}
+}
+
+// BenchmarkCall: a request/reply round trip to an active grain.
+func BenchmarkCall(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		deadline bool
+	}{{"deadline", true}, {"default-timeout", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := benchSilo(b, silo.Config{})
+			ctx := context.Background()
+			if bc.deadline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+			}
+			id := grain.NewID("b", "x")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := silo.Call[int](ctx, s, id, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkCallParallel: round trips from many goroutines to many grains.
+func BenchmarkCallParallel(b *testing.B) {
+	s := benchSilo(b, silo.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int64(0)
+		for pb.Next() {
+			i++
+			if _, err := silo.Call[int](ctx, s, grain.NewIntID("b", i&1023), 0); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkActivate: the first message to a new grain.
+func BenchmarkActivate(b *testing.B) {
+	s := benchSilo(b, silo.Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := s.Tell(ctx, grain.NewIntID("b", int64(i)), incrMsg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	done := make(chan struct{})
+	_ = s.Tell(ctx, grain.NewIntID("b", -1), &benchSync{done})
+	<-done
+}
