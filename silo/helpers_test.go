@@ -43,7 +43,10 @@ func (c *counter) Receive(ctx context.Context, _ *grain.Context, msg any) (any, 
 	case echo:
 		return m.v, nil
 	case block:
-		<-m.until
+		select { // honour ctx, so a failed test can still Close the silo
+		case <-m.until:
+		case <-ctx.Done():
+		}
 		return nil, nil
 	case waitCtx:
 		close(m.started)
@@ -72,4 +75,17 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// waitBacklog waits until n messages wait in grain mailboxes: they reached
+// their grain, behind a turn that has not finished.
+func waitBacklog(t *testing.T, s *silo.Silo, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		total := 0
+		for _, b := range s.Stats().Backlog {
+			total += b
+		}
+		return total == n
+	}, 10*time.Second, 100*time.Microsecond, "waiting for a backlog of %d", n)
 }

@@ -89,6 +89,7 @@ type partition struct {
 	cur      atomic.Pointer[worker] // the owner, for the watchdog
 	handled  atomic.Uint64
 	handoffs atomic.Uint64
+	backlog  atomic.Int64 // messages waiting in mailboxes
 	ovMu     sync.Mutex
 	ov       map[grain.ID]struct{} // grains whose backlog is full
 	ovN      atomic.Int32
@@ -183,7 +184,7 @@ func (p *partition) deliver(w *worker, env queues.Envelope) bool {
 			delete(p.quarantine, env.Target)
 		}
 		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target)
-		a.Mailbox.Push(env)
+		p.mbPush(a, env)
 		return true
 	}
 	return p.enqueue(w, a, env)
@@ -210,7 +211,7 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 	}
 	if a.Mailbox.Len() >= a.k.maxBacklog {
 		if a.k.overflow == DropOldest {
-			old, _ := a.Mailbox.Pop()
+			old, _ := p.mbPop(a)
 			p.s.deadLetter(old, grain.ReasonOverload, nil)
 		} else {
 			p.s.deadLetter(env, grain.ReasonOverload, nil)
@@ -218,7 +219,7 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 			return true
 		}
 	}
-	a.Mailbox.Push(env)
+	p.mbPush(a, env)
 	if a.k.overflow == RejectNewest && a.Mailbox.Len() >= a.k.maxBacklog {
 		p.setOverfull(a, true)
 	}
@@ -305,7 +306,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 		if a.deactWant {
 			return p.beginDeactivate(w, a)
 		}
-		env, ok := a.Mailbox.Pop()
+		env, ok := p.mbPop(a)
 		if !ok {
 			return true
 		}
@@ -360,9 +361,9 @@ func (p *partition) remove(a *act) {
 	}
 	switch {
 	case p.mode == modeClosing:
-		a.Mailbox.Drain(func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
 	case a.stopping:
-		a.Mailbox.Drain(func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	default:
 		b := p.activate(a.k, a.ID)
 		b.Mailbox, a.Mailbox = a.Mailbox, activation.Mailbox{}
@@ -497,7 +498,7 @@ func (p *partition) finish(a *act, res turnResult) {
 		return
 	}
 	if p.mode == modeClosing { // Close came while the turn ran
-		a.Mailbox.Drain(func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
 		if a.State() != activation.Activating {
 			_ = a.Transition(activation.Deactivating)
 		}
@@ -519,7 +520,7 @@ func (p *partition) touch(a *act) {
 // forgets it: the next message tries afresh.
 func (p *partition) activationFailed(a *act, err error) {
 	aerr := &grain.ActivationError{ID: a.ID, Err: err}
-	a.Mailbox.Drain(func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonActivationFailed, aerr) })
+	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonActivationFailed, aerr) })
 	a.g = nil
 	p.remove(a)
 }
@@ -546,7 +547,7 @@ func (p *partition) stop(a *act) {
 	a.stopping = true
 	p.s.stops.Add(1)
 	p.quarantine[a.ID] = p.now + a.k.sup.Quarantine
-	a.Mailbox.Drain(func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
+	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	a.deactWant = true
 }
 
@@ -670,7 +671,7 @@ func (p *partition) closeAll() {
 	p.dir.All(func(_ grain.ID, a *act) bool { all = append(all, a); return true })
 	for _, a := range all {
 		p.stopTimers(a)
-		a.Mailbox.Drain(func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
 		if !a.busy() {
 			if a.State() == activation.Active || a.State() == activation.Backoff {
 				_ = a.Transition(activation.Deactivating)
@@ -680,4 +681,24 @@ func (p *partition) closeAll() {
 			a.deactWant = false
 		}
 	}
+}
+
+// Mailbox changes go through these, to keep the backlog gauge exact.
+
+func (p *partition) mbPush(a *act, env queues.Envelope) {
+	a.Mailbox.Push(env)
+	p.backlog.Add(1)
+}
+
+func (p *partition) mbPop(a *act) (queues.Envelope, bool) {
+	env, ok := a.Mailbox.Pop()
+	if ok {
+		p.backlog.Add(-1)
+	}
+	return env, ok
+}
+
+func (p *partition) mbDrain(a *act, f func(queues.Envelope)) {
+	p.backlog.Add(-int64(a.Mailbox.Len()))
+	a.Mailbox.Drain(f)
 }

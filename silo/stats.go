@@ -12,6 +12,10 @@ type Stats struct {
 	Handled uint64
 	// QueueDepth is the number of items waiting in each partition's queue.
 	QueueDepth []int
+	// Backlog is the number of messages, per partition, that reached their
+	// grain and wait in its mailbox (behind a running turn, an activation,
+	// a restart or a deactivation).
+	Backlog []int
 	// DeadLetters counts dead letters by reason.
 	DeadLetters map[grain.Reason]uint64
 	// DeadLetterDrops counts dead letters a slow subscriber missed.
@@ -28,6 +32,7 @@ func (s *Silo) Stats() Stats {
 	st := Stats{
 		Activations:     make(map[string]int, len(s.kinds)),
 		QueueDepth:      make([]int, len(s.parts)),
+		Backlog:         make([]int, len(s.parts)),
 		DeadLetters:     make(map[grain.Reason]uint64),
 		DeadLetterDrops: s.dead.drops.Load(),
 		Restarts:        s.restarts.Load(),
@@ -40,6 +45,7 @@ func (s *Silo) Stats() Stats {
 		st.Handled += p.handled.Load()
 		st.Handoffs += p.handoffs.Load()
 		st.QueueDepth[i] = p.q.Len()
+		st.Backlog[i] = int(p.backlog.Load())
 	}
 	for r := range s.dead.counts {
 		if n := s.dead.counts[r].Load(); n > 0 {

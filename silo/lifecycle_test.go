@@ -1,0 +1,470 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// journal records lifecycle events of the life grains, in order.
+type journal struct {
+	mu     sync.Mutex
+	events []string
+	deact  chan string // receives the key of each deactivated grain
+}
+
+func newJournal() *journal { return &journal{deact: make(chan string, 1024)} }
+
+func (j *journal) add(format string, args ...any) {
+	j.mu.Lock()
+	j.events = append(j.events, fmt.Sprintf(format, args...))
+	j.mu.Unlock()
+}
+
+func (j *journal) all() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return append([]string(nil), j.events...)
+}
+
+// life is a grain whose lifecycle is journaled. instance tells activations
+// apart; n is its state.
+type life struct {
+	j        *journal
+	instance int
+	n        int
+	deactErr error
+	deactPan bool
+}
+
+type (
+	keepAlive  struct{ d time.Duration }
+	deactivate struct{}
+	whoAmI     struct{}
+)
+
+func (l *life) OnActivate(_ context.Context, c *grain.Context) error {
+	l.j.add("activate %s #%d", c.ID().Key(), l.instance)
+	return nil
+}
+
+func (l *life) OnDeactivate(_ context.Context, c *grain.Context) error {
+	l.j.add("deactivate %s #%d", c.ID().Key(), l.instance)
+	l.j.deact <- c.ID().Key()
+	if l.deactPan {
+		panic("deactivate kaput")
+	}
+	return l.deactErr
+}
+
+func (l *life) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case incr:
+		l.n += m.n
+		l.j.add("incr %s #%d -> %d", c.ID().Key(), l.instance, l.n)
+		return l.n, nil
+	case get:
+		return l.n, nil
+	case whoAmI:
+		return l.instance, nil
+	case boom:
+		l.j.add("boom %s #%d", c.ID().Key(), l.instance)
+		panic(m.v)
+	case fail:
+		return nil, m.err
+	case keepAlive:
+		c.DelayDeactivation(m.d)
+		return nil, nil
+	case deactivate:
+		c.DeactivateOnIdle()
+		return nil, nil
+	case block:
+		select {
+		case <-m.until:
+		case <-ctx.Done():
+		}
+		return nil, nil
+	}
+	return nil, fmt.Errorf("life: %T", msg)
+}
+
+type lifeEnv struct {
+	s     *silo.Silo
+	clk   *clock.Manual
+	j     *journal
+	ctx   context.Context
+	built map[string]int
+	mu    sync.Mutex
+	tweak func(*life) // applied to every new instance, if set
+}
+
+func newLife(t *testing.T, cfg silo.Config, opts ...silo.KindOption) *lifeEnv {
+	e := &lifeEnv{clk: clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), j: newJournal(), ctx: ctxT(t), built: map[string]int{}}
+	cfg.Clock = e.clk
+	if cfg.Partitions == 0 {
+		cfg.Partitions = 1
+	}
+	e.s = newSilo(t, cfg, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "life", func(id grain.ID) *life {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.built[id.Key()]++
+			l := &life{j: e.j, instance: e.built[id.Key()]}
+			if e.tweak != nil {
+				e.tweak(l)
+			}
+			return l
+		}, opts...))
+	})
+	return e
+}
+
+func (e *lifeEnv) id(key string) grain.ID { return grain.NewID("life", key) }
+
+func (e *lifeEnv) call(t *testing.T, key string, msg any) any {
+	t.Helper()
+	v, err := e.s.Ask(e.ctx, e.id(key), msg)
+	require.NoError(t, err)
+	return v
+}
+
+func TestResumeKeepsState(t *testing.T) {
+	resume := activation.Supervision{Decider: activation.DeciderFunc(func(grain.ID, error) activation.Directive { return activation.Resume })}
+	e := newLife(t, silo.Config{}, silo.WithSupervision(resume))
+	e.call(t, "a", incr{5})
+	_, err := e.s.Ask(e.ctx, e.id("a"), boom{"x"})
+	require.ErrorIs(t, err, grain.ErrPanic, "the caller of the failing message gets the error")
+	assert.Equal(t, 5, e.call(t, "a", get{}), "state kept")
+	assert.Equal(t, 1, e.call(t, "a", whoAmI{}), "same instance")
+}
+
+func TestRestartBuildsFreshInstanceAndKeepsQueuedMessagesInOrder(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	gate := make(chan struct{})
+	e.call(t, "a", incr{5})
+	// Queue, behind a blocked turn: a panic, then three increments.
+	require.NoError(t, e.s.Tell(e.ctx, e.id("a"), block{gate}))
+	failed := make(chan error, 1)
+	go func() { _, err := e.s.Ask(e.ctx, e.id("a"), boom{"x"}); failed <- err }()
+	waitBacklog(t, e.s, 1)
+	for range 3 {
+		require.NoError(t, e.s.Tell(e.ctx, e.id("a"), incr{1}))
+	}
+	waitBacklog(t, e.s, 4)
+	close(gate)
+	require.ErrorIs(t, <-failed, grain.ErrPanic)
+	assert.Equal(t, 3, e.call(t, "a", get{}), "fresh state, queued messages applied in order")
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
+	assert.Equal(t, []string{
+		"activate a #1", "incr a #1 -> 5", "boom a #1",
+		"activate a #2", "incr a #2 -> 1", "incr a #2 -> 2", "incr a #2 -> 3",
+	}, e.j.all(), "OnActivate runs again before the queued messages")
+	assert.Equal(t, uint64(1), e.s.Stats().Restarts)
+}
+
+func TestRestartQueuedBehindBackoff(t *testing.T) {
+	sup := activation.Supervision{MaxRestarts: 5, MinBackoff: time.Second, MaxBackoff: 4 * time.Second}
+	e := newLife(t, silo.Config{}, silo.WithSupervision(sup))
+	id := e.id("a")
+	_, err := e.s.Ask(e.ctx, id, boom{1})
+	require.ErrorIs(t, err, grain.ErrPanic)
+	// The first restart is immediate.
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
+	_, err = e.s.Ask(e.ctx, id, boom{2})
+	require.ErrorIs(t, err, grain.ErrPanic)
+	// The second backs off MinBackoff: messages wait, they are not dropped.
+	got := make(chan any, 1)
+	go func() { v, _ := e.s.Ask(e.ctx, id, whoAmI{}); got <- v }()
+	require.Eventually(t, func() bool { return e.clk.Pending() >= 2 }, 5*time.Second, time.Millisecond,
+		"the backoff timer is scheduled")
+	select {
+	case v := <-got:
+		t.Fatalf("answered during backoff: %v", v)
+	default:
+	}
+	e.clk.Advance(time.Second)
+	assert.Equal(t, 3, <-got)
+}
+
+func TestRestartLimitStopsAndQuarantines(t *testing.T) {
+	sup := activation.Supervision{MaxRestarts: 2, Window: time.Minute, MinBackoff: time.Millisecond, Quarantine: 10 * time.Second}
+	e := newLife(t, silo.Config{}, silo.WithSupervision(sup))
+	dl := e.s.SubscribeDeadLetters(16)
+	defer dl.Cancel()
+	id := e.id("a")
+	_, err := e.s.Ask(e.ctx, id, boom{1}) // restart 1, immediate
+	require.ErrorIs(t, err, grain.ErrPanic)
+	e.call(t, "a", whoAmI{})
+	_, err = e.s.Ask(e.ctx, id, boom{2}) // restart 2, after 1 ms
+	require.ErrorIs(t, err, grain.ErrPanic)
+	require.Eventually(t, func() bool { return e.clk.Pending() >= 2 }, 5*time.Second, time.Millisecond)
+	e.clk.Advance(time.Millisecond)
+	assert.Equal(t, 3, e.call(t, "a", whoAmI{}))
+	_, err = e.s.Ask(e.ctx, id, boom{3}) // past the limit: stop
+	require.ErrorIs(t, err, grain.ErrPanic)
+	<-e.j.deact // stopped grains deactivate
+
+	_, err = e.s.Ask(e.ctx, id, get{})
+	require.ErrorIs(t, err, grain.ErrGrainStopped, "quarantined: asks fail fast")
+	require.ErrorIs(t, err, grain.ErrDeadLetter)
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
+	for range 2 {
+		d := <-dl.C
+		assert.Equal(t, grain.ReasonQuarantined, d.Reason)
+		assert.Equal(t, id, d.Target)
+	}
+	e.clk.Advance(10 * time.Second)
+	assert.Equal(t, 4, e.call(t, "a", whoAmI{}), "after quarantine, a fresh activation")
+	assert.Equal(t, uint64(1), e.s.Stats().Stops)
+}
+
+func TestStopDirectiveDeadLettersQueuedAndFailsAsks(t *testing.T) {
+	errFatal := errors.New("fatal")
+	stop := activation.Supervision{Decider: activation.DeciderFunc(func(_ grain.ID, err error) activation.Directive {
+		if errors.Is(err, errFatal) {
+			return activation.Stop
+		}
+		return activation.Resume
+	})}
+	e := newLife(t, silo.Config{}, silo.WithSupervision(stop))
+	dl := e.s.SubscribeDeadLetters(16)
+	defer dl.Cancel()
+	id := e.id("a")
+	gate := make(chan struct{})
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	fatal := make(chan error, 1)
+	go func() { _, err := e.s.Ask(e.ctx, id, fail{errFatal}); fatal <- err }()
+	waitBacklog(t, e.s, 1)
+	// Queued behind the fatal message: a tell and an ask.
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
+	waitBacklog(t, e.s, 2)
+	pending := make(chan error, 1)
+	go func() { _, err := e.s.Ask(e.ctx, id, get{}); pending <- err }()
+	waitBacklog(t, e.s, 3)
+	close(gate)
+	require.ErrorIs(t, <-fatal, errFatal, "the failing caller gets its error")
+	err := <-pending
+	require.ErrorIs(t, err, grain.ErrGrainStopped)
+	var dle *grain.DeadLetterError
+	require.ErrorAs(t, err, &dle)
+	assert.Equal(t, grain.ReasonStopped, dle.Reason)
+	reasons := map[grain.Reason]int{}
+	for range 2 {
+		reasons[(<-dl.C).Reason]++
+	}
+	assert.Equal(t, map[grain.Reason]int{grain.ReasonStopped: 2}, reasons)
+	assert.Equal(t, "deactivate a #1", e.j.all()[len(e.j.all())-1])
+}
+
+func TestIdleDeactivation(t *testing.T) {
+	e := newLife(t, silo.Config{IdleTimeout: time.Minute, IdleQuantum: time.Second})
+	e.call(t, "a", incr{1})
+	e.clk.Advance(59 * time.Second)
+	assert.Equal(t, 1, e.call(t, "a", whoAmI{}), "not idle long enough; and this message resets the clock")
+	e.clk.Advance(59 * time.Second)
+	assert.Equal(t, 1, e.call(t, "a", whoAmI{}))
+	e.clk.Advance(61 * time.Second)
+	assert.Equal(t, "a", <-e.j.deact)
+	assert.Equal(t, 0, e.call(t, "a", get{}), "a fresh instance after idle deactivation")
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
+}
+
+func TestPerKindIdleTimeoutAndKeepAlive(t *testing.T) {
+	e := newLife(t, silo.Config{IdleTimeout: time.Minute}, silo.WithIdleTimeout(10*time.Second))
+	e.call(t, "short", incr{1})
+	e.call(t, "kept", keepAlive{time.Hour})
+	e.clk.Advance(11 * time.Second)
+	assert.Equal(t, "short", <-e.j.deact, "the kind's own timeout")
+	e.clk.Advance(30 * time.Minute)
+	assert.Equal(t, 1, e.call(t, "kept", whoAmI{}), "DelayDeactivation holds it")
+	e.clk.Advance(time.Hour)
+	assert.Equal(t, "kept", <-e.j.deact)
+
+	never := newLife(t, silo.Config{IdleTimeout: -1, IdleQuantum: time.Hour})
+	never.call(t, "a", incr{1})
+	never.clk.Advance(1000 * time.Hour)
+	assert.Equal(t, 1, never.call(t, "a", whoAmI{}))
+}
+
+func TestDeactivateOnIdleAndMessagesRacingDeactivation(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	e.call(t, "a", incr{1})
+	// The deactivation request and the messages after it are queued together:
+	// the messages wait for OnDeactivate, then go to a fresh activation.
+	require.NoError(t, e.s.Tell(e.ctx, e.id("a"), deactivate{}))
+	for range 3 {
+		require.NoError(t, e.s.Tell(e.ctx, e.id("a"), incr{1}))
+	}
+	assert.Equal(t, 3, e.call(t, "a", get{}))
+	assert.Equal(t, []string{
+		"activate a #1", "incr a #1 -> 1", "deactivate a #1",
+		"activate a #2", "incr a #2 -> 1", "incr a #2 -> 2", "incr a #2 -> 3",
+	}, e.j.all())
+	assert.Empty(t, e.s.Stats().DeadLetters)
+}
+
+func TestDeactivateHookPanicIsLoggedAndDeactivationCompletes(t *testing.T) {
+	var logs syncBuffer
+	e := newLife(t, silo.Config{Logger: newTextLogger(&logs)})
+	e.mu.Lock()
+	e.tweak = func(l *life) { l.deactPan = l.instance == 1 }
+	e.mu.Unlock()
+	e.call(t, "p", incr{1})
+	e.call(t, "p", deactivate{})
+	assert.Equal(t, "p", <-e.j.deact)
+	assert.Equal(t, 2, e.call(t, "p", whoAmI{}), "deactivation completed; the next message activates afresh")
+	assert.Contains(t, logs.String(), "OnDeactivate failed")
+	assert.Contains(t, logs.String(), "deactivate kaput")
+	assert.Empty(t, e.s.Stats().DeadLetters)
+}
+
+func TestActivationLimitEvictsLeastRecentlyUsed(t *testing.T) {
+	e := newLife(t, silo.Config{MaxActivations: 3, Partitions: 1})
+	for _, k := range []string{"a", "b", "c"} {
+		e.call(t, k, incr{1})
+	}
+	e.call(t, "a", get{}) // b is now the least recently used
+	e.call(t, "d", incr{1})
+	assert.Equal(t, "b", <-e.j.deact)
+	e.call(t, "e", incr{1})
+	assert.Equal(t, "c", <-e.j.deact)
+	assert.Equal(t, 3, e.s.Stats().Activations["life"])
+	assert.Equal(t, 1, e.call(t, "a", whoAmI{}), "a was kept")
+}
+
+func TestOverloadRejectNewest(t *testing.T) {
+	e := newLife(t, silo.Config{}, silo.WithMaxBacklog(2, silo.RejectNewest))
+	dl := e.s.SubscribeDeadLetters(16)
+	defer dl.Cancel()
+	id := e.id("a")
+	gate := make(chan struct{})
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{1})) // backlog now full
+	waitBacklog(t, e.s, 2)
+	require.ErrorIs(t, e.s.Tell(e.ctx, id, incr{100}), grain.ErrOverloaded, "the sender gets ErrOverloaded")
+	_, err := e.s.Ask(e.ctx, id, get{})
+	require.ErrorIs(t, err, grain.ErrOverloaded)
+	close(gate)
+	waitBacklog(t, e.s, 0)
+	assert.Equal(t, 3, e.call(t, "a", get{}), "the rejected messages were not applied")
+	for range 2 {
+		assert.Equal(t, grain.ReasonOverload, (<-dl.C).Reason)
+	}
+	assert.Equal(t, uint64(2), e.s.Stats().DeadLetters[grain.ReasonOverload])
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}), "accepting again once drained")
+}
+
+func TestOverloadDropOldest(t *testing.T) {
+	e := newLife(t, silo.Config{}, silo.WithMaxBacklog(2, silo.DropOldest))
+	dl := e.s.SubscribeDeadLetters(16)
+	defer dl.Cancel()
+	id := e.id("a")
+	gate := make(chan struct{})
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	for _, n := range []int{10, 100, 1000} {
+		require.NoError(t, e.s.Tell(e.ctx, id, incr{n}))
+	}
+	d := <-dl.C
+	assert.Equal(t, grain.ReasonOverload, d.Reason)
+	assert.Equal(t, incr{10}, d.Msg, "the oldest waiting message was dropped")
+	close(gate)
+	waitBacklog(t, e.s, 0)
+	assert.Equal(t, 1101, e.call(t, "a", get{}))
+}
+
+func TestShutdownHandlesQueuedAndDeactivatesAll(t *testing.T) {
+	e := newLife(t, silo.Config{Partitions: 2})
+	for i := range 20 {
+		require.NoError(t, e.s.Tell(e.ctx, e.id(fmt.Sprint(i)), incr{1}))
+	}
+	require.NoError(t, e.s.Shutdown(e.ctx))
+	incrs, deacts := 0, 0
+	for _, ev := range e.j.all() {
+		switch ev[:4] {
+		case "incr":
+			incrs++
+		case "deac":
+			deacts++
+		}
+	}
+	assert.Equal(t, 20, incrs, "queued messages handled")
+	assert.Equal(t, 20, deacts, "every grain deactivated")
+	assert.Empty(t, e.s.Stats().DeadLetters)
+	assert.Equal(t, 0, e.s.Stats().Activations["life"])
+}
+
+func TestShutdownPastDeadlineDeadLettersTheRest(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	gate := make(chan struct{})
+	id := e.id("a")
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	pending := make(chan error, 1)
+	go func() { _, err := e.s.Ask(e.ctx, id, get{}); pending <- err }()
+	waitBacklog(t, e.s, 1)
+	sctx, cancel := context.WithTimeout(e.ctx, 20*time.Millisecond)
+	defer cancel()
+	go func() { <-sctx.Done(); close(gate) }() // the blocked turn ends after the deadline
+	require.ErrorIs(t, e.s.Shutdown(sctx), context.DeadlineExceeded)
+	err := <-pending
+	require.ErrorIs(t, err, grain.ErrSiloClosed)
+	assert.Equal(t, uint64(1), e.s.Stats().DeadLetters[grain.ReasonShutdown])
+}
+
+func TestCloseDeadLettersEverythingQueued(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	gate := make(chan struct{})
+	id := e.id("a")
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	asks := make(chan error, 5)
+	for range 5 {
+		go func() { _, err := e.s.Ask(e.ctx, id, get{}); asks <- err }()
+	}
+	for range 5 {
+		require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
+	}
+	waitBacklog(t, e.s, 10)
+	go func() { close(gate) }()
+	require.NoError(t, e.s.Close())
+	for range 5 {
+		require.ErrorIs(t, <-asks, grain.ErrSiloClosed)
+	}
+	assert.Equal(t, uint64(10), e.s.Stats().DeadLetters[grain.ReasonShutdown])
+	assert.NotContains(t, e.j.all(), "deactivate a #1", "Close skips OnDeactivate")
+}
+
+func TestSlowDeadLetterSubscriberDoesNotStallTheSilo(t *testing.T) {
+	e := newLife(t, silo.Config{}, silo.WithMaxBacklog(1, silo.DropOldest))
+	dl := e.s.SubscribeDeadLetters(1)
+	defer dl.Cancel()
+	gate := make(chan struct{})
+	id := e.id("a")
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	for range 50 {
+		require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
+	}
+	require.Eventually(t, func() bool { return e.s.Stats().DeadLetters[grain.ReasonOverload] == 49 },
+		10*time.Second, 100*time.Microsecond)
+	close(gate)
+	waitBacklog(t, e.s, 0)
+	assert.Equal(t, 2, e.call(t, "a", get{}))
+	assert.Equal(t, uint64(49), e.s.Stats().DeadLetters[grain.ReasonOverload])
+	assert.Equal(t, uint64(48), dl.Dropped(), "one fits the buffer; the rest are counted, not waited for")
+}
