@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -89,3 +90,6 @@ func waitBacklog(t *testing.T, s *silo.Silo, n int) {
 		return total == n
 	}, 10*time.Second, 100*time.Microsecond, "waiting for a backlog of %d", n)
 }
+
+// runtimeYield lets other goroutines run between clock steps.
+func runtimeYield() { runtime.Gosched() }

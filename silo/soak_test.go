@@ -1,0 +1,185 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+type soakMsg struct {
+	id    int64
+	panic bool
+	sleep bool
+}
+
+type soakGrain struct {
+	handled *sync.Map // message id -> *atomic.Int32
+}
+
+func (g *soakGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	m := msg.(soakMsg)
+	n, _ := g.handled.LoadOrStore(m.id, new(atomic.Int32))
+	n.(*atomic.Int32).Add(1)
+	if m.panic {
+		panic("soak")
+	}
+	if m.sleep {
+		time.Sleep(200 * time.Microsecond) // a slow turn, to provoke handoffs
+	}
+	if m.id%97 == 0 {
+		c.DeactivateOnIdle()
+	}
+	return m.id, nil
+}
+
+// TestSoakEveryMessageHandledOrDeadLettered runs many senders against grains
+// that panic at random, with idle deactivation on an injected clock racing
+// new messages, an activation cap forcing evictions, restarts backing off,
+// and a shutdown in the middle of the load. It checks the rule: every
+// message accepted is either handled exactly once or a dead letter exactly
+// once, and every ask returns.
+func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
+	t.Run("graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second) })
+	t.Run("shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond) })
+}
+
+func soak(t *testing.T, shutdownDeadline time.Duration) {
+	const (
+		senders = 8
+		perSend = 2500
+		grains  = 100
+	)
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	handled := &sync.Map{}
+	s := newSilo(t, silo.Config{
+		Partitions:       3,
+		Clock:            clk,
+		IdleTimeout:      2 * time.Second,
+		IdleQuantum:      100 * time.Millisecond,
+		MaxActivations:   60,
+		HandoffThreshold: time.Millisecond,
+		Supervision:      activation.Supervision{MaxRestarts: 2, Window: time.Second, MinBackoff: 10 * time.Millisecond, Quarantine: 300 * time.Millisecond},
+	}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} },
+			silo.WithMaxBacklog(8, silo.RejectNewest)))
+	})
+	dl := s.SubscribeDeadLetters(senders * perSend)
+	ctx := ctxT(t)
+
+	// The clock moves on while the load runs.
+	stopClock := make(chan struct{})
+	clockDone := make(chan struct{})
+	go func() {
+		defer close(clockDone)
+		for {
+			select {
+			case <-stopClock:
+				return
+			default:
+				clk.Advance(time.Millisecond)
+				runtimeYield()
+			}
+		}
+	}()
+
+	var (
+		accepted   sync.Map // message id -> struct{}: sent and not refused
+		refusedOvl sync.Map // refused at the call with ErrOverloaded
+		nextID     atomic.Int64
+		asks       atomic.Int64
+		closedSeen atomic.Int64
+	)
+	var wg sync.WaitGroup
+	shutdownAt := int64(senders * perSend * 3 / 4)
+	shutdownErr := make(chan error, 1)
+	for p := range senders {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(p), 7))
+			for range perSend {
+				id := nextID.Add(1)
+				if id == shutdownAt {
+					go func() {
+						sctx, cancel := context.WithTimeout(ctx, shutdownDeadline)
+						defer cancel()
+						shutdownErr <- s.Shutdown(sctx)
+					}()
+				}
+				m := soakMsg{id: id, panic: r.IntN(8) == 0, sleep: r.IntN(100) == 0}
+				target := grain.NewIntID("soak", int64(r.IntN(grains)))
+				var err error
+				if r.IntN(3) == 0 {
+					asks.Add(1)
+					_, err = s.Ask(ctx, target, m) // must return: ctx is the test's 20 s
+				} else {
+					err = s.Tell(ctx, target, m)
+				}
+				switch {
+				case err == nil:
+					accepted.Store(id, struct{}{})
+				case errors.Is(err, grain.ErrSiloClosed) && !errors.Is(err, grain.ErrDeadLetter):
+					closedSeen.Add(1) // refused at the call: neither handled nor dead
+				case errors.Is(err, grain.ErrOverloaded) && !errors.Is(err, grain.ErrDeadLetter):
+					refusedOvl.Store(id, struct{}{})
+				default:
+					// An ask that was accepted and then failed: handled (a
+					// panic) or a dead letter. Either way it was accepted.
+					accepted.Store(id, struct{}{})
+				}
+			}
+		})
+	}
+	wg.Wait()
+	serr := <-shutdownErr
+	close(stopClock)
+	<-clockDone
+	require.NoError(t, s.Close())
+
+	dead := map[int64]int{}
+	reasons := map[grain.Reason]int{}
+	for d := range dl.C {
+		dead[d.Msg.(soakMsg).id]++
+		reasons[d.Reason]++
+	}
+	require.Zero(t, dl.Dropped())
+
+	count := func(m *sync.Map) (n int) { m.Range(func(any, any) bool { n++; return true }); return }
+	problems := 0
+	accepted.Range(func(k, _ any) bool {
+		id := k.(int64)
+		h := 0
+		if v, ok := handled.Load(id); ok {
+			h = int(v.(*atomic.Int32).Load())
+		}
+		if h+dead[id] != 1 {
+			if problems < 10 {
+				t.Errorf("message %d: handled %d times, dead-lettered %d times", id, h, dead[id])
+			}
+			problems++
+		}
+		return true
+	})
+	refusedOvl.Range(func(k, _ any) bool {
+		id := k.(int64)
+		_, h := handled.Load(id)
+		assert.False(t, h, "refused message %d was handled", id)
+		assert.Equal(t, 1, dead[id], "refused message %d is one dead letter", id)
+		return true
+	})
+	t.Logf("accepted %d, refused overloaded %d, refused closed %d, asks %d, shutdown: %v",
+		count(&accepted), count(&refusedOvl), closedSeen.Load(), asks.Load(), serr)
+	t.Logf("dead letters by reason: %v; stats %+v", reasons, s.Stats())
+	assert.Zero(t, problems)
+	assert.Positive(t, closedSeen.Load(), "the shutdown came in the middle of the load")
+}
