@@ -22,6 +22,7 @@ type (
 	echo    struct{ v any }
 	block   struct{ until <-chan struct{} }
 	waitCtx struct{ started chan<- struct{} }
+	hold    struct{ until <-chan struct{} } // like block, but deaf to ctx
 )
 
 // counter is the test grain: a plain int, and messages that misbehave.
@@ -48,6 +49,9 @@ func (c *counter) Receive(ctx context.Context, _ *grain.Context, msg any) (any, 
 		case <-m.until:
 		case <-ctx.Done():
 		}
+		return nil, nil
+	case hold:
+		<-m.until
 		return nil, nil
 	case waitCtx:
 		close(m.started)

@@ -175,7 +175,7 @@ func TestCallHonoursDeadlineAndCancellation(t *testing.T) {
 	release := make(chan struct{})
 	dctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 	defer cancel()
-	_, err := s.Ask(dctx, id, block{release})
+	_, err := s.Ask(dctx, id, hold{release})
 	close(release)
 	var te *grain.TimeoutError
 	require.ErrorAs(t, err, &te)
@@ -200,7 +200,7 @@ func TestCallHonoursDeadlineAndCancellation(t *testing.T) {
 	s2 := newSilo(t, silo.Config{CallTimeout: 30 * time.Millisecond}, nil)
 	release2 := make(chan struct{})
 	defer close(release2)
-	_, err = s2.Ask(context.Background(), id, block{release2})
+	_, err = s2.Ask(context.Background(), id, hold{release2})
 	require.ErrorIs(t, err, grain.ErrTimeout)
 }
 

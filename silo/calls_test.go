@@ -1,0 +1,382 @@
+package silo_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// hop asks the grain to call the first grain of Path with the rest of it,
+// and reply with the keys it went through.
+type hop struct {
+	Path      []grain.ID
+	Reentrant bool // make the call allowing call-chain reentrancy
+}
+
+// relay forwards hops and counts its turns, flagging any overlap.
+type relay struct {
+	inTurn   atomic.Bool
+	overlaps *atomic.Int64
+}
+
+func (r *relay) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if !r.inTurn.CompareAndSwap(false, true) {
+		r.overlaps.Add(1)
+	}
+	defer r.inTurn.Store(false)
+	switch m := msg.(type) {
+	case hop:
+		if len(m.Path) == 0 {
+			return c.ID().Key(), nil
+		}
+		cctx := ctx
+		if m.Reentrant {
+			cctx = silo.AllowCallChainReentrancy(ctx)
+		}
+		// The nested turn may run while this one waits: give up the flag
+		// for the duration of the call, as the turn token is given up.
+		r.inTurn.Store(false)
+		rest, err := silo.Call[string](cctx, c.Silo(), m.Path[0], hop{Path: m.Path[1:], Reentrant: m.Reentrant})
+		if !r.inTurn.CompareAndSwap(false, true) {
+			r.overlaps.Add(1)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return c.ID().Key() + ">" + rest, nil
+	case deepWait:
+		if len(m.Path) == 0 {
+			close(m.Started)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		return silo.Call[string](ctx, c.Silo(), m.Path[0], deepWait{Path: m.Path[1:], Started: m.Started})
+	}
+	return nil, fmt.Errorf("relay: %T", msg)
+}
+
+func relaySilo(t *testing.T, cfg silo.Config, opts ...silo.KindOption) (*silo.Silo, *atomic.Int64) {
+	var overlaps atomic.Int64
+	s := newSilo(t, cfg, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "relay", func(grain.ID) *relay { return &relay{overlaps: &overlaps} }, opts...))
+		require.NoError(t, silo.Register(s, "reentrant", func(grain.ID) *relay { return &relay{overlaps: &overlaps} },
+			append(opts, silo.WithReentrant())...))
+		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
+	})
+	return s, &overlaps
+}
+
+func r(key string) grain.ID { return grain.NewID("relay", key) }
+
+func TestCallsBetweenGrainsOfOnePartition(t *testing.T) {
+	s, overlaps := relaySilo(t, silo.Config{Partitions: 1})
+	ctx := ctxT(t)
+	got, err := silo.Call[string](ctx, s, r("a"), hop{Path: []grain.ID{r("b"), r("c"), r("d")}})
+	require.NoError(t, err)
+	assert.Equal(t, "a>b>c>d", got)
+	assert.Zero(t, overlaps.Load())
+}
+
+func TestCallCyclesFailFast(t *testing.T) {
+	s, _ := relaySilo(t, silo.Config{Partitions: 2})
+	ctx := ctxT(t)
+	cases := []struct {
+		name  string
+		start grain.ID
+		path  []grain.ID
+		chain string
+	}{
+		{"A->A", r("a"), []grain.ID{r("a")}, "relay/a -> relay/a"},
+		{"A->B->A", r("a"), []grain.ID{r("b"), r("a")}, "relay/a -> relay/b -> relay/a"},
+		{"A->B->C->A", r("a"), []grain.ID{r("b"), r("c"), r("a")}, "relay/a -> relay/b -> relay/c -> relay/a"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			_, err := silo.Call[string](ctx, s, c.start, hop{Path: c.path})
+			require.ErrorIs(t, err, grain.ErrCallCycle)
+			var ce *grain.CallCycleError
+			require.ErrorAs(t, err, &ce)
+			parts := make([]string, len(ce.Chain))
+			for i, id := range ce.Chain {
+				parts[i] = id.String()
+			}
+			assert.Equal(t, c.chain, strings.Join(parts, " -> "))
+			assert.Less(t, time.Since(start), 5*time.Second, "fails fast, not at the call timeout")
+		})
+	}
+	// A chain that revisits no grain is no cycle.
+	got, err := silo.Call[string](ctx, s, r("a"), hop{Path: []grain.ID{r("b"), r("c")}})
+	require.NoError(t, err)
+	assert.Equal(t, "a>b>c", got)
+}
+
+func TestCallChainReentrancySucceeds(t *testing.T) {
+	s, overlaps := relaySilo(t, silo.Config{Partitions: 2})
+	ctx := ctxT(t)
+	for _, path := range [][]grain.ID{
+		{r("a")},
+		{r("b"), r("a")},
+		{r("b"), r("c"), r("a")},
+		{r("b"), r("c"), r("a"), r("b"), r("a")},
+	} {
+		got, err := silo.Call[string](ctx, s, r("a"), hop{Path: path, Reentrant: true})
+		require.NoError(t, err, "path %v", path)
+		assert.True(t, strings.HasPrefix(got, "a>"), got)
+	}
+	// Reentrant kinds need no per-call opt-in.
+	re := func(k string) grain.ID { return grain.NewID("reentrant", k) }
+	got, err := silo.Call[string](ctx, s, re("x"), hop{Path: []grain.ID{re("y"), re("x")}})
+	require.NoError(t, err)
+	assert.Equal(t, "x>y>x", got)
+	assert.Zero(t, overlaps.Load(), "interleaved turns never ran at the same time")
+}
+
+func TestCancellationReachesThreeCallsDeep(t *testing.T) {
+	s, _ := relaySilo(t, silo.Config{Partitions: 2})
+	ctx := ctxT(t)
+	// p -> q -> w, and w waits on its ctx.
+	deep := make(chan struct{})
+	cctx2, cancel2 := context.WithCancel(ctx)
+	res := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(cctx2, grain.NewID("relay", "p"), deepWait{Path: []grain.ID{r("q"), r("w")}, Started: deep})
+		res <- err
+	}()
+	<-deep // the handler three calls deep is waiting on its ctx
+	cancel2()
+	require.ErrorIs(t, <-res, context.Canceled)
+}
+
+// deepWait travels Path like a hop, then the last grain waits on its ctx.
+type deepWait struct {
+	Path    []grain.ID
+	Started chan struct{}
+}
+
+func TestBlockedGrainDoesNotStallItsPartition(t *testing.T) {
+	s := newSilo(t, silo.Config{Partitions: 1}, nil) // one partition: every grain shares it
+	ctx := ctxT(t)
+	blocked := grain.NewID("counter", "blocked")
+	gate := make(chan struct{})
+	require.NoError(t, s.Tell(ctx, blocked, block{gate}))
+	for i := range 5 {
+		require.NoError(t, s.Tell(ctx, blocked, incr{i + 1})) // wait behind the block, in order
+	}
+	var wg sync.WaitGroup
+	for i := range 1000 {
+		wg.Go(func() {
+			n, err := silo.Call[int](ctx, s, grain.NewIntID("counter", int64(i)), incr{1})
+			assert.NoError(t, err)
+			assert.Equal(t, 1, n)
+		})
+	}
+	wg.Wait() // all handled while the grain is still blocked
+	close(gate)
+	n, err := silo.Call[int](ctx, s, blocked, get{})
+	require.NoError(t, err)
+	assert.Equal(t, 15, n)
+	assert.Positive(t, s.Stats().Handoffs)
+}
+
+// orderGrain records the order its messages ran in.
+type orderGrain struct{ seen []int }
+
+func (o *orderGrain) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case block:
+		select {
+		case <-m.until:
+		case <-ctx.Done():
+		}
+	case int:
+		o.seen = append(o.seen, m)
+	case get:
+		return append([]int(nil), o.seen...), nil
+	}
+	return nil, nil
+}
+
+func TestBlockedGrainsLaterMessagesRunInOrder(t *testing.T) {
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "order", func(grain.ID) *orderGrain { return &orderGrain{} }))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("order", "x")
+	gate := make(chan struct{})
+	require.NoError(t, s.Tell(ctx, id, block{gate}))
+	for i := range 100 {
+		require.NoError(t, s.Tell(ctx, id, i))
+	}
+	waitBacklog(t, s, 100)
+	close(gate)
+	seen, err := silo.Call[[]int](ctx, s, id, get{})
+	require.NoError(t, err)
+	want := make([]int, 100)
+	for i := range want {
+		want[i] = i
+	}
+	assert.Equal(t, want, seen)
+}
+
+// ticker is a grain that starts timers and checks ticks never overlap turns.
+type ticker struct {
+	inTurn   atomic.Bool
+	overlaps *atomic.Int64
+	ticks    chan<- string
+	j        *journal
+}
+
+type (
+	startTimer struct {
+		name        string
+		due, period time.Duration
+	}
+	stopTimer struct{ name string }
+	tickMsg   struct{ name string }
+	gateMsg   struct{ until, started chan struct{} }
+)
+
+func (k *ticker) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if !k.inTurn.CompareAndSwap(false, true) {
+		k.overlaps.Add(1)
+	}
+	defer k.inTurn.Store(false)
+	switch m := msg.(type) {
+	case startTimer:
+		return nil, c.StartTimer(m.name, m.due, m.period, tickMsg{m.name})
+	case stopTimer:
+		c.StopTimer(m.name)
+	case tickMsg:
+		_, fromGrain := c.Sender()
+		if fromGrain {
+			return nil, fmt.Errorf("a tick has no sender")
+		}
+		k.ticks <- m.name
+	case block:
+		select {
+		case <-m.until:
+		case <-ctx.Done():
+		}
+	case gateMsg:
+		close(m.started)
+		select {
+		case <-m.until:
+		case <-ctx.Done():
+		}
+	case deactivate:
+		c.DeactivateOnIdle()
+	}
+	return nil, nil
+}
+
+func (k *ticker) OnDeactivate(context.Context, *grain.Context) error {
+	k.j.add("deactivated")
+	k.j.deact <- "ticker"
+	return nil
+}
+
+func TestTimers(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ticks := make(chan string, 100)
+	var overlaps atomic.Int64
+	j := newJournal()
+	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: time.Minute, IdleQuantum: time.Second}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) *ticker { return &ticker{overlaps: &overlaps, ticks: ticks, j: j} }))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("ticker", "t")
+	call := func(m any) {
+		t.Helper()
+		_, err := s.Ask(ctx, id, m)
+		require.NoError(t, err)
+	}
+	call(startTimer{"once", time.Second, 0})
+	call(startTimer{"every", 2 * time.Second, 5 * time.Second})
+	_, err := s.Ask(ctx, id, startTimer{"bad", -time.Second, 0})
+	require.ErrorIs(t, err, grain.ErrInvalidConfig)
+
+	// After each tick, an ask to the grain is a barrier: it runs after the
+	// tick's turn has finished, and so after the next tick is scheduled.
+	clk.Advance(time.Second)
+	assert.Equal(t, "once", <-ticks)
+	call(get{})
+	clk.Advance(time.Second)
+	assert.Equal(t, "every", <-ticks)
+	call(get{})
+
+	// A tick that falls due while a turn runs waits for it.
+	gate, running := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Tell(ctx, id, gateMsg{gate, running}))
+	<-running
+	clk.Advance(5 * time.Second)
+	waitBacklog(t, s, 1)
+	select {
+	case <-ticks:
+		t.Fatal("tick ran during a turn")
+	default:
+	}
+	close(gate)
+	assert.Equal(t, "every", <-ticks)
+	call(stopTimer{"every"})
+	clk.Advance(5 * time.Second)
+	clk.Advance(time.Minute - time.Second) // ticks do not keep the grain alive
+	call(get{})                            // a barrier: every tick due has been queued before it
+	assert.Zero(t, overlaps.Load())
+	select {
+	case n := <-ticks:
+		t.Fatalf("stopped timer ticked: %s", n)
+	default:
+	}
+}
+
+func TestTimersStopOnDeactivationAndDoNotKeepAlive(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ticks := make(chan string, 100)
+	var overlaps atomic.Int64
+	j := newJournal()
+	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: 10 * time.Second, IdleQuantum: time.Second}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) *ticker { return &ticker{overlaps: &overlaps, ticks: ticks, j: j} }))
+		require.NoError(t, silo.Register(s, "alive", func(grain.ID) *ticker { return &ticker{overlaps: &overlaps, ticks: ticks, j: j} },
+			silo.WithTimerKeepAlive()))
+	})
+	ctx := ctxT(t)
+	_, err := s.Ask(ctx, grain.NewID("ticker", "t"), startTimer{"every", time.Second, time.Second})
+	require.NoError(t, err)
+	_, err = s.Ask(ctx, grain.NewID("alive", "t"), startTimer{"keep", time.Second, time.Second})
+	require.NoError(t, err)
+	// An ask after each step is a barrier: the ticks due have run and the
+	// next ones are scheduled.
+	step := func() {
+		clk.Advance(time.Second)
+		_, err := s.Ask(ctx, grain.NewID("alive", "t"), get{})
+		require.NoError(t, err)
+	}
+	for range 12 {
+		step()
+	}
+	assert.Equal(t, "ticker", <-j.deact, "ticks did not keep it alive")
+	for len(ticks) > 0 {
+		<-ticks
+	}
+	for range 30 {
+		step()
+	}
+	assert.Len(t, ticks, 30, "only the keep-alive grain still ticks, once a second")
+	for len(ticks) > 0 {
+		assert.Equal(t, "keep", <-ticks)
+	}
+	assert.Equal(t, 1, s.Stats().Activations["alive"])
+	assert.Equal(t, 0, s.Stats().Activations["ticker"])
+}
