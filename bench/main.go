@@ -1,0 +1,176 @@
+// Command bench measures Granary against protoactor-go and against "raw", the
+// plain-Go floor of the same design, on the same workloads with the same
+// checks. Each run is a fresh child process; each workload and
+// implementation runs three times; one JSON line per run is printed,
+// followed by a Markdown table of medians.
+//
+//	cd bench && go run . [-workload NAME|all] [-quick]
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strings"
+)
+
+// Result is one run's outcome, printed as one JSON line.
+type Result struct {
+	Workload           string         `json:"workload"`
+	Impl               string         `json:"impl"`
+	Run                int            `json:"run"`
+	OpsPerSec          float64        `json:"ops_per_sec"`
+	P50us              float64        `json:"p50_us,omitempty"`
+	P99us              float64        `json:"p99_us,omitempty"`
+	BytesPerActivation float64        `json:"bytes_per_activation,omitempty"`
+	Params             map[string]any `json:"params"`
+	Error              string         `json:"error,omitempty"`
+}
+
+var impls = []string{"granary", "protoactor", "raw"}
+
+func main() {
+	workload := flag.String("workload", "all", "workload to run: "+strings.Join(workloadNames(), ", ")+", or all")
+	quick := flag.Bool("quick", false, "shrink every workload so the whole set runs in under a minute")
+	runs := flag.Int("runs", 3, "runs per workload and implementation")
+	child := flag.Bool("child", false, "internal: run one workload in this process")
+	impl := flag.String("impl", "", "internal: the implementation a child runs; or restrict the parent to one")
+	run := flag.Int("run", 0, "internal: the run number")
+	flag.Parse()
+
+	if *child {
+		r := runChild(*workload, *impl, *quick)
+		r.Run = *run
+		b, _ := json.Marshal(r)
+		fmt.Println(string(b))
+		if r.Error != "" {
+			os.Exit(1)
+		}
+		return
+	}
+	names := workloadNames()
+	if *workload != "all" {
+		if _, ok := workloads[*workload]; !ok {
+			fmt.Fprintf(os.Stderr, "bench: unknown workload %q (have %s)\n", *workload, strings.Join(names, ", "))
+			os.Exit(2)
+		}
+		names = []string{*workload}
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+	var all []Result
+	failed := false
+	for _, w := range names {
+		for _, im := range impls {
+			if *impl != "" && im != *impl {
+				continue
+			}
+			if workloads[w][im] == nil {
+				continue
+			}
+			for r := 1; r <= *runs; r++ {
+				args := []string{"-child", "-workload", w, "-impl", im, "-run", fmt.Sprint(r)}
+				if *quick {
+					args = append(args, "-quick")
+				}
+				cmd := exec.Command(exe, args...)
+				var out bytes.Buffer
+				cmd.Stdout = &out
+				cmd.Stderr = os.Stderr
+				err := cmd.Run()
+				line := lastLine(out.String())
+				fmt.Println(line)
+				var res Result
+				if jerr := json.Unmarshal([]byte(line), &res); jerr != nil || err != nil {
+					failed = true
+					continue
+				}
+				all = append(all, res)
+			}
+		}
+	}
+	fmt.Println()
+	fmt.Print(table(all))
+	fmt.Printf("\n%s, GOMAXPROCS=%d, %s/%s, quick=%v\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, *quick)
+	if failed {
+		fmt.Fprintln(os.Stderr, "bench: some runs failed")
+		os.Exit(1)
+	}
+}
+
+func lastLine(s string) string {
+	var last string
+	sc := bufio.NewScanner(strings.NewReader(s))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if t := strings.TrimSpace(sc.Text()); t != "" {
+			last = t
+		}
+	}
+	return last
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// table prints medians per workload and implementation, with each
+// implementation's throughput as a ratio of protoactor's and raw's measured
+// in the same run.
+func table(rs []Result) string {
+	type key struct{ w, i string }
+	ops, p50, p99, bpa := map[key][]float64{}, map[key][]float64{}, map[key][]float64{}, map[key][]float64{}
+	var order []string
+	for _, r := range rs {
+		k := key{r.Workload, r.Impl}
+		if !slices.Contains(order, r.Workload) {
+			order = append(order, r.Workload)
+		}
+		ops[k] = append(ops[k], r.OpsPerSec)
+		p50[k] = append(p50[k], r.P50us)
+		p99[k] = append(p99[k], r.P99us)
+		bpa[k] = append(bpa[k], r.BytesPerActivation)
+	}
+	var b strings.Builder
+	b.WriteString("| workload | impl | ops/s (median) | vs protoactor | vs raw | p50 µs | p99 µs | bytes/activation |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, w := range order {
+		for _, im := range impls {
+			k := key{w, im}
+			if len(ops[k]) == 0 {
+				continue
+			}
+			m := median(ops[k])
+			ratio := func(other string) string {
+				o := median(ops[key{w, other}])
+				if o == 0 {
+					return "–"
+				}
+				return fmt.Sprintf("%.2fx", m/o)
+			}
+			opt := func(v float64, f string) string {
+				if v == 0 {
+					return "–"
+				}
+				return fmt.Sprintf(f, v)
+			}
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s |\n", w, im, m, ratio("protoactor"), ratio("raw"),
+				opt(median(p50[k]), "%.1f"), opt(median(p99[k]), "%.1f"), opt(median(bpa[k]), "%.0f"))
+		}
+	}
+	return b.String()
+}

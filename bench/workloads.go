@@ -1,0 +1,302 @@
+package main
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+)
+
+// bmsg is the message of the counting grain, shared by every implementation.
+// Messages are pointers to a few shared values, so sending allocates nothing.
+type bmsg struct {
+	reply  bool // reply with the count
+	count  bool // increment
+	signal bool // also count in the runtime's handled-signal counter
+}
+
+var (
+	incrMsg   = &bmsg{count: true}
+	askMsg    = &bmsg{count: true, reply: true}
+	peekMsg   = &bmsg{reply: true}
+	signalMsg = &bmsg{count: true, signal: true}
+)
+
+// target is what the generic workloads need of an implementation: a counting
+// grain per key.
+type target interface {
+	Tell(key int64, m *bmsg) error
+	Ask(key int64, m *bmsg) (int, error)
+	Signals() int64 // how many signal messages were handled
+	StateSize() uintptr
+	Close()
+}
+
+type params struct {
+	grains, producers, callers, msgs int
+	block                            time.Duration
+}
+
+func (p params) asMap() map[string]any {
+	m := map[string]any{}
+	if p.grains > 0 {
+		m["grains"] = p.grains
+	}
+	if p.producers > 0 {
+		m["producers"] = p.producers
+	}
+	if p.callers > 0 {
+		m["callers"] = p.callers
+	}
+	if p.msgs > 0 {
+		m["messages"] = p.msgs
+	}
+	if p.block > 0 {
+		m["block"] = p.block.String()
+	}
+	m["gomaxprocs"] = runtime.GOMAXPROCS(0)
+	return m
+}
+
+type workloadFunc func(impl string, p params) (Result, error)
+
+var constructors = map[string]func() target{
+	"granary":    newGranaryTarget,
+	"protoactor": newProtoTarget,
+	"raw":        newRawTarget,
+}
+
+// workloads[name][impl]; sizes[name] gives full and quick parameters.
+var workloads = map[string]map[string]workloadFunc{
+	"tell":     generic(runTell),
+	"ask":      generic(runAsk),
+	"zipf":     generic(runZipf),
+	"activate": generic(runActivate),
+	"pingpong": {"granary": pingGranary, "protoactor": pingProto, "raw": pingRaw},
+	"blocked":  {"granary": blockedGranary, "raw": blockedRaw},
+}
+
+var sizes = map[string][2]params{
+	"tell":     {{grains: 10_000, producers: 2, msgs: 10_000_000}, {grains: 10_000, producers: 2, msgs: 400_000}},
+	"ask":      {{grains: 10_000, callers: 1000, msgs: 2_000_000}, {grains: 10_000, callers: 1000, msgs: 100_000}},
+	"pingpong": {{msgs: 2_000_000}, {msgs: 100_000}},
+	"activate": {{msgs: 1_000_000}, {msgs: 100_000}},
+	"zipf":     {{grains: 100_000, producers: 2, msgs: 10_000_000}, {grains: 100_000, producers: 2, msgs: 400_000}},
+	"blocked":  {{grains: 1000, msgs: 20_000, block: 2 * time.Second}, {grains: 1000, msgs: 2_000, block: 200 * time.Millisecond}},
+}
+
+func workloadNames() []string {
+	return []string{"tell", "ask", "pingpong", "activate", "zipf", "blocked"}
+}
+
+func runChild(workload, impl string, quick bool) Result {
+	res := Result{Workload: workload, Impl: impl}
+	f := workloads[workload][impl]
+	if f == nil {
+		res.Error = fmt.Sprintf("no %s implementation of %s", impl, workload)
+		return res
+	}
+	p := sizes[workload][0]
+	if quick {
+		p = sizes[workload][1]
+	}
+	res.Params = p.asMap()
+	r, err := f(impl, p)
+	r.Workload, r.Impl, r.Params = workload, impl, res.Params
+	if err != nil {
+		r.Error = err.Error()
+	}
+	return r
+}
+
+func generic(f func(t target, p params) (Result, error)) map[string]workloadFunc {
+	m := map[string]workloadFunc{}
+	for name, mk := range constructors {
+		m[name] = func(_ string, p params) (Result, error) {
+			t := mk()
+			defer t.Close()
+			return f(t, p)
+		}
+	}
+	return m
+}
+
+// activateAll sends one ask to each grain, so the timed part measures
+// messaging to active grains.
+func activateAll(t target, grains int) error {
+	for k := range grains {
+		if _, err := t.Ask(int64(k), askMsg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// total asks every grain for its count: the check that no message was lost,
+// and the flush that ends the timed part.
+func total(t target, grains int) (int, error) {
+	sum := 0
+	for k := range grains {
+		n, err := t.Ask(int64(k), peekMsg)
+		if err != nil {
+			return 0, err
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+func tellAll(t target, producers, msgs int, key func(producer, i int) int64) error {
+	var wg sync.WaitGroup
+	errs := make(chan error, producers)
+	for p := range producers {
+		wg.Go(func() {
+			for i := range msgs / producers {
+				if err := t.Tell(key(p, i), incrMsg); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+func check(got, want int) error {
+	if got != want {
+		return fmt.Errorf("lost messages: counted %d, want %d", got, want)
+	}
+	return nil
+}
+
+func runTell(t target, p params) (Result, error) {
+	if err := activateAll(t, p.grains); err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	per := p.msgs / p.producers
+	err := tellAll(t, p.producers, p.msgs, func(prod, i int) int64 { return int64((prod*per + i) % p.grains) })
+	if err != nil {
+		return Result{}, err
+	}
+	sum, err := total(t, p.grains)
+	el := time.Since(start)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{OpsPerSec: float64(p.msgs) / el.Seconds()}, check(sum, p.grains+per*p.producers)
+}
+
+func runZipf(t target, p params) (Result, error) {
+	if err := activateAll(t, p.grains); err != nil {
+		return Result{}, err
+	}
+	// Keys are drawn before the clock starts, so the generator is not measured.
+	keys := make([][]int64, p.producers)
+	for prod := range keys {
+		z := rand.NewZipf(rand.New(rand.NewPCG(uint64(prod), 11)), 1.1, 1, uint64(p.grains-1))
+		keys[prod] = make([]int64, p.msgs/p.producers)
+		for i := range keys[prod] {
+			keys[prod][i] = int64(z.Uint64())
+		}
+	}
+	start := time.Now()
+	if err := tellAll(t, p.producers, p.msgs, func(prod, i int) int64 { return keys[prod][i] }); err != nil {
+		return Result{}, err
+	}
+	sum, err := total(t, p.grains)
+	el := time.Since(start)
+	if err != nil {
+		return Result{}, err
+	}
+	return Result{OpsPerSec: float64(p.msgs) / el.Seconds()}, check(sum, p.grains+p.msgs/p.producers*p.producers)
+}
+
+func runAsk(t target, p params) (Result, error) {
+	if err := activateAll(t, p.grains); err != nil {
+		return Result{}, err
+	}
+	per := p.msgs / p.callers
+	lat := make([][]time.Duration, p.callers)
+	errs := make(chan error, p.callers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range p.callers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 3))
+			for i := range per {
+				k := int64(r.IntN(p.grains))
+				if i%8 == 0 { // sample one call in eight
+					t0 := time.Now()
+					_, err := t.Ask(k, askMsg)
+					lat[c] = append(lat[c], time.Since(t0))
+					if err != nil {
+						errs <- err
+						return
+					}
+					continue
+				}
+				if _, err := t.Ask(k, askMsg); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return Result{}, err
+	}
+	sum, err := total(t, p.grains)
+	if err != nil {
+		return Result{}, err
+	}
+	p50, p99 := percentiles(slices.Concat(lat...))
+	return Result{OpsPerSec: float64(per*p.callers) / el.Seconds(), P50us: p50, P99us: p99}, check(sum, p.grains+per*p.callers)
+}
+
+func runActivate(t target, p params) (Result, error) {
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	for k := range p.msgs {
+		if err := t.Tell(int64(k), signalMsg); err != nil {
+			return Result{}, err
+		}
+	}
+	for t.Signals() < int64(p.msgs) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	el := time.Since(start)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / float64(p.msgs)
+	// One more message to each of a sample: every activation is still there.
+	for k := 0; k < p.msgs; k += p.msgs / 100 {
+		n, err := t.Ask(int64(k), peekMsg)
+		if err != nil {
+			return Result{}, err
+		}
+		if n != 1 {
+			return Result{}, fmt.Errorf("grain %d counted %d, want 1", k, n)
+		}
+	}
+	return Result{OpsPerSec: float64(p.msgs) / el.Seconds(), BytesPerActivation: per - float64(t.StateSize())}, nil
+}
+
+func percentiles(d []time.Duration) (p50, p99 float64) {
+	if len(d) == 0 {
+		return 0, 0
+	}
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	us := func(x time.Duration) float64 { return float64(x) / float64(time.Microsecond) }
+	return us(d[len(d)*50/100]), us(d[len(d)*99/100])
+}
