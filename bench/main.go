@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 )
@@ -42,14 +43,23 @@ func main() {
 	child := flag.Bool("child", false, "internal: run one workload in this process")
 	impl := flag.String("impl", "", "internal: the implementation a child runs; or restrict the parent to one")
 	run := flag.Int("run", 0, "internal: the run number")
+	cpuprofile := flag.String("cpuprofile", "", "with -child: write a CPU profile here")
 	flag.Parse()
 
 	if *child {
+		if *cpuprofile != "" {
+			f, err := os.Create(*cpuprofile)
+			if err == nil {
+				_ = pprof.StartCPUProfile(f)
+				defer pprof.StopCPUProfile()
+			}
+		}
 		r := runChild(*workload, *impl, *quick)
 		r.Run = *run
 		b, _ := json.Marshal(r)
 		fmt.Println(string(b))
 		if r.Error != "" {
+			pprof.StopCPUProfile()
 			os.Exit(1)
 		}
 		return

@@ -32,5 +32,11 @@ type Local struct {
 
 // Locate implements Locator.
 func (l Local) Locate(id grain.ID) (Location, error) {
-	return Location{Silo: l.Silo, Partition: l.Partitioner.Partition(id)}, nil
+	return l.LocateHash(id.Hash()), nil
+}
+
+// LocateHash is Locate for an identity whose Hash is h, for callers that
+// have computed it already.
+func (l Local) LocateHash(h uint64) Location {
+	return Location{Silo: l.Silo, Partition: l.Partitioner.PartitionOf(h)}
 }

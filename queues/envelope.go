@@ -8,15 +8,41 @@ import (
 
 // Envelope is one message on its way to a grain. Everything but Request is
 // plain data, so an envelope can be encoded to cross to another silo: the
-// seam for clustering.
+// seam for clustering. It is kept small (88 bytes) because every message is
+// copied into and out of a queue: what only some messages carry is behind
+// the Meta pointer.
 type Envelope struct {
 	Target grain.ID
-	Sender grain.ID // zero when sent from outside any grain
-	Msg    any
+	// Hash is Target.Hash(), computed once by the sender and used for both
+	// the partition and the directory lookup.
+	Hash uint64
+	Msg  any
 	// Request is set for an ask, nil for a tell.
 	Request *Request
-	// Tick is set when the message is a timer's tick.
-	Tick *Tick
+	// Meta is set for a message sent by a grain, or a timer's tick.
+	Meta *Meta
+}
+
+// Meta is what some envelopes carry besides the message.
+type Meta struct {
+	Sender grain.ID // the grain that sent the message
+	Tick   *Tick    // set when the message is a timer's tick
+}
+
+// Sender returns the grain that sent the message, or the zero ID.
+func (e *Envelope) Sender() grain.ID {
+	if e.Meta == nil {
+		return grain.ID{}
+	}
+	return e.Meta.Sender
+}
+
+// Tick returns the timer tick the message is, or nil.
+func (e *Envelope) Tick() *Tick {
+	if e.Meta == nil {
+		return nil
+	}
+	return e.Meta.Tick
 }
 
 // Tick names the timer a tick comes from, and which start of it.

@@ -25,5 +25,8 @@ func NewPartitioner(n int) (Partitioner, error) {
 // Partition returns the partition of id, in [0, N).
 func (p Partitioner) Partition(id grain.ID) int { return int(id.Hash() % p.n) }
 
+// PartitionOf returns the partition of the identity whose Hash is h.
+func (p Partitioner) PartitionOf(h uint64) int { return int(h % p.n) }
+
 // N returns the number of partitions.
 func (p Partitioner) N() int { return int(p.n) }

@@ -13,21 +13,38 @@ var (
 	ErrFull = errors.New("granary: queue full")
 )
 
+// segSize is the number of items in one segment of the message lane.
+const segSize = 256
+
+// maxFree is how many empty segments a queue keeps for reuse; beyond that
+// they go to the GC, so a flood does not pin memory for ever.
+const maxFree = 64
+
+type segment[T any] struct {
+	items [segSize]T
+	n     int
+	next  *segment[T]
+}
+
 // Queue is a multi-producer, single-consumer queue with two lanes: a control
 // lane of C, always drained first, and a message lane of T. Producers append
-// under a mutex held for a few instructions; the consumer swaps the lanes out
-// whole, so it takes every queued item in one lock acquisition (batch
-// draining), and hands the emptied slices back for reuse, so a steady state
-// allocates nothing.
+// under a mutex held for a few instructions. The message lane is a chain of
+// fixed-size segments: appending never copies what is queued, and the
+// consumer takes the whole chain in one lock acquisition (batch draining),
+// handing emptied segments back for reuse, so a steady state allocates
+// nothing.
 //
 // Queue is safe for concurrent use by many producers and one consumer.
 type Queue[T, C any] struct {
-	mu     sync.Mutex
-	items  []T
-	ctl    []C
-	closed bool
-	limit  int
-	wake   chan struct{}
+	mu         sync.Mutex
+	head, tail *segment[T]
+	n          int
+	ctl        []C
+	free       *segment[T]
+	nfree      int
+	closed     bool
+	limit      int
+	wake       chan struct{}
 }
 
 // New returns an empty queue whose message lane holds at most limit items
@@ -44,12 +61,30 @@ func (q *Queue[T, C]) Push(v T) error {
 		q.mu.Unlock()
 		return ErrClosed
 	}
-	if q.limit > 0 && len(q.items) >= q.limit {
+	if q.limit > 0 && q.n >= q.limit {
 		q.mu.Unlock()
 		return ErrFull
 	}
-	signal := len(q.items) == 0 && len(q.ctl) == 0
-	q.items = append(q.items, v)
+	signal := q.n == 0 && len(q.ctl) == 0
+	t := q.tail
+	if t == nil || t.n == segSize {
+		s := q.free
+		if s != nil {
+			q.free, s.next = s.next, nil
+			q.nfree--
+		} else {
+			s = new(segment[T])
+		}
+		if t == nil {
+			q.head = s
+		} else {
+			t.next = s
+		}
+		q.tail, t = s, s
+	}
+	t.items[t.n] = v
+	t.n++
+	q.n++
 	q.mu.Unlock()
 	if signal {
 		q.signal()
@@ -62,7 +97,7 @@ func (q *Queue[T, C]) Push(v T) error {
 // messages (a finished turn, a timer) must reach the consumer until it stops.
 func (q *Queue[T, C]) PushControl(c C) {
 	q.mu.Lock()
-	signal := len(q.items) == 0 && len(q.ctl) == 0
+	signal := q.n == 0 && len(q.ctl) == 0
 	q.ctl = append(q.ctl, c)
 	q.mu.Unlock()
 	if signal {
@@ -82,21 +117,23 @@ func (q *Queue[T, C]) signal() {
 // spurious; none is lost.
 func (q *Queue[T, C]) Wake() <-chan struct{} { return q.wake }
 
-// Drain takes every queued item. items and ctl are emptied slices that become
-// the queue's new lanes (pass back the previous results, cleared, to reuse
-// their arrays).
-func (q *Queue[T, C]) Drain(items []T, ctl []C) ([]T, []C) {
+// Drain takes every queued item: the messages as a Batch, the control items
+// as a slice. ctl is an emptied slice that becomes the new control lane
+// (pass back the previous result, cleared, to reuse its array).
+func (q *Queue[T, C]) Drain(ctl []C) (Batch[T, C], []C) {
 	q.mu.Lock()
-	gotItems, gotCtl := q.items, q.ctl
-	q.items, q.ctl = items[:0], ctl[:0]
+	b := Batch[T, C]{q: q, seg: q.head}
+	gotCtl := q.ctl
+	q.head, q.tail, q.n = nil, nil, 0
+	q.ctl = ctl[:0]
 	q.mu.Unlock()
-	return gotItems, gotCtl
+	return b, gotCtl
 }
 
 // Len returns the number of queued messages and control items.
 func (q *Queue[T, C]) Len() int {
 	q.mu.Lock()
-	n := len(q.items) + len(q.ctl)
+	n := q.n + len(q.ctl)
 	q.mu.Unlock()
 	return n
 }
@@ -108,4 +145,51 @@ func (q *Queue[T, C]) Close() {
 	q.closed = true
 	q.mu.Unlock()
 	q.signal()
+}
+
+func (q *Queue[T, C]) recycle(s *segment[T]) {
+	clear(s.items[:s.n])
+	s.n, s.next = 0, nil
+	q.mu.Lock()
+	if q.nfree < maxFree {
+		s.next = q.free
+		q.free = s
+		q.nfree++
+	}
+	q.mu.Unlock()
+}
+
+// Batch is the messages one Drain took, consumed in order with Pop. The zero
+// Batch is empty. A Batch belongs to the queue's consumer.
+type Batch[T, C any] struct {
+	q   *Queue[T, C]
+	seg *segment[T]
+	i   int
+}
+
+// Pop removes and returns the next message of the batch.
+func (b *Batch[T, C]) Pop() (T, bool) {
+	var zero T
+	for b.seg != nil {
+		if b.i < b.seg.n {
+			v := b.seg.items[b.i]
+			b.seg.items[b.i] = zero
+			b.i++
+			return v, true
+		}
+		done := b.seg
+		b.seg, b.i = done.next, 0
+		b.q.recycle(done)
+	}
+	return zero, false
+}
+
+// Empty reports whether Pop has nothing more to return.
+func (b *Batch[T, C]) Empty() bool {
+	for b.seg != nil && b.i >= b.seg.n {
+		done := b.seg
+		b.seg, b.i = done.next, 0
+		b.q.recycle(done)
+	}
+	return b.seg == nil
 }

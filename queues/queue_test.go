@@ -20,12 +20,12 @@ func TestQueueBatchesAndControlFirst(t *testing.T) {
 	require.NoError(t, q.Push(2))
 	q.PushControl("stop")
 	<-q.Wake()
-	items, ctl := q.Drain(nil, nil)
-	assert.Equal(t, []int{1, 2}, items)
+	b, ctl := q.Drain(nil)
+	assert.Equal(t, []int{1, 2}, drain(&b))
 	assert.Equal(t, []string{"stop"}, ctl)
 	assert.Zero(t, q.Len())
-	items, ctl = q.Drain(items[:0], ctl[:0])
-	assert.Empty(t, items)
+	b, ctl = q.Drain(ctl[:0])
+	assert.True(t, b.Empty())
 	assert.Empty(t, ctl)
 }
 
@@ -37,8 +37,8 @@ func TestQueueLimitAndClose(t *testing.T) {
 	q.Close()
 	require.ErrorIs(t, q.Push(4), queues.ErrClosed)
 	q.PushControl(9) // the control lane stays open
-	items, ctl := q.Drain(nil, nil)
-	assert.Equal(t, []int{1, 2}, items)
+	b, ctl := q.Drain(nil)
+	assert.Equal(t, []int{1, 2}, drain(&b))
 	assert.Equal(t, []int{9}, ctl)
 }
 
@@ -56,9 +56,9 @@ func TestQueueManyProducers(t *testing.T) {
 		})
 	}
 	next := make([]int, producers)
-	var items [][2]int
 	for got := 0; got < producers*each; {
-		items, _ = q.Drain(items[:0], nil)
+		b, _ := q.Drain(nil)
+		items := drain(&b)
 		if len(items) == 0 {
 			<-q.Wake()
 			continue
@@ -70,6 +70,34 @@ func TestQueueManyProducers(t *testing.T) {
 		got += len(items)
 	}
 	wg.Wait()
+}
+
+func drain[T, C any](b *queues.Batch[T, C]) []T {
+	var out []T
+	for {
+		v, ok := b.Pop()
+		if !ok {
+			return out
+		}
+		out = append(out, v)
+	}
+}
+
+// Batches span many segments, and segments are reused without leaking old
+// items into new batches.
+func TestQueueSegments(t *testing.T) {
+	q := queues.New[int, int](0)
+	for round := range 3 {
+		for i := range 1000 {
+			require.NoError(t, q.Push(round*1000+i))
+		}
+		b, _ := q.Drain(nil)
+		got := drain(&b)
+		require.Len(t, got, 1000)
+		for i, v := range got {
+			require.Equal(t, round*1000+i, v)
+		}
+	}
 }
 
 func TestPartitioner(t *testing.T) {

@@ -21,6 +21,7 @@ type act struct {
 	k                     *kind
 	g                     grain.Grain // written by the activate turn, then read-only
 	gen                   uint64      // owner: distinguishes activations of one ID over time
+	hash                  uint64      // ID.Hash()
 	idle                  idle.Entry[*act]
 
 	running   int32 // owner: turns in flight (more than 1 only when interleaving)

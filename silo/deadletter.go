@@ -131,7 +131,7 @@ func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error)
 	}
 	s.dead.publish(DeadLetter{
 		Target: env.Target,
-		Sender: env.Sender,
+		Sender: env.Sender(),
 		Msg:    env.Msg,
 		Ask:    env.Request != nil,
 		Reason: reason,

@@ -74,8 +74,7 @@ type partition struct {
 	quarantine map[grain.ID]time.Duration
 	ready      []*act
 	rhead      int
-	items      []queues.Envelope
-	ipos       int
+	batch      queues.Batch[queues.Envelope, ctl]
 	ctls       []ctl
 	cpos       int
 	expired    []*idle.Entry[*act]
@@ -87,7 +86,8 @@ type partition struct {
 
 	// shared
 	cur      atomic.Pointer[worker] // the owner, for the watchdog
-	handled  atomic.Uint64
+	handled  atomic.Uint64          // published from nHandled once per round
+	nHandled uint64                 // owner
 	handoffs atomic.Uint64
 	backlog  atomic.Int64 // messages waiting in mailboxes
 	ovMu     sync.Mutex
@@ -104,7 +104,7 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		s:          s,
 		idx:        idx,
 		q:          queues.New[queues.Envelope, ctl](s.cfg.QueueCapacity),
-		dir:        directory.NewTable[*act](),
+		dir:        directory.NewTable[*act](func(a *act) grain.ID { return a.ID }),
 		wheel:      w,
 		limit:      limit,
 		quarantine: make(map[grain.ID]time.Duration),
@@ -143,10 +143,11 @@ func (p *partition) step(w *worker) bool {
 			return false
 		}
 	}
-	for p.ipos < len(p.items) {
-		env := p.items[p.ipos]
-		p.items[p.ipos] = queues.Envelope{}
-		p.ipos++
+	for {
+		env, ok := p.batch.Pop()
+		if !ok {
+			break
+		}
 		if !p.deliver(w, env) {
 			return false
 		}
@@ -154,14 +155,15 @@ func (p *partition) step(w *worker) bool {
 	if !p.runReady(w) {
 		return false
 	}
+	p.handled.Store(p.nHandled)
 	if p.mode != modeRunning && p.stopped() {
 		return false
 	}
-	p.items, p.ctls = p.q.Drain(p.items[:0], p.ctls[:0])
-	p.ipos, p.cpos = 0, 0
-	if len(p.items) == 0 && len(p.ctls) == 0 && p.rhead == len(p.ready) {
+	p.batch, p.ctls = p.q.Drain(p.ctls[:0])
+	p.cpos = 0
+	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) {
 		<-p.q.Wake()
-		p.items, p.ctls = p.q.Drain(p.items, p.ctls)
+		p.batch, p.ctls = p.q.Drain(p.ctls)
 	}
 	p.now = p.s.since()
 	return true
@@ -174,7 +176,7 @@ func (p *partition) deliver(w *worker, env queues.Envelope) bool {
 		p.s.deadLetter(env, grain.ReasonShutdown, nil)
 		return true
 	}
-	a, ok := p.dir.Get(env.Target)
+	a, ok := p.dir.Get(env.Target, env.Hash)
 	if !ok {
 		if until, q := p.quarantine[env.Target]; q {
 			if p.now < until {
@@ -183,7 +185,7 @@ func (p *partition) deliver(w *worker, env queues.Envelope) bool {
 			}
 			delete(p.quarantine, env.Target)
 		}
-		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target)
+		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target, env.Hash)
 		p.mbPush(a, env)
 		return true
 	}
@@ -229,12 +231,12 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 // activate creates the activation of id and readies it; its activation turn
 // runs from the ready queue. With an activation cap, the least recently used
 // idle grain is asked to deactivate first.
-func (p *partition) activate(k *kind, id grain.ID) *act {
+func (p *partition) activate(k *kind, id grain.ID, h uint64) *act {
 	p.gen++
-	a := &act{p: p, k: k, gen: p.gen}
+	a := &act{p: p, k: k, gen: p.gen, hash: h}
 	a.ID = id
 	a.idle.Value = a
-	p.dir.Put(id, a)
+	p.dir.Put(id, h, a)
 	k.active.Add(1)
 	if p.lru != nil {
 		p.lru.Add(id, a)
@@ -346,7 +348,7 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 // stopped or the silo is closing.
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
-	p.dir.Delete(a.ID)
+	p.dir.Delete(a.ID, a.hash)
 	a.k.active.Add(-1)
 	p.wheel.Remove(&a.idle)
 	if p.lru != nil {
@@ -365,7 +367,7 @@ func (p *partition) remove(a *act) {
 	case a.stopping:
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	default:
-		b := p.activate(a.k, a.ID)
+		b := p.activate(a.k, a.ID, a.hash)
 		b.Mailbox, a.Mailbox = a.Mailbox, activation.Mailbox{}
 		if b.Mailbox.Len() >= b.k.maxBacklog && b.k.overflow == RejectNewest {
 			p.setOverfull(b, true)
@@ -379,10 +381,9 @@ func (p *partition) remove(a *act) {
 func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) bool {
 	a.running++
 	p.inflight++
-	w.seq.Add(1)
-	w.state.Store(wRunning)
-	res := p.execute(w, a, k, env)
-	if !w.state.CompareAndSwap(wRunning, wIdle) {
+	w.begin()
+	res := p.execute(w, a, k, env, false)
+	if !w.end() {
 		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
 		return false
 	}
@@ -401,21 +402,24 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	p.s.workers.Add(1)
 	go func() {
 		defer p.s.workers.Done()
-		res := p.execute(w, a, tkMessage, env)
+		res := p.execute(w, a, tkMessage, env, true)
 		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
 	}()
 }
 
+// canInterleave: a busy grain may run env now only while its turn waits in
+// a call that allows it (see docs/calls.md).
 func (p *partition) canInterleave(a *act, env queues.Envelope) bool {
-	if env.Request != nil && env.Request.Interleave {
-		return true
+	if a.waiting.Load() == 0 {
+		return false
 	}
-	return a.k.reentrant && a.waiting.Load() > 0
+	return a.k.reentrant || (env.Request != nil && env.Request.Interleave)
 }
 
 // execute runs user code: a message, OnActivate or OnDeactivate. It touches
 // no partition state, since it may run after the partition was handed off.
-func (p *partition) execute(w *worker, a *act, k turnKind, env queues.Envelope) turnResult {
+// An interleaved turn holds the grain's turn token throughout.
+func (p *partition) execute(w *worker, a *act, k turnKind, env queues.Envelope, interleaved bool) turnResult {
 	s := p.s
 	res := turnResult{kind: k, env: env}
 	var parent context.Context
@@ -423,9 +427,11 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env queues.Envelope) 
 	if env.Request != nil {
 		parent, chain = env.Request.Ctx, env.Request.Chain
 	}
-	w.tc.reset(parent, s.base, turnInfo{a: a, chain: chain, w: w})
-	w.gc = grain.NewContext(a.ID, env.Sender, s, a)
-	a.token.Lock()
+	if interleaved {
+		a.token.Lock()
+	}
+	w.tc.reset(parent, s.base, turnInfo{a: a, chain: chain, w: w, holdsToken: interleaved})
+	w.gc = grain.NewContext(a.ID, env.Sender(), s, a)
 	switch k {
 	case tkMessage:
 		reply, err := activation.Run(&w.tc, a.g, &w.gc, env.Msg)
@@ -442,11 +448,13 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env queues.Envelope) 
 		res.err = err
 	case tkDeactivate:
 		ctx, cancel := context.WithTimeout(s.base, s.cfg.DeactivationTimeout)
-		w.tc.reset(ctx, s.base, turnInfo{a: a, w: w})
+		w.tc.reset(ctx, s.base, turnInfo{a: a, w: w, holdsToken: interleaved})
 		res.err = activation.Deactivate(&w.tc, a.g, &w.gc)
 		cancel()
 	}
-	a.token.Unlock()
+	if w.tc.info.holdsToken {
+		a.token.Unlock()
+	}
 	w.tc.release()
 	return res
 }
@@ -456,7 +464,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env queues.Envelope) 
 func (p *partition) finish(a *act, res turnResult) {
 	a.running--
 	p.inflight--
-	p.handled.Add(1)
+	p.nHandled++
 	switch res.kind {
 	case tkActivate:
 		if res.err != nil {
@@ -473,11 +481,12 @@ func (p *partition) finish(a *act, res turnResult) {
 		return
 	case tkMessage:
 		deact, _, ops := a.takeRequests()
-		if res.env.Tick == nil || a.k.timerKeepAlive {
+		tick := res.env.Tick()
+		if tick == nil || a.k.timerKeepAlive {
 			p.touch(a)
 		}
-		if res.env.Tick != nil {
-			p.tickDone(a, res.env.Tick)
+		if tick != nil {
+			p.tickDone(a, tick)
 		}
 		p.applyTimers(a, ops)
 		if res.err != nil && a.State() == activation.Active && !a.busy() {
@@ -586,7 +595,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opIdleTick:
 		p.collectIdle()
 	case opRestart:
-		if cur, ok := p.dir.Get(c.a.ID); ok && cur == c.a && c.a.gen == c.gen && c.a.State() == activation.Backoff {
+		if cur, ok := p.dir.Get(c.a.ID, c.a.hash); ok && cur == c.a && c.a.gen == c.gen && c.a.State() == activation.Backoff {
 			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {
 				_ = c.a.Transition(activation.Activating)
 			} else {
@@ -662,10 +671,12 @@ func (p *partition) stopped() bool {
 // activation that runs no turn. Activations with a turn running go when it
 // finishes.
 func (p *partition) closeAll() {
-	for p.ipos < len(p.items) {
-		p.s.deadLetter(p.items[p.ipos], grain.ReasonShutdown, nil)
-		p.items[p.ipos] = queues.Envelope{}
-		p.ipos++
+	for {
+		env, ok := p.batch.Pop()
+		if !ok {
+			break
+		}
+		p.s.deadLetter(env, grain.ReasonShutdown, nil)
 	}
 	var all []*act
 	p.dir.All(func(_ grain.ID, a *act) bool { all = append(all, a); return true })

@@ -24,13 +24,13 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	p, err := s.check(id, msg)
+	p, h, err := s.check(id, msg)
 	if err != nil {
 		return err
 	}
-	env := queues.Envelope{Target: id, Msg: msg}
+	env := queues.Envelope{Target: id, Hash: h, Msg: msg}
 	if ti := turnFrom(ctx); ti != nil {
-		env.Sender = ti.a.ID
+		env.Meta = &queues.Meta{Sender: ti.a.ID}
 	}
 	return s.push(p, env)
 }
@@ -58,16 +58,16 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	p, err := s.check(id, msg)
+	p, h, err := s.check(id, msg)
 	if err != nil {
 		return nil, err
 	}
-	env := queues.Envelope{Target: id, Msg: msg}
+	env := queues.Envelope{Target: id, Hash: h, Msg: msg}
 	ti := turnFrom(ctx)
 	var chain queues.Chain
 	reenter := false
 	if ti != nil {
-		env.Sender = ti.a.ID
+		env.Meta = &queues.Meta{Sender: ti.a.ID}
 		_, allow := ctx.Value(reentryKey{}).(bool)
 		chain = ti.chain.Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
 		if l, waiting := chain.Find(id); waiting {
@@ -80,21 +80,25 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	req := queues.NewRequest(ctx, chain)
 	req.Interleave = reenter
 	env.Request = req
+	if ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.reentrant) {
+		// This call may be re-entered: give up the turn token and say so
+		// before the request can reach anyone (see docs/calls.md).
+		if ti.holdsToken {
+			ti.a.token.Unlock()
+		}
+		ti.a.waiting.Add(1)
+		defer func() {
+			ti.a.token.Lock()
+			ti.holdsToken = true
+			ti.a.waiting.Add(-1)
+		}()
+	}
 	if err := s.push(p, env); err != nil {
 		return nil, err
 	}
 	if ti != nil {
-		// The turn is about to block: let its partition serve other grains,
-		// and, where this call may be re-entered, give up the turn token.
+		// The turn is about to block: let its partition serve other grains.
 		ti.w.detach()
-		if len(chain) > 0 && (chain[len(chain)-1].AllowReentry || ti.a.k.reentrant) {
-			ti.a.waiting.Add(1)
-			ti.a.token.Unlock()
-			defer func() {
-				ti.a.token.Lock()
-				ti.a.waiting.Add(-1)
-			}()
-		}
 	}
 	// Without a deadline on ctx, the default call timeout runs on a pooled
 	// timer rather than a derived context: no allocation on the hot path.

@@ -148,15 +148,18 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 func (s *Silo) Close() error {
 	s.beginStop(opClose)
 	s.mu.Lock()
-	if s.cancel != nil {
-		s.cancel()
-	}
 	started := s.base != nil
-	s.mu.Unlock()
 	if started {
+		// opClose first, then cancel: a turn that returns because its ctx
+		// was cancelled finishes after the partition has begun closing, so
+		// nothing queued behind it runs.
 		for _, p := range s.parts {
 			p.q.PushControl(ctl{op: opClose})
 		}
+		s.cancel()
+	}
+	s.mu.Unlock()
+	if started {
 		<-s.allStopped()
 	}
 	s.finishStop()
@@ -254,8 +257,8 @@ func (s *Silo) watch(stop <-chan struct{}) {
 	t := time.NewTicker(s.cfg.HandoffThreshold)
 	defer t.Stop()
 	type seen struct {
-		w   *worker
-		seq uint64
+		w *worker
+		x uint64 // state and turn count
 	}
 	last := make([]seen, len(s.parts))
 	for {
@@ -269,41 +272,44 @@ func (s *Silo) watch(stop <-chan struct{}) {
 			if w == nil {
 				continue
 			}
-			seq := w.seq.Load()
-			if w.state.Load() == wRunning && last[i].w == w && last[i].seq == seq {
-				w.detach()
+			x := w.word.Load()
+			if last[i].w == w && last[i].x == x {
+				w.detachAt(x) // still in the turn seen last time: a no-op unless running
 			}
-			last[i] = seen{w, seq}
+			last[i] = seen{w, x}
 		}
 	}
 }
 
-// check validates a send, so that nothing bad is ever enqueued.
-func (s *Silo) check(id grain.ID, msg any) (*partition, error) {
-	if err := id.Validate(); err != nil {
-		return nil, err
+// check validates a send, so that nothing bad is ever enqueued, and returns
+// the target's partition and identity hash.
+func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
+	if _, ok := s.kinds[id.Kind()]; !ok {
+		if err := id.Validate(); err != nil {
+			return nil, 0, err
+		}
+		return nil, 0, fmt.Errorf("%w: %q", grain.ErrUnknownKind, id.Kind())
+	}
+	// A registered kind is a valid one; only the key is left to check.
+	if _, isInt := id.IntKey(); !isInt && id.Key() == "" {
+		return nil, 0, &grain.IDError{ID: id, Err: grain.ErrEmptyKey}
 	}
 	if msg == nil {
-		return nil, grain.ErrNilMessage
-	}
-	if _, ok := s.kinds[id.Kind()]; !ok {
-		return nil, fmt.Errorf("%w: %q", grain.ErrUnknownKind, id.Kind())
+		return nil, 0, grain.ErrNilMessage
 	}
 	switch s.state.Load() {
 	case stateRunning:
 	case stateNew:
-		return nil, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
+		return nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
 	default:
-		return nil, grain.ErrSiloClosed
+		return nil, 0, grain.ErrSiloClosed
 	}
-	loc, err := s.locator.Locate(id)
-	if err != nil {
-		return nil, err
-	}
+	h := id.Hash()
+	loc := s.locator.LocateHash(h)
 	if loc.Silo != s.cfg.Name {
-		return nil, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)
+		return nil, 0, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)
 	}
-	return s.parts[loc.Partition], nil
+	return s.parts[loc.Partition], h, nil
 }
 
 // push enqueues env on p, turning a full queue or grain into ErrOverloaded

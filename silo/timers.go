@@ -14,6 +14,7 @@ type grainTimer struct {
 	msg    any
 	t      clock.Timer
 	tick   *queues.Tick
+	meta   *queues.Meta // the envelope metadata of every tick: made once
 }
 
 // applyTimers carries out the timer starts and stops a turn asked for.
@@ -28,6 +29,7 @@ func (p *partition) applyTimers(a *act, ops []timerOp) {
 		}
 		p.gen++
 		gt := &grainTimer{period: op.period, msg: op.msg, tick: &queues.Tick{Name: op.name, Seq: p.gen}}
+		gt.meta = &queues.Meta{Tick: gt.tick}
 		if a.timers == nil {
 			a.timers = make(map[string]*grainTimer)
 		}
@@ -45,13 +47,13 @@ func (p *partition) schedule(a *act, gt *grainTimer, d time.Duration) {
 // waits for the grain, unless the timer was stopped or replaced meanwhile.
 func (p *partition) fire(w *worker, c ctl) bool {
 	a := c.a
-	if cur, ok := p.dir.Get(a.ID); !ok || cur != a || a.gen != c.gen || a.timers[c.tm.tick.Name] != c.tm {
+	if cur, ok := p.dir.Get(a.ID, a.hash); !ok || cur != a || a.gen != c.gen || a.timers[c.tm.tick.Name] != c.tm {
 		return true
 	}
 	if a.State() != activation.Active || p.mode != modeRunning {
 		return true
 	}
-	return p.enqueue(w, a, queues.Envelope{Target: a.ID, Msg: c.tm.msg, Tick: c.tm.tick})
+	return p.enqueue(w, a, queues.Envelope{Target: a.ID, Hash: a.hash, Msg: c.tm.msg, Meta: c.tm.meta})
 }
 
 // tickDone schedules a repeating timer's next tick once the tick's turn has

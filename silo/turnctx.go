@@ -18,6 +18,10 @@ type turnInfo struct {
 	a     *act
 	chain queues.Chain
 	w     *worker
+	// holdsToken: the turn holds a.token. Interleaved turns take it at
+	// their start; an ordinary turn only once it comes back from a call
+	// that let others interleave. Turns never interleaved never touch it.
+	holdsToken bool
 }
 
 // turnFrom returns the turn ctx runs in, or nil outside any turn.

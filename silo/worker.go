@@ -6,38 +6,68 @@ import (
 	"github.com/granary-go/granary/grain"
 )
 
-// Worker states. A worker is the goroutine that currently owns a partition.
+// Worker states, in the low two bits of worker.word. A worker is the
+// goroutine that currently owns a partition.
 const (
-	wIdle     uint32 = iota // between turns: owns the partition
+	wIdle     uint64 = iota // between turns: owns the partition
 	wRunning                // running a turn: owns the partition
 	wDetached               // running a turn: gave the partition to a new worker
+	stateMask = 3
 )
 
-// worker is one goroutine's claim on a partition. The turn it runs is handed
-// off by moving state from wRunning to wDetached with a CAS: whoever wins
-// that CAS, the worker finishing its turn (wRunning -> wIdle) or the party
-// handing the partition off, decides who owns the partition next. The loser
-// of the race changes nothing.
+// worker is one goroutine's claim on a partition. word holds the worker's
+// state and, above it, the number of turns it has started, so that starting
+// a turn is one atomic store and ending one is one compare-and-swap.
+//
+// The turn a worker runs is handed off by moving word from running to
+// detached with a CAS: whoever wins that CAS, the worker finishing its turn
+// (running -> idle) or the party handing the partition off, decides who owns
+// the partition next. The loser of the race changes nothing.
 type worker struct {
-	p     *partition
-	state atomic.Uint32
-	seq   atomic.Uint64 // turns started; the watchdog samples it
-	tc    turnCtx
-	gc    grain.Context
+	p    *partition
+	word atomic.Uint64
+	seq  uint64 // turns started; written by the worker only
+	tc   turnCtx
+	gc   grain.Context
 }
 
 func newWorker(p *partition, detached bool) *worker {
 	w := &worker{p: p}
 	if detached {
-		w.state.Store(wDetached)
+		w.word.Store(wDetached)
 	}
 	return w
+}
+
+// begin marks the start of a turn.
+func (w *worker) begin() {
+	w.seq++
+	w.word.Store(w.seq<<2 | wRunning)
+}
+
+// end marks the end of a turn; false means the partition was handed off
+// while it ran.
+func (w *worker) end() bool {
+	return w.word.CompareAndSwap(w.seq<<2|wRunning, w.seq<<2|wIdle)
 }
 
 // detach hands the partition to a fresh worker if w is running a turn. It
 // is safe to call from any goroutine. It reports whether it handed off.
 func (w *worker) detach() bool {
-	if !w.state.CompareAndSwap(wRunning, wDetached) {
+	for {
+		x := w.word.Load()
+		if x&stateMask != wRunning {
+			return false
+		}
+		if w.detachAt(x) {
+			return true
+		}
+	}
+}
+
+// detachAt hands off only if w is still in the turn observed as x.
+func (w *worker) detachAt(x uint64) bool {
+	if x&stateMask != wRunning || !w.word.CompareAndSwap(x, x&^stateMask|wDetached) {
 		return false
 	}
 	p := w.p
