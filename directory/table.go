@@ -9,20 +9,28 @@ import "github.com/granary-go/granary/grain"
 // entries. The zero Table is not usable; call NewTable. It is not safe for
 // concurrent use.
 type Table[V any] struct {
-	m        map[uint64]V
+	m        map[uint64]slot[V]
 	overflow map[grain.ID]V // identities whose hash is taken by another
-	idOf     func(V) grain.ID
+	idOf     func(V) *grain.ID
 }
 
-// NewTable returns an empty table. idOf returns the identity an entry is for.
-func NewTable[V any](idOf func(V) grain.ID) *Table[V] {
-	return &Table[V]{m: make(map[uint64]V), overflow: make(map[grain.ID]V), idOf: idOf}
+// slot keeps a pointer to the entry's identity next to it, so a lookup
+// compares identities without calling out.
+type slot[V any] struct {
+	id *grain.ID
+	v  V
+}
+
+// NewTable returns an empty table. idOf returns a pointer to the identity
+// an entry is for, which must not change while the entry is in the table.
+func NewTable[V any](idOf func(V) *grain.ID) *Table[V] {
+	return &Table[V]{m: make(map[uint64]slot[V]), overflow: make(map[grain.ID]V), idOf: idOf}
 }
 
 // Get returns the entry for id, whose hash is h.
 func (t *Table[V]) Get(id grain.ID, h uint64) (V, bool) {
-	if v, ok := t.m[h]; ok && t.idOf(v) == id {
-		return v, true
+	if s, ok := t.m[h]; ok && *s.id == id {
+		return s.v, true
 	}
 	if len(t.overflow) > 0 {
 		v, ok := t.overflow[id]
@@ -43,13 +51,13 @@ func (t *Table[V]) Put(id grain.ID, h uint64, v V) bool {
 		t.overflow[id] = v
 		return true
 	}
-	t.m[h] = v
+	t.m[h] = slot[V]{id: t.idOf(v), v: v}
 	return true
 }
 
 // Delete removes the entry for id (hash h).
 func (t *Table[V]) Delete(id grain.ID, h uint64) {
-	if v, ok := t.m[h]; ok && t.idOf(v) == id {
+	if s, ok := t.m[h]; ok && *s.id == id {
 		delete(t.m, h)
 		return
 	}
@@ -62,8 +70,8 @@ func (t *Table[V]) Len() int { return len(t.m) + len(t.overflow) }
 // All calls f for each entry until f returns false. f may delete the entry
 // it is given, nothing else.
 func (t *Table[V]) All(f func(grain.ID, V) bool) {
-	for _, v := range t.m {
-		if !f(t.idOf(v), v) {
+	for _, s := range t.m {
+		if !f(*s.id, s.v) {
 			return
 		}
 	}

@@ -27,25 +27,41 @@ type Self interface {
 // A Context is valid only during the turn it was given to. It is not safe for
 // concurrent use.
 type Context struct {
-	id     ID
-	sender ID
+	id     *ID
+	sender *ID // nil: not sent by a grain
 	rt     Runtime
 	self   Self
 }
 
-// NewContext builds a Context. Runtimes call it for every turn; tests can call
-// it to drive a grain's Receive directly, with doubles for rt and self.
-// sender is the zero ID when the message came from outside any grain.
+// NewContext builds a Context, for tests that drive a grain's Receive
+// directly with doubles for rt and self. sender is the zero ID when the
+// message came from outside any grain.
 func NewContext(id, sender ID, rt Runtime, self Self) Context {
+	c := Context{id: &id, rt: rt, self: self}
+	if !sender.IsZero() {
+		c.sender = &sender
+	}
+	return c
+}
+
+// ContextFor builds a Context that refers to id and sender (nil when the
+// message came from outside any grain) without copying them: what a runtime
+// calls for every turn. Neither may change until the turn has returned.
+func ContextFor(id, sender *ID, rt Runtime, self Self) Context {
 	return Context{id: id, sender: sender, rt: rt, self: self}
 }
 
 // ID returns the identity of the grain running the turn.
-func (c *Context) ID() ID { return c.id }
+func (c *Context) ID() ID { return *c.id }
 
 // Sender returns the grain that sent the message, and false if it came from
 // outside any grain (or from a timer).
-func (c *Context) Sender() (ID, bool) { return c.sender, !c.sender.IsZero() }
+func (c *Context) Sender() (ID, bool) {
+	if c.sender == nil || c.sender.IsZero() {
+		return ID{}, false
+	}
+	return *c.sender, true
+}
 
 // Silo returns the runtime, to Tell or Call other grains (see silo.Call).
 func (c *Context) Silo() Runtime { return c.rt }

@@ -66,12 +66,22 @@ type Request struct {
 	// Interleave is set when the target is already waiting in Chain and has
 	// allowed re-entry: the request may run while the target's turn waits.
 	Interleave bool
-	done       chan Result
+	// Local is the runtime's own per-request state, allocated with the
+	// request; it never crosses a silo.
+	Local any
+	done  chan Result
 }
 
 // NewRequest returns a request whose reply can be awaited with Done.
 func NewRequest(ctx context.Context, chain Chain) *Request {
-	return &Request{Ctx: ctx, Chain: chain, done: make(chan Result, 1)}
+	r := &Request{}
+	r.Init(ctx, chain)
+	return r
+}
+
+// Init prepares a request embedded in a larger allocation.
+func (r *Request) Init(ctx context.Context, chain Chain) {
+	r.Ctx, r.Chain, r.done = ctx, chain, make(chan Result, 1)
 }
 
 // Resolve delivers the outcome. Only the first call has an effect, so the

@@ -46,8 +46,8 @@ const (
 
 type turnResult struct {
 	kind turnKind
-	env  queues.Envelope
 	err  error
+	tick *queues.Tick // the turn ran a timer's tick
 }
 
 type mode uint8
@@ -104,7 +104,7 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		s:          s,
 		idx:        idx,
 		q:          queues.New[queues.Envelope, ctl](s.cfg.QueueCapacity),
-		dir:        directory.NewTable[*act](func(a *act) grain.ID { return a.ID }),
+		dir:        directory.NewTable[*act](func(a *act) *grain.ID { return &a.ID }),
 		wheel:      w,
 		limit:      limit,
 		quarantine: make(map[grain.ID]time.Duration),
@@ -382,7 +382,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) 
 	a.running++
 	p.inflight++
 	w.begin()
-	res := p.execute(w, a, k, env, false)
+	res := p.execute(w, a, k, &env, false)
 	if !w.end() {
 		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
 		return false
@@ -402,7 +402,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	p.s.workers.Add(1)
 	go func() {
 		defer p.s.workers.Done()
-		res := p.execute(w, a, tkMessage, env, true)
+		res := p.execute(w, a, tkMessage, &env, true)
 		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
 	}()
 }
@@ -419,22 +419,33 @@ func (p *partition) canInterleave(a *act, env queues.Envelope) bool {
 // execute runs user code: a message, OnActivate or OnDeactivate. It touches
 // no partition state, since it may run after the partition was handed off.
 // An interleaved turn holds the grain's turn token throughout.
-func (p *partition) execute(w *worker, a *act, k turnKind, env queues.Envelope, interleaved bool) turnResult {
-	s := p.s
-	res := turnResult{kind: k, env: env}
-	var parent context.Context
-	var chain queues.Chain
-	if env.Request != nil {
-		parent, chain = env.Request.Ctx, env.Request.Chain
-	}
+func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool) turnResult {
+	res := turnResult{kind: k}
 	if interleaved {
 		a.token.Lock()
 	}
-	w.tc.reset(parent, s.base, turnInfo{a: a, chain: chain, w: w, holdsToken: interleaved})
-	w.gc = grain.NewContext(a.ID, env.Sender(), s, a)
+	tc := &w.tc
+	info := turnInfo{a: a, req: env.Request, w: w, holdsToken: interleaved}
+	switch {
+	case env.Request != nil:
+		tc = env.Request.Local.(*turnCtx)
+		tc.reset(env.Request.Ctx, info)
+	case k == tkDeactivate:
+		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.DeactivationTimeout)
+		defer cancel()
+		tc = &turnCtx{base: p.s.base}
+		tc.reset(ctx, info)
+	default:
+		tc.reset(nil, info)
+	}
+	var sender *grain.ID
+	if env.Meta != nil {
+		sender, res.tick = &env.Meta.Sender, env.Meta.Tick
+	}
+	w.gc = grain.ContextFor(&a.ID, sender, p.s, a)
 	switch k {
 	case tkMessage:
-		reply, err := activation.Run(&w.tc, a.g, &w.gc, env.Msg)
+		reply, err := activation.Run(tc, a.g, &w.gc, env.Msg)
 		res.err = err
 		if env.Request != nil {
 			env.Request.Resolve(reply, err)
@@ -443,19 +454,16 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env queues.Envelope, 
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil {
 			a.g = g
-			err = activation.Activate(&w.tc, g, &w.gc)
+			err = activation.Activate(tc, g, &w.gc)
 		}
 		res.err = err
 	case tkDeactivate:
-		ctx, cancel := context.WithTimeout(s.base, s.cfg.DeactivationTimeout)
-		w.tc.reset(ctx, s.base, turnInfo{a: a, w: w, holdsToken: interleaved})
-		res.err = activation.Deactivate(&w.tc, a.g, &w.gc)
-		cancel()
+		res.err = activation.Deactivate(tc, a.g, &w.gc)
 	}
-	if w.tc.info.holdsToken {
+	if tc.info.holdsToken {
 		a.token.Unlock()
 	}
-	w.tc.release()
+	tc.release()
 	return res
 }
 
@@ -481,7 +489,7 @@ func (p *partition) finish(a *act, res turnResult) {
 		return
 	case tkMessage:
 		deact, _, ops := a.takeRequests()
-		tick := res.env.Tick()
+		tick := res.tick
 		if tick == nil || a.k.timerKeepAlive {
 			p.touch(a)
 		}

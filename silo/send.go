@@ -69,7 +69,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	if ti != nil {
 		env.Meta = &queues.Meta{Sender: ti.a.ID}
 		_, allow := ctx.Value(reentryKey{}).(bool)
-		chain = ti.chain.Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
+		chain = ti.chain().Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
 		if l, waiting := chain.Find(id); waiting {
 			if !l.AllowReentry && !s.kinds[id.Kind()].reentrant {
 				return nil, &grain.CallCycleError{Chain: append(chain.IDs(), id)}
@@ -77,7 +77,8 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			reenter = true
 		}
 	}
-	req := queues.NewRequest(ctx, chain)
+	ask := newAsk(ctx, chain, s.base)
+	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req
 	if ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.reentrant) {

@@ -15,13 +15,21 @@ type turnKey struct{}
 // is calling (the sender), the call chain it extends, and the worker to hand
 // the partition off from before it blocks.
 type turnInfo struct {
-	a     *act
-	chain queues.Chain
-	w     *worker
+	a   *act
+	req *queues.Request // the ask being handled; nil for a tell, a tick or a hook
+	w   *worker
 	// holdsToken: the turn holds a.token. Interleaved turns take it at
 	// their start; an ordinary turn only once it comes back from a call
 	// that let others interleave. Turns never interleaved never touch it.
 	holdsToken bool
+}
+
+// chain returns the call chain of the request the turn handles.
+func (ti *turnInfo) chain() queues.Chain {
+	if ti.req == nil {
+		return nil
+	}
+	return ti.req.Chain
 }
 
 // turnFrom returns the turn ctx runs in, or nil outside any turn.
@@ -31,29 +39,52 @@ func turnFrom(ctx context.Context) *turnInfo {
 }
 
 // turnCtx is the context.Context a handler receives. It is cancelled when the
-// caller's ctx is (for an ask) or when the silo closes, and it carries the
-// turn. One lives in each worker and is reset for every turn, so a turn costs
-// no allocation; the merged Done channel is made only if the handler asks for
-// it while both sources can cancel.
+// caller's ctx is (for an ask), when the silo closes, and when the turn ends;
+// and it carries the turn. A tell's turn uses the one that lives in its
+// worker, reset for every turn, so it costs no allocation (its Done is the
+// silo's); an ask's turn uses the one allocated with its request. The merged
+// Done channel is made only if the handler asks for it.
 type turnCtx struct {
 	parent context.Context // the ask's ctx or the hook's deadline; nil for a tell
-	base   context.Context // the silo's lifetime
+	base   context.Context // the silo's lifetime: set once per worker
 	info   turnInfo
 
 	mu   sync.Mutex
 	done chan struct{}
+	once sync.Once
 	err  error
 	stop [2]func() bool
 }
 
-func (c *turnCtx) reset(parent, base context.Context, info turnInfo) {
-	c.parent, c.base, c.info = parent, base, info
+// askCtx is an ask's request and the context its handler sees, in one
+// allocation. Each ask has its own turnCtx: a context that a handler hands
+// to others (a derived context, a nested call) must never be reused by
+// another turn.
+type askCtx struct {
+	req queues.Request
+	tc  turnCtx
 }
 
-// release detaches the merged Done channel, if one was made, from its
-// sources. Called when the turn ends.
+func newAsk(ctx context.Context, chain queues.Chain, base context.Context) *askCtx {
+	a := &askCtx{}
+	a.req.Init(ctx, chain)
+	a.req.Local = &a.tc
+	a.tc.base = base
+	return a
+}
+
+func (c *turnCtx) reset(parent context.Context, info turnInfo) {
+	c.parent, c.info = parent, info
+}
+
+// release ends the turn's context: a merged Done channel, if one was made,
+// is closed (so whatever watches it, such as a context derived from it,
+// lets go) and detached from its sources. Called when the turn ends.
 func (c *turnCtx) release() {
-	if c.done == nil {
+	c.mu.Lock()
+	done := c.done
+	c.mu.Unlock()
+	if done == nil {
 		return
 	}
 	for i, f := range c.stop {
@@ -62,9 +93,12 @@ func (c *turnCtx) release() {
 			c.stop[i] = nil
 		}
 	}
-	c.mu.Lock()
-	c.done, c.err = nil, nil
-	c.mu.Unlock()
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.err = context.Canceled
+		c.mu.Unlock()
+		close(done)
+	})
 }
 
 func (c *turnCtx) Deadline() (time.Time, bool) {
@@ -83,10 +117,9 @@ func (c *turnCtx) Done() <-chan struct{} {
 	if c.done == nil {
 		done := make(chan struct{})
 		c.done = done
-		var once sync.Once
 		cancel := func(src context.Context) func() {
 			return func() {
-				once.Do(func() {
+				c.once.Do(func() {
 					c.mu.Lock()
 					c.err = src.Err()
 					c.mu.Unlock()

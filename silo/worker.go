@@ -33,6 +33,7 @@ type worker struct {
 
 func newWorker(p *partition, detached bool) *worker {
 	w := &worker{p: p}
+	w.tc.base = p.s.base
 	if detached {
 		w.word.Store(wDetached)
 	}

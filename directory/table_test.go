@@ -1,0 +1,87 @@
+package directory_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/directory"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+type entry struct{ id grain.ID }
+
+func newTable() *directory.Table[*entry] {
+	return directory.NewTable[*entry](func(e *entry) *grain.ID { return &e.id })
+}
+
+func TestTableSingleEntryPerID(t *testing.T) {
+	tb := newTable()
+	a := &entry{grain.NewID("k", "a")}
+	require.True(t, tb.Put(a.id, a.id.Hash(), a))
+	require.False(t, tb.Put(a.id, a.id.Hash(), &entry{a.id}), "one activation per identity")
+	got, ok := tb.Get(a.id, a.id.Hash())
+	require.True(t, ok)
+	assert.Same(t, a, got)
+	tb.Delete(a.id, a.id.Hash())
+	_, ok = tb.Get(a.id, a.id.Hash())
+	assert.False(t, ok)
+	assert.Zero(t, tb.Len())
+}
+
+// Two identities with the same hash still get their own entries.
+func TestTableHashCollisions(t *testing.T) {
+	tb := newTable()
+	a, b, c := &entry{grain.NewID("k", "a")}, &entry{grain.NewID("k", "b")}, &entry{grain.NewID("k", "c")}
+	const h = 42 // force a collision
+	require.True(t, tb.Put(a.id, h, a))
+	require.True(t, tb.Put(b.id, h, b))
+	require.True(t, tb.Put(c.id, h, c))
+	require.False(t, tb.Put(b.id, h, b))
+	for _, e := range []*entry{a, b, c} {
+		got, ok := tb.Get(e.id, h)
+		require.True(t, ok)
+		assert.Same(t, e, got)
+	}
+	assert.Equal(t, 3, tb.Len())
+	tb.Delete(a.id, h)
+	_, ok := tb.Get(a.id, h)
+	assert.False(t, ok)
+	got, ok := tb.Get(c.id, h)
+	require.True(t, ok)
+	assert.Same(t, c, got)
+	seen := 0
+	tb.All(func(grain.ID, *entry) bool { seen++; return true })
+	assert.Equal(t, 2, seen)
+}
+
+func TestLocal(t *testing.T) {
+	pt, err := queues.NewPartitioner(4)
+	require.NoError(t, err)
+	l := directory.Local{Silo: "s1", Partitioner: pt}
+	id := grain.NewID("k", "x")
+	loc, err := l.Locate(id)
+	require.NoError(t, err)
+	assert.Equal(t, directory.Location{Silo: "s1", Partition: pt.Partition(id)}, loc)
+	var _ directory.Locator = directory.LocatorFunc(func(grain.ID) (directory.Location, error) { return loc, nil })
+}
+
+func BenchmarkTableGet(b *testing.B) {
+	tb := newTable()
+	ids := make([]grain.ID, 10000)
+	hs := make([]uint64, len(ids))
+	for i := range ids {
+		ids[i] = grain.NewIntID("k", int64(i))
+		hs[i] = ids[i].Hash()
+		tb.Put(ids[i], hs[i], &entry{ids[i]})
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		j := i % len(ids)
+		if _, ok := tb.Get(ids[j], hs[j]); !ok {
+			b.Fatal("missing")
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package queues_test
+
+import (
+	"testing"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// BenchmarkPushDrain: one producer pushes envelopes, the consumer drains
+// them in batches of 1024.
+func BenchmarkPushDrain(b *testing.B) {
+	q := queues.New[queues.Envelope, struct{}](0)
+	env := queues.Envelope{Target: grain.NewIntID("k", 1), Msg: &struct{}{}}
+	b.ReportAllocs()
+	var ctl []struct{}
+	for i := 0; b.Loop(); i++ {
+		_ = q.Push(env)
+		if i%1024 == 1023 {
+			var batch queues.Batch[queues.Envelope, struct{}]
+			batch, ctl = q.Drain(ctl[:0])
+			for {
+				if _, ok := batch.Pop(); !ok {
+					break
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkPushParallel: producers on every P push to one queue.
+func BenchmarkPushParallel(b *testing.B) {
+	q := queues.New[queues.Envelope, struct{}](0)
+	env := queues.Envelope{Target: grain.NewIntID("k", 1)}
+	done := make(chan struct{})
+	go func() { // the consumer
+		var ctl []struct{}
+		for {
+			select {
+			case <-done:
+				return
+			case <-q.Wake():
+			}
+			var batch queues.Batch[queues.Envelope, struct{}]
+			batch, ctl = q.Drain(ctl[:0])
+			for {
+				if _, ok := batch.Pop(); !ok {
+					break
+				}
+			}
+		}
+	}()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			_ = q.Push(env)
+		}
+	})
+	close(done)
+}
+
+func BenchmarkHash(b *testing.B) {
+	ids := []grain.ID{grain.NewIntID("counter", 42), grain.NewID("player", "player-4242-abcdef")}
+	for _, id := range ids {
+		b.Run(id.String(), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = id.Hash()
+			}
+		})
+	}
+}
