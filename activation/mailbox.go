@@ -2,61 +2,80 @@ package activation
 
 import "github.com/granary-go/granary/queues"
 
-// Mailbox is a FIFO of envelopes waiting for their grain's turn: a ring buffer
-// that grows by doubling and never shrinks below its first size, so a grain
-// that receives bursts does not reallocate on every burst. The zero Mailbox is
-// empty and ready to use.
+// Mailbox is a FIFO of envelopes waiting for their grain's turn. Most grains
+// never have one waiting (a message for an idle grain runs at once), so the
+// zero Mailbox is one nil pointer; its ring buffer is allocated on the first
+// Push, grows by doubling, and is let go when the mailbox empties, so an idle
+// grain holds no buffer.
 type Mailbox struct {
+	r *ring
+}
+
+type ring struct {
 	buf  []queues.Envelope
 	head int
 	n    int
 }
 
 // Len returns the number of queued envelopes.
-func (m *Mailbox) Len() int { return m.n }
+func (m *Mailbox) Len() int {
+	if m.r == nil {
+		return 0
+	}
+	return m.r.n
+}
 
 // Push appends e.
 func (m *Mailbox) Push(e queues.Envelope) {
-	if m.n == len(m.buf) {
-		m.grow()
+	if m.r == nil {
+		m.r = &ring{buf: make([]queues.Envelope, 2)}
 	}
-	m.buf[(m.head+m.n)%len(m.buf)] = e
-	m.n++
+	r := m.r
+	if r.n == len(r.buf) {
+		r.grow()
+	}
+	r.buf[(r.head+r.n)%len(r.buf)] = e
+	r.n++
 }
 
 // Pop removes and returns the oldest envelope.
 func (m *Mailbox) Pop() (queues.Envelope, bool) {
-	if m.n == 0 {
+	if m.r == nil || m.r.n == 0 {
 		return queues.Envelope{}, false
 	}
-	e := m.buf[m.head]
-	m.buf[m.head] = queues.Envelope{} // release the message for the GC
-	m.head = (m.head + 1) % len(m.buf)
-	m.n--
-	if m.n == 0 {
-		m.head = 0
+	r := m.r
+	e := r.buf[r.head]
+	r.buf[r.head] = queues.Envelope{} // release the message for the GC
+	r.head = (r.head + 1) % len(r.buf)
+	r.n--
+	if r.n == 0 {
+		m.r = nil
 	}
 	return e, true
 }
 
 // PopNewest removes and returns the newest envelope.
 func (m *Mailbox) PopNewest() (queues.Envelope, bool) {
-	if m.n == 0 {
+	if m.r == nil || m.r.n == 0 {
 		return queues.Envelope{}, false
 	}
-	i := (m.head + m.n - 1) % len(m.buf)
-	e := m.buf[i]
-	m.buf[i] = queues.Envelope{}
-	m.n--
+	r := m.r
+	i := (r.head + r.n - 1) % len(r.buf)
+	e := r.buf[i]
+	r.buf[i] = queues.Envelope{}
+	r.n--
+	if r.n == 0 {
+		m.r = nil
+	}
 	return e, true
 }
 
 // Peek returns the oldest envelope without removing it.
 func (m *Mailbox) Peek() (*queues.Envelope, bool) {
-	if m.n == 0 {
+	if m.r == nil || m.r.n == 0 {
 		return nil, false
 	}
-	return &m.buf[m.head], true
+	return &m.r.buf[m.r.head], true
 }
 
 // Drain removes every envelope, oldest first, calling f for each.
@@ -70,14 +89,10 @@ func (m *Mailbox) Drain(f func(queues.Envelope)) {
 	}
 }
 
-func (m *Mailbox) grow() {
-	size := 2 * len(m.buf)
-	if size == 0 {
-		size = 4
+func (r *ring) grow() {
+	buf := make([]queues.Envelope, 2*len(r.buf))
+	for i := 0; i < r.n; i++ {
+		buf[i] = r.buf[(r.head+i)%len(r.buf)]
 	}
-	buf := make([]queues.Envelope, size)
-	for i := 0; i < m.n; i++ {
-		buf[i] = m.buf[(m.head+i)%len(m.buf)]
-	}
-	m.buf, m.head = buf, 0
+	r.buf, r.head = buf, 0
 }

@@ -121,13 +121,21 @@ func (s Supervision) Validate() error {
 }
 
 // Restarts is an activation's restart history: the times of its recent
-// restarts. The zero value has none.
+// restarts. The zero value has none and costs one pointer, since most grains
+// never restart.
 type Restarts struct {
-	at []time.Duration
+	h *restartHistory
 }
 
+type restartHistory struct{ at []time.Duration }
+
 // Count returns how many restarts are in the history.
-func (r *Restarts) Count() int { return len(r.at) }
+func (r *Restarts) Count() int {
+	if r.h == nil {
+		return 0
+	}
+	return len(r.h.at)
+}
 
 // Decide applies the policy s (with defaults set) to a failed turn at time
 // now: it returns the directive and, for Restart, how long to back off first.
@@ -137,19 +145,23 @@ func (s Supervision) Decide(r *Restarts, id grain.ID, err error, now time.Durati
 	if d != Restart {
 		return d, 0
 	}
+	if r.h == nil {
+		r.h = &restartHistory{}
+	}
+	h := r.h
 	// forget restarts older than the window
-	keep := r.at[:0]
-	for _, t := range r.at {
+	keep := h.at[:0]
+	for _, t := range h.at {
 		if now-t < s.Window {
 			keep = append(keep, t)
 		}
 	}
-	r.at = keep
-	if s.MaxRestarts < 0 || len(r.at) >= s.MaxRestarts {
+	h.at = keep
+	if s.MaxRestarts < 0 || len(h.at) >= s.MaxRestarts {
 		return Stop, 0
 	}
-	r.at = append(r.at, now)
-	k := len(r.at)
+	h.at = append(h.at, now)
+	k := len(h.at)
 	if k == 1 {
 		return Restart, 0
 	}

@@ -11,18 +11,16 @@ import (
 	"github.com/granary-go/granary/idle"
 )
 
-// act is the silo's record of one activation. Fields marked "owner" belong to
-// the partition's owner goroutine; fields marked "turn" are written by the
-// goroutine running the grain's turn and read by the owner only after the
-// turn has finished (the finish travels through the owner, which orders it).
+// act is the silo's record of one activation: 160 bytes, because a silo may
+// hold millions. Fields marked "owner" belong to the partition's owner
+// goroutine. What few grains use (timers, turn requests, interleaving) lives
+// in an extra record allocated on first use.
 type act struct {
 	activation.Activation // owner
-	p                     *partition
-	k                     *kind
-	g                     grain.Grain // written by the activate turn, then read-only
-	gen                   uint64      // owner: distinguishes activations of one ID over time
-	hash                  uint64      // ID.Hash()
-	idle                  idle.Entry[*act]
+	p    *partition
+	k    *kind
+	g    grain.Grain // written by the activate turn, then read-only until a restart
+	idle idle.Entry[*act]
 
 	running   int32 // owner: turns in flight (more than 1 only when interleaving)
 	inReady   bool  // owner: listed in the partition's ready queue
@@ -30,8 +28,17 @@ type act struct {
 	overfull  bool  // owner: listed in the partition's overloaded set
 	deactWant bool  // owner: deactivate once no turn runs
 
-	// turn-side requests, applied by the owner when the turn finishes
-	req *turnRequests
+	x atomic.Pointer[actExtra]
+}
+
+// actExtra is the part of an activation only some grains need.
+type actExtra struct {
+	// turn-side requests, written by turns, applied by the owner when the
+	// turn has finished
+	mu         sync.Mutex // interleaved turns may write concurrently
+	deactivate bool
+	keepUntil  time.Duration
+	timerOps   []timerOp
 
 	timers map[string]*grainTimer // owner
 
@@ -41,15 +48,6 @@ type act struct {
 	waiting atomic.Int32
 }
 
-// turnRequests are what a turn asked of its own activation. Allocated on
-// first use, so a grain that never asks pays nothing.
-type turnRequests struct {
-	mu         sync.Mutex // interleaved turns may write concurrently
-	deactivate bool
-	keepUntil  time.Duration
-	timerOps   []timerOp
-}
-
 type timerOp struct {
 	name        string
 	due, period time.Duration
@@ -57,29 +55,40 @@ type timerOp struct {
 	stop        bool
 }
 
-func (a *act) requests() *turnRequests {
-	if a.req == nil {
-		a.req = &turnRequests{}
+// extra returns the extra record, making it if needed. Safe from any
+// goroutine.
+func (a *act) extra() *actExtra {
+	if x := a.x.Load(); x != nil {
+		return x
 	}
-	return a.req
+	a.x.CompareAndSwap(nil, &actExtra{})
+	return a.x.Load()
+}
+
+// waiting returns how many of a's turns wait in a call that lets others in.
+func (a *act) waiting() int32 {
+	if x := a.x.Load(); x != nil {
+		return x.waiting.Load()
+	}
+	return 0
 }
 
 // The methods below implement grain.Self for the grain's Context. They run
 // on the turn's goroutine, so they only record requests.
 
 func (a *act) DeactivateOnIdle() {
-	r := a.requests()
-	r.mu.Lock()
-	r.deactivate = true
-	r.mu.Unlock()
+	x := a.extra()
+	x.mu.Lock()
+	x.deactivate = true
+	x.mu.Unlock()
 }
 
 func (a *act) DelayDeactivation(d time.Duration) {
-	r := a.requests()
+	x := a.extra()
 	until := a.p.s.since() + d
-	r.mu.Lock()
-	r.keepUntil = max(r.keepUntil, until)
-	r.mu.Unlock()
+	x.mu.Lock()
+	x.keepUntil = max(x.keepUntil, until)
+	x.mu.Unlock()
 }
 
 func (a *act) StartTimer(name string, due, period time.Duration, msg any) error {
@@ -89,34 +98,45 @@ func (a *act) StartTimer(name string, due, period time.Duration, msg any) error 
 	if due < 0 || period < 0 {
 		return fmt.Errorf("%w: timer %q due %v period %v", grain.ErrInvalidConfig, name, due, period)
 	}
-	r := a.requests()
-	r.mu.Lock()
-	r.timerOps = append(r.timerOps, timerOp{name: name, due: due, period: period, msg: msg})
-	r.mu.Unlock()
+	x := a.extra()
+	x.mu.Lock()
+	x.timerOps = append(x.timerOps, timerOp{name: name, due: due, period: period, msg: msg})
+	x.mu.Unlock()
 	return nil
 }
 
 func (a *act) StopTimer(name string) {
-	r := a.requests()
-	r.mu.Lock()
-	r.timerOps = append(r.timerOps, timerOp{name: name, stop: true})
-	r.mu.Unlock()
+	x := a.extra()
+	x.mu.Lock()
+	x.timerOps = append(x.timerOps, timerOp{name: name, stop: true})
+	x.mu.Unlock()
 }
 
 func (a *act) Now() time.Time { return a.p.s.clock.Now() }
 
 // takeRequests returns and clears the turn's requests. Owner only, after the
 // turn finished.
-func (a *act) takeRequests() (deactivate bool, keepUntil time.Duration, ops []timerOp) {
-	r := a.req
-	if r == nil {
-		return false, 0, nil
+func (a *act) takeRequests() (deactivate bool, ops []timerOp) {
+	x := a.x.Load()
+	if x == nil {
+		return false, nil
 	}
-	r.mu.Lock()
-	deactivate, keepUntil, ops = r.deactivate, r.keepUntil, r.timerOps
-	r.deactivate, r.timerOps = false, nil
-	r.mu.Unlock()
-	return deactivate, keepUntil, ops
+	x.mu.Lock()
+	deactivate, ops = x.deactivate, x.timerOps
+	x.deactivate, x.timerOps = false, nil
+	x.mu.Unlock()
+	return deactivate, ops
+}
+
+// keepUntil returns the time until which the grain asked to be kept.
+func (a *act) keepUntil() time.Duration {
+	x := a.x.Load()
+	if x == nil {
+		return 0
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.keepUntil
 }
 
 // busy reports whether a turn of the activation runs.

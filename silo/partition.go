@@ -31,7 +31,6 @@ const (
 type ctl struct {
 	op  ctlOp
 	a   *act
-	gen uint64
 	res turnResult
 	tm  *grainTimer
 }
@@ -81,7 +80,7 @@ type partition struct {
 	now        time.Duration
 	inflight   int // turns running, inline or on other goroutines
 	mode       mode
-	gen        uint64
+	timerSeq   uint64
 	done       chan struct{} // closed when the partition has stopped for good
 
 	// shared
@@ -232,8 +231,7 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 // runs from the ready queue. With an activation cap, the least recently used
 // idle grain is asked to deactivate first.
 func (p *partition) activate(k *kind, id grain.ID, h uint64) *act {
-	p.gen++
-	a := &act{p: p, k: k, gen: p.gen, hash: h}
+	a := &act{p: p, k: k}
 	a.ID = id
 	a.idle.Value = a
 	p.dir.Put(id, h, a)
@@ -348,7 +346,7 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 // stopped or the silo is closing.
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
-	p.dir.Delete(a.ID, a.hash)
+	p.dir.Delete(a.ID, a.ID.Hash())
 	a.k.active.Add(-1)
 	p.wheel.Remove(&a.idle)
 	if p.lru != nil {
@@ -367,7 +365,7 @@ func (p *partition) remove(a *act) {
 	case a.stopping:
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	default:
-		b := p.activate(a.k, a.ID, a.hash)
+		b := p.activate(a.k, a.ID, a.ID.Hash())
 		b.Mailbox, a.Mailbox = a.Mailbox, activation.Mailbox{}
 		if b.Mailbox.Len() >= b.k.maxBacklog && b.k.overflow == RejectNewest {
 			p.setOverfull(b, true)
@@ -410,7 +408,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 // canInterleave: a busy grain may run env now only while its turn waits in
 // a call that allows it (see docs/calls.md).
 func (p *partition) canInterleave(a *act, env queues.Envelope) bool {
-	if a.waiting.Load() == 0 {
+	if a.waiting() == 0 {
 		return false
 	}
 	return a.k.reentrant || (env.Request != nil && env.Request.Interleave)
@@ -422,7 +420,7 @@ func (p *partition) canInterleave(a *act, env queues.Envelope) bool {
 func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool) turnResult {
 	res := turnResult{kind: k}
 	if interleaved {
-		a.token.Lock()
+		a.extra().token.Lock()
 	}
 	tc := &w.tc
 	info := turnInfo{a: a, req: env.Request, w: w, holdsToken: interleaved}
@@ -461,7 +459,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		res.err = activation.Deactivate(tc, a.g, &w.gc)
 	}
 	if tc.info.holdsToken {
-		a.token.Unlock()
+		a.extra().token.Unlock()
 	}
 	tc.release()
 	return res
@@ -488,7 +486,7 @@ func (p *partition) finish(a *act, res turnResult) {
 		p.remove(a)
 		return
 	case tkMessage:
-		deact, _, ops := a.takeRequests()
+		deact, ops := a.takeRequests()
 		tick := res.tick
 		if tick == nil || a.k.timerKeepAlive {
 			p.touch(a)
@@ -547,15 +545,19 @@ func (p *partition) activationFailed(a *act, err error) {
 func (p *partition) restart(a *act, backoff time.Duration) {
 	_ = a.Transition(activation.Backoff)
 	p.stopTimers(a)
-	a.g, a.req = nil, nil
+	a.g = nil
+	if x := a.x.Load(); x != nil {
+		x.mu.Lock()
+		x.deactivate, x.keepUntil, x.timerOps = false, 0, nil
+		x.mu.Unlock()
+	}
 	p.s.restarts.Add(1)
 	if backoff <= 0 {
 		_ = a.Transition(activation.Activating)
 		p.makeReady(a)
 		return
 	}
-	gen := a.gen
-	p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: a, gen: gen}) })
+	p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: a}) })
 }
 
 // stop quarantines the grain and deactivates it; what waits for it is a dead
@@ -603,7 +605,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opIdleTick:
 		p.collectIdle()
 	case opRestart:
-		if cur, ok := p.dir.Get(c.a.ID, c.a.hash); ok && cur == c.a && c.a.gen == c.gen && c.a.State() == activation.Backoff {
+		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a && c.a.State() == activation.Backoff {
 			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {
 				_ = c.a.Transition(activation.Activating)
 			} else {
@@ -634,8 +636,8 @@ func (p *partition) collectIdle() {
 		switch {
 		case a.State() != activation.Active || a.busy() || a.Mailbox.Len() > 0 || a.deactWant:
 			p.touch(a)
-		case a.req != nil && a.req.keepUntil > p.now:
-			p.wheel.Touch(&a.idle, a.req.keepUntil)
+		case a.keepUntil() > p.now:
+			p.wheel.Touch(&a.idle, a.keepUntil())
 		default:
 			a.deactWant = true
 			p.makeReady(a)

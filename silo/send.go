@@ -84,14 +84,15 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	if ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.reentrant) {
 		// This call may be re-entered: give up the turn token and say so
 		// before the request can reach anyone (see docs/calls.md).
+		x := ti.a.extra()
 		if ti.holdsToken {
-			ti.a.token.Unlock()
+			x.token.Unlock()
 		}
-		ti.a.waiting.Add(1)
+		x.waiting.Add(1)
 		defer func() {
-			ti.a.token.Lock()
+			x.token.Lock()
 			ti.holdsToken = true
-			ti.a.waiting.Add(-1)
+			x.waiting.Add(-1)
 		}()
 	}
 	if err := s.push(p, env); err != nil {
