@@ -340,6 +340,7 @@ func TestActivationLimitEvictsLeastRecentlyUsed(t *testing.T) {
 	assert.Equal(t, "b", <-e.j.deact)
 	e.call(t, "e", incr{1})
 	assert.Equal(t, "c", <-e.j.deact)
+	e.call(t, "d", get{}) // a barrier: c's deactivation has completed
 	assert.Equal(t, 3, e.s.Stats().Activations["life"])
 	assert.Equal(t, 1, e.call(t, "a", whoAmI{}), "a was kept")
 }

@@ -29,10 +29,11 @@ const (
 )
 
 type ctl struct {
-	op  ctlOp
-	a   *act
-	res turnResult
-	tm  *grainTimer
+	op    ctlOp
+	a     *act
+	res   turnResult
+	tm    *grainTimer
+	first queues.Envelope // opTurnDone: the first message of a failed activation
 }
 
 type turnKind uint8
@@ -44,9 +45,10 @@ const (
 )
 
 type turnResult struct {
-	kind turnKind
-	err  error
-	tick *queues.Tick // the turn ran a timer's tick
+	kind   turnKind
+	err    error        // the activation's error, or the message's
+	tick   *queues.Tick // the turn ran a timer's tick
+	ranMsg bool         // an activation turn went on to run its first message
 }
 
 type mode uint8
@@ -184,9 +186,10 @@ func (p *partition) deliver(w *worker, env queues.Envelope) bool {
 			}
 			delete(p.quarantine, env.Target)
 		}
+		// The activation turn runs the first message too, so it needs no
+		// mailbox: most grains never have one.
 		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target, env.Hash)
-		p.mbPush(a, env)
-		return true
+		return p.runTurn(w, a, tkActivate, env)
 	}
 	return p.enqueue(w, a, env)
 }
@@ -198,17 +201,18 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 		p.s.deadLetter(env, grain.ReasonQuarantined, nil)
 		return true
 	}
-	if a.State() == activation.Active && !a.deactWant {
-		if !a.busy() && a.Mailbox.Len() == 0 {
-			if p.lru != nil {
-				p.lru.Get(a.ID)
-			}
-			return p.runTurn(w, a, tkMessage, env)
+	if a.State() == activation.Active && !a.deactWant && !a.busy() && a.Mailbox.Len() == 0 {
+		if p.lru != nil {
+			p.lru.Get(a.ID)
 		}
-		if a.busy() && p.canInterleave(a, env) {
-			p.interleave(a, env)
-			return true
-		}
+		return p.runTurn(w, a, tkMessage, env)
+	}
+	// A busy grain (its first turn included: activation and first message
+	// run as one) may take env now if its turn waits in a call that lets
+	// env in.
+	if a.busy() && !a.deactWant && p.canInterleave(a, env) {
+		p.interleave(a, env)
+		return true
 	}
 	if a.Mailbox.Len() >= a.k.maxBacklog {
 		if a.k.overflow == DropOldest {
@@ -227,9 +231,9 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 	return true
 }
 
-// activate creates the activation of id and readies it; its activation turn
-// runs from the ready queue. With an activation cap, the least recently used
-// idle grain is asked to deactivate first.
+// activate creates the activation of id; the caller runs its activation
+// turn or readies it. With an activation cap, the least recently used idle
+// grain is asked to deactivate first.
 func (p *partition) activate(k *kind, id grain.ID, h uint64) *act {
 	a := &act{p: p, k: k}
 	a.ID = id
@@ -240,7 +244,6 @@ func (p *partition) activate(k *kind, id grain.ID, h uint64) *act {
 		p.lru.Add(id, a)
 		p.evict()
 	}
-	p.makeReady(a)
 	return a
 }
 
@@ -367,6 +370,7 @@ func (p *partition) remove(a *act) {
 	default:
 		b := p.activate(a.k, a.ID, a.ID.Hash())
 		b.Mailbox, a.Mailbox = a.Mailbox, activation.Mailbox{}
+		p.makeReady(b)
 		if b.Mailbox.Len() >= b.k.maxBacklog && b.k.overflow == RejectNewest {
 			p.setOverfull(b, true)
 		}
@@ -381,11 +385,19 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) 
 	p.inflight++
 	w.begin()
 	res := p.execute(w, a, k, &env, false)
+	var first *queues.Envelope // an activation turn's message, if it did not run
+	if k == tkActivate && !res.ranMsg && env.Msg != nil {
+		first = &env
+	}
 	if !w.end() {
-		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
+		c := ctl{op: opTurnDone, a: a, res: res}
+		if first != nil {
+			c.first = *first
+		}
+		p.q.PushControl(c)
 		return false
 	}
-	p.finish(a, res)
+	p.finish(a, res, first)
 	return true
 }
 
@@ -454,7 +466,18 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			a.g = g
 			err = activation.Activate(tc, g, &w.gc)
 		}
-		res.err = err
+		if err != nil {
+			res.err = err // finish fails the first message with the rest
+			break
+		}
+		if env.Msg != nil { // the first message, in the same turn
+			res.ranMsg = true
+			reply, err := activation.Run(tc, g, &w.gc, env.Msg)
+			res.err = err
+			if env.Request != nil {
+				env.Request.Resolve(reply, err)
+			}
+		}
 	case tkDeactivate:
 		res.err = activation.Deactivate(tc, a.g, &w.gc)
 	}
@@ -467,18 +490,20 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 
 // finish applies a finished turn's outcome. It never runs a turn itself: it
 // readies the activation, and runReady takes the next step.
-func (p *partition) finish(a *act, res turnResult) {
+func (p *partition) finish(a *act, res turnResult, first *queues.Envelope) {
 	a.running--
 	p.inflight--
 	p.nHandled++
 	switch res.kind {
 	case tkActivate:
-		if res.err != nil {
-			p.activationFailed(a, res.err)
+		if res.err != nil && !res.ranMsg {
+			p.activationFailed(a, res.err, first)
 			return
 		}
 		_ = a.Transition(activation.Active)
-		p.touch(a)
+		if !p.afterMessage(a, res) {
+			return
+		}
 	case tkDeactivate:
 		if res.err != nil {
 			p.s.cfg.Logger.Warn("granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
@@ -486,27 +511,8 @@ func (p *partition) finish(a *act, res turnResult) {
 		p.remove(a)
 		return
 	case tkMessage:
-		deact, ops := a.takeRequests()
-		tick := res.tick
-		if tick == nil || a.k.timerKeepAlive {
-			p.touch(a)
-		}
-		if tick != nil {
-			p.tickDone(a, tick)
-		}
-		p.applyTimers(a, ops)
-		if res.err != nil && a.State() == activation.Active && !a.busy() {
-			d, backoff := a.k.sup.Decide(&a.Restarts, a.ID, res.err, p.now)
-			switch d {
-			case activation.Restart:
-				p.restart(a, backoff)
-				return
-			case activation.Stop:
-				p.stop(a)
-			}
-		}
-		if deact {
-			a.deactWant = true
+		if !p.afterMessage(a, res) {
+			return
 		}
 	}
 	if a.busy() {
@@ -525,6 +531,34 @@ func (p *partition) finish(a *act, res turnResult) {
 	}
 }
 
+// afterMessage applies what a turn asked for (timers, deactivation), keeps
+// the idle clock, and applies the supervision policy to a failure. It
+// reports false if the grain restarted (nothing more to do for this turn).
+func (p *partition) afterMessage(a *act, res turnResult) bool {
+	deact, ops := a.takeRequests()
+	if res.tick == nil || a.k.timerKeepAlive {
+		p.touch(a)
+	}
+	if res.tick != nil {
+		p.tickDone(a, res.tick)
+	}
+	p.applyTimers(a, ops)
+	if res.err != nil && a.State() == activation.Active && !a.busy() {
+		d, backoff := a.k.sup.Decide(&a.Restarts, a.ID, res.err, p.now)
+		switch d {
+		case activation.Restart:
+			p.restart(a, backoff)
+			return false
+		case activation.Stop:
+			p.stop(a)
+		}
+	}
+	if deact {
+		a.deactWant = true
+	}
+	return true
+}
+
 func (p *partition) touch(a *act) {
 	if a.k.idleTimeout > 0 {
 		p.wheel.Touch(&a.idle, p.now+a.k.idleTimeout)
@@ -533,11 +567,20 @@ func (p *partition) touch(a *act) {
 
 // activationFailed fails every message that waited for the activation and
 // forgets it: the next message tries afresh.
-func (p *partition) activationFailed(a *act, err error) {
+func (p *partition) activationFailed(a *act, err error, first *queues.Envelope) {
 	aerr := &grain.ActivationError{ID: a.ID, Err: err}
-	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonActivationFailed, aerr) })
+	var waiting []queues.Envelope
+	p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
 	a.g = nil
+	// Out of the directory first, so a caller who sees the error finds the
+	// grain gone and its next message tries afresh.
 	p.remove(a)
+	if first != nil {
+		p.s.deadLetter(*first, grain.ReasonActivationFailed, aerr)
+	}
+	for _, e := range waiting {
+		p.s.deadLetter(e, grain.ReasonActivationFailed, aerr)
+	}
 }
 
 // restart drops the failed instance and builds a fresh one after backoff.
@@ -601,7 +644,11 @@ func (p *partition) overfull(id grain.ID) bool {
 func (p *partition) control(w *worker, c ctl) bool {
 	switch c.op {
 	case opTurnDone:
-		p.finish(c.a, c.res)
+		var first *queues.Envelope
+		if c.first.Msg != nil {
+			first = &c.first
+		}
+		p.finish(c.a, c.res, first)
 	case opIdleTick:
 		p.collectIdle()
 	case opRestart:
