@@ -17,10 +17,10 @@ import (
 // in an extra record allocated on first use.
 type act struct {
 	activation.Activation // owner
-	p    *partition
-	k    *kind
-	g    grain.Grain // written by the activate turn, then read-only until a restart
-	idle idle.Entry[*act]
+	p                     *partition
+	k                     *kind
+	g                     grain.Grain // written by the activate turn, then read-only until a restart
+	idle                  idle.Entry[*act]
 
 	running   int32 // owner: turns in flight (more than 1 only when interleaving)
 	inReady   bool  // owner: listed in the partition's ready queue

@@ -2,6 +2,8 @@ package silo_test
 
 import (
 	"context"
+	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -57,7 +59,7 @@ func BenchmarkTell(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if err := s.Tell(ctx, ids[i&63], incrMsg); err != nil {
+		if err := tellRetry(ctx, s, ids[i&63], incrMsg); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -118,7 +120,7 @@ func BenchmarkActivate(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if err := s.Tell(ctx, grain.NewIntID("b", int64(i)), incrMsg); err != nil {
+		if err := tellRetry(ctx, s, grain.NewIntID("b", int64(i)), incrMsg); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -126,4 +128,15 @@ func BenchmarkActivate(b *testing.B) {
 	done := make(chan struct{})
 	_ = s.Tell(ctx, grain.NewIntID("b", -1), &benchSync{done})
 	<-done
+}
+
+// tellRetry treats ErrOverloaded as backpressure, as a producer should.
+func tellRetry(ctx context.Context, s *silo.Silo, id grain.ID, msg any) error {
+	for {
+		err := s.Tell(ctx, id, msg)
+		if !errors.Is(err, grain.ErrOverloaded) {
+			return err
+		}
+		runtime.Gosched()
+	}
 }
