@@ -37,8 +37,9 @@ func (g *countGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any,
 type granaryTarget struct {
 	s      *silo.Silo
 	sig    atomic.Int64
-	ctx    context.Context
-	cancel context.CancelFunc
+	ctx     context.Context
+	cancel  context.CancelFunc
+	cancels []context.CancelFunc
 }
 
 func mustSilo(cfg silo.Config) *silo.Silo {
@@ -79,10 +80,21 @@ func (t *granaryTarget) Ask(key int64, m *bmsg) (int, error) {
 	return silo.Call[int](t.ctx, t.s, grain.NewIntID("c", key), m)
 }
 
+func (t *granaryTarget) Caller() func(int64, *bmsg) (int, error) {
+	ctx, cancel := context.WithTimeout(t.ctx, time.Hour)
+	t.cancels = append(t.cancels, cancel)
+	return func(key int64, m *bmsg) (int, error) {
+		return silo.Call[int](ctx, t.s, grain.NewIntID("c", key), m)
+	}
+}
+
 func (t *granaryTarget) Signals() int64     { return t.sig.Load() }
 func (t *granaryTarget) StateSize() uintptr { return unsafe.Sizeof(countGrain{}) }
 func (t *granaryTarget) Close() {
 	t.s.Close()
+	for _, c := range t.cancels {
+		c()
+	}
 	t.cancel()
 }
 

@@ -82,6 +82,8 @@ func (t *protoTarget) Ask(key int64, m *bmsg) (int, error) {
 	return v.(int), nil
 }
 
+func (t *protoTarget) Caller() func(int64, *bmsg) (int, error) { return t.Ask }
+
 func (t *protoTarget) Signals() int64     { return t.sig.Load() }
 func (t *protoTarget) StateSize() uintptr { return unsafe.Sizeof(paCounter{}) }
 func (t *protoTarget) Close()             { t.sys.Shutdown() }

@@ -141,6 +141,8 @@ func (t *rawTarget) Ask(key int64, m *bmsg) (int, error) {
 	return <-ch, nil
 }
 
+func (t *rawTarget) Caller() func(int64, *bmsg) (int, error) { return t.Ask }
+
 func (t *rawTarget) Signals() int64     { return t.sys.sig.Load() }
 func (t *rawTarget) StateSize() uintptr { return unsafe.Sizeof(rawState{}) }
 func (t *rawTarget) Close()             { t.sys.close() }

@@ -30,6 +30,9 @@ var (
 type target interface {
 	Tell(key int64, m *bmsg) error
 	Ask(key int64, m *bmsg) (int, error)
+	// Caller returns the Ask of one caller: a client with its own request
+	// context, as each client of a service has.
+	Caller() func(key int64, m *bmsg) (int, error)
 	Signals() int64 // how many signal messages were handled
 	StateSize() uintptr
 	Close()
@@ -227,13 +230,14 @@ func runAsk(t target, p params) (Result, error) {
 	var wg sync.WaitGroup
 	start := time.Now()
 	for c := range p.callers {
+		ask := t.Caller()
 		wg.Go(func() {
 			r := rand.New(rand.NewPCG(uint64(c), 3))
 			for i := range per {
 				k := int64(r.IntN(p.grains))
 				if i%8 == 0 { // sample one call in eight
 					t0 := time.Now()
-					_, err := t.Ask(k, askMsg)
+					_, err := ask(k, askMsg)
 					lat[c] = append(lat[c], time.Since(t0))
 					if err != nil {
 						errs <- err
@@ -241,7 +245,7 @@ func runAsk(t target, p params) (Result, error) {
 					}
 					continue
 				}
-				if _, err := t.Ask(k, askMsg); err != nil {
+				if _, err := ask(k, askMsg); err != nil {
 					errs <- err
 					return
 				}

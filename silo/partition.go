@@ -224,10 +224,10 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 			return true
 		}
 	}
-	p.mbPush(a, env)
-	if a.k.overflow == RejectNewest && a.Mailbox.Len() >= a.k.maxBacklog {
-		p.setOverfull(a, true)
+	if a.k.overflow == RejectNewest && a.Mailbox.Len()+1 >= a.k.maxBacklog {
+		p.setOverfull(a, true) // before the push: once the backlog shows full, senders are refused
 	}
+	p.mbPush(a, env)
 	return true
 }
 

@@ -3,6 +3,7 @@ package silo
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/queues"
@@ -48,12 +49,25 @@ type turnCtx struct {
 	parent context.Context // the ask's ctx or the hook's deadline; nil for a tell
 	base   context.Context // the silo's lifetime: set once per worker
 	info   turnInfo
+	m      atomic.Pointer[merged] // made on the first Done, if parent can end
+}
 
-	mu   sync.Mutex
+// merged is the Done channel of a turn whose ctx has two sources.
+type merged struct {
 	done chan struct{}
 	once sync.Once
+	mu   sync.Mutex
 	err  error
 	stop [2]func() bool
+}
+
+func (m *merged) cancel(err error) {
+	m.once.Do(func() {
+		m.mu.Lock()
+		m.err = err
+		m.mu.Unlock()
+		close(m.done)
+	})
 }
 
 // askCtx is an ask's request and the context its handler sees, in one
@@ -81,24 +95,19 @@ func (c *turnCtx) reset(parent context.Context, info turnInfo) {
 // is closed (so whatever watches it, such as a context derived from it,
 // lets go) and detached from its sources. Called when the turn ends.
 func (c *turnCtx) release() {
-	c.mu.Lock()
-	done := c.done
-	c.mu.Unlock()
-	if done == nil {
+	m := c.m.Load()
+	if m == nil {
 		return
 	}
-	for i, f := range c.stop {
+	m.mu.Lock()
+	stop := m.stop
+	m.mu.Unlock()
+	for _, f := range stop {
 		if f != nil {
 			f()
-			c.stop[i] = nil
 		}
 	}
-	c.once.Do(func() {
-		c.mu.Lock()
-		c.err = context.Canceled
-		c.mu.Unlock()
-		close(done)
-	})
+	m.cancel(context.Canceled)
 }
 
 func (c *turnCtx) Deadline() (time.Time, bool) {
@@ -112,33 +121,26 @@ func (c *turnCtx) Done() <-chan struct{} {
 	if c.parent == nil || c.parent.Done() == nil {
 		return c.base.Done()
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.done == nil {
-		done := make(chan struct{})
-		c.done = done
-		cancel := func(src context.Context) func() {
-			return func() {
-				c.once.Do(func() {
-					c.mu.Lock()
-					c.err = src.Err()
-					c.mu.Unlock()
-					close(done)
-				})
-			}
-		}
-		c.stop[0] = context.AfterFunc(c.parent, cancel(c.parent))
-		c.stop[1] = context.AfterFunc(c.base, cancel(c.base))
+	if m := c.m.Load(); m != nil {
+		return m.done
 	}
-	return c.done
+	m := &merged{done: make(chan struct{})}
+	if !c.m.CompareAndSwap(nil, m) {
+		return c.m.Load().done
+	}
+	parent, base := c.parent, c.base
+	m.mu.Lock()
+	m.stop[0] = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
+	m.stop[1] = context.AfterFunc(base, func() { m.cancel(base.Err()) })
+	m.mu.Unlock()
+	return m.done
 }
 
 func (c *turnCtx) Err() error {
-	c.mu.Lock()
-	made, err := c.done != nil, c.err
-	c.mu.Unlock()
-	if made {
-		return err
+	if m := c.m.Load(); m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return m.err
 	}
 	if c.parent != nil {
 		if err := c.parent.Err(); err != nil {
