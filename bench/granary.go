@@ -35,8 +35,8 @@ func (g *countGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any,
 }
 
 type granaryTarget struct {
-	s      *silo.Silo
-	sig    atomic.Int64
+	s       *silo.Silo
+	sig     atomic.Int64
 	ctx     context.Context
 	cancel  context.CancelFunc
 	cancels []context.CancelFunc
