@@ -14,9 +14,10 @@ import (
 type Overflow uint8
 
 const (
-	// RejectNewest refuses the new message: the sender gets ErrOverloaded (a
-	// tell at the call when the silo already knows the grain is full, an ask
-	// always), and the message is a dead letter. The default.
+	// RejectNewest refuses new messages at the call once the grain's backlog
+	// is full: Tell and Ask return ErrOverloaded, and the refused message is
+	// counted as a dead letter. Messages already accepted are never dropped.
+	// The default.
 	RejectNewest Overflow = iota
 	// DropOldest makes room by dropping the oldest waiting message, which
 	// becomes a dead letter (its ask fails with ErrOverloaded).

@@ -210,21 +210,23 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 	// A busy grain (its first turn included: activation and first message
 	// run as one) may take env now if its turn waits in a call that lets
 	// env in.
-	if a.busy() && !a.deactWant && p.canInterleave(a, env) {
+	if a.busy() && !a.deactWant && a.State() <= activation.Active && p.canInterleave(a, env) {
 		p.interleave(a, env)
 		return true
 	}
 	if a.Mailbox.Len() >= a.k.maxBacklog {
-		if a.k.overflow == DropOldest {
+		switch a.k.overflow {
+		case DropOldest:
 			old, _ := p.mbPop(a)
 			p.s.deadLetter(old, grain.ReasonOverload, nil)
-		} else {
-			p.s.deadLetter(env, grain.ReasonOverload, nil)
+		default:
+			// RejectNewest refuses at the door (Silo.push, through the
+			// overloaded set); a message already accepted into the
+			// partition queue is never dropped. The backlog can pass its
+			// limit by what was in flight, which the queue capacity bounds.
 			p.setOverfull(a, true)
-			return true
 		}
-	}
-	if a.k.overflow == RejectNewest && a.Mailbox.Len()+1 >= a.k.maxBacklog {
+	} else if a.k.overflow == RejectNewest && a.Mailbox.Len()+1 >= a.k.maxBacklog {
 		p.setOverfull(a, true) // before the push: once the backlog shows full, senders are refused
 	}
 	p.mbPush(a, env)
