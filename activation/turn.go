@@ -11,7 +11,7 @@ import (
 // returned as a *grain.PanicError carrying the value and the stack, so a
 // grain can never kill the goroutine that runs it.
 func Run(ctx context.Context, g grain.Grain, c *grain.Context, msg any) (reply any, err error) {
-	defer recoverInto(c.ID(), &err)
+	defer recoverTurn(c, &err)
 	return g.Receive(ctx, c, msg)
 }
 
@@ -21,7 +21,7 @@ func Activate(ctx context.Context, g grain.Grain, c *grain.Context) (err error) 
 	if !ok {
 		return nil
 	}
-	defer recoverInto(c.ID(), &err)
+	defer recoverTurn(c, &err)
 	return a.OnActivate(ctx, c)
 }
 
@@ -32,7 +32,7 @@ func Deactivate(ctx context.Context, g grain.Grain, c *grain.Context) (err error
 	if !ok {
 		return nil
 	}
-	defer recoverInto(c.ID(), &err)
+	defer recoverTurn(c, &err)
 	return d.OnDeactivate(ctx, c)
 }
 
@@ -44,6 +44,14 @@ func Build(id grain.ID, factory func(grain.ID) grain.Grain) (g grain.Grain, err 
 		return nil, errNilGrain
 	}
 	return g, nil
+}
+
+// recoverTurn takes the Context, not the ID, so that deferring it copies
+// nothing on the hot path.
+func recoverTurn(c *grain.Context, err *error) {
+	if v := recover(); v != nil {
+		*err = &grain.PanicError{ID: c.ID(), Value: v, Stack: debug.Stack()}
+	}
 }
 
 func recoverInto(id grain.ID, err *error) {

@@ -34,13 +34,13 @@ func BenchmarkTurnDispatch(b *testing.B) {
 	for i := range ids {
 		id := grain.NewIntID("k", int64(i))
 		ids[i] = queues.Envelope{Target: id, Hash: id.Hash(), Msg: msg}
-		p.deliver(w, ids[i]) // activate
+		p.deliver(w, &ids[i]) // activate
 		p.runReady(w)
 		p.runReady(w)
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if !p.deliver(w, ids[i&1023]) {
+		if !p.deliver(w, &ids[i&1023]) {
 			b.Fatal("handed off")
 		}
 	}

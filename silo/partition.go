@@ -63,9 +63,13 @@ const (
 // whose identities hash to it. Everything under "owner" is touched only by the
 // goroutine that currently owns the partition, so none of it is locked.
 type partition struct {
+	// read by senders: kept apart from what the owner writes, so that a
+	// send does not pull a cache line the owner is writing
 	s   *Silo
 	idx int
 	q   *queues.Queue[queues.Envelope, ctl]
+	ovN atomic.Int32 // len(ov), for the cheap "nothing is overloaded" check
+	_   [64]byte
 
 	// owner
 	dir        *directory.Table[*act]
@@ -93,7 +97,6 @@ type partition struct {
 	backlog  atomic.Int64 // messages waiting in mailboxes
 	ovMu     sync.Mutex
 	ov       map[grain.ID]struct{} // grains whose backlog is full
-	ovN      atomic.Int32
 }
 
 func newPartition(s *Silo, idx, limit int) (*partition, error) {
@@ -149,7 +152,7 @@ func (p *partition) step(w *worker) bool {
 		if !ok {
 			break
 		}
-		if !p.deliver(w, env) {
+		if !p.deliver(w, &env) {
 			return false
 		}
 	}
@@ -172,16 +175,16 @@ func (p *partition) step(w *worker) bool {
 
 // deliver routes one envelope to its activation, activating the grain if it
 // has none. It runs the turn at once when the grain is idle.
-func (p *partition) deliver(w *worker, env queues.Envelope) bool {
+func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 	if p.mode == modeClosing {
-		p.s.deadLetter(env, grain.ReasonShutdown, nil)
+		p.s.deadLetter(*env, grain.ReasonShutdown, nil)
 		return true
 	}
 	a, ok := p.dir.Get(env.Target, env.Hash)
 	if !ok {
 		if until, q := p.quarantine[env.Target]; q {
 			if p.now < until {
-				p.s.deadLetter(env, grain.ReasonQuarantined, nil)
+				p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
 				return true
 			}
 			delete(p.quarantine, env.Target)
@@ -189,29 +192,29 @@ func (p *partition) deliver(w *worker, env queues.Envelope) bool {
 		// The activation turn runs the first message too, so it needs no
 		// mailbox: most grains never have one.
 		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target, env.Hash)
-		return p.runTurn(w, a, tkActivate, env)
+		return p.runTurn(w, a, tkActivate, *env)
 	}
 	return p.enqueue(w, a, env)
 }
 
 // enqueue gives env to a: at once if a is idle, else into its mailbox,
 // applying the backlog limit.
-func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
+func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	if a.stopping {
-		p.s.deadLetter(env, grain.ReasonQuarantined, nil)
+		p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
 		return true
 	}
 	if a.State() == activation.Active && !a.deactWant && !a.busy() && a.Mailbox.Len() == 0 {
 		if p.lru != nil {
 			p.lru.Get(a.ID)
 		}
-		return p.runTurn(w, a, tkMessage, env)
+		return p.runTurn(w, a, tkMessage, *env)
 	}
 	// A busy grain (its first turn included: activation and first message
 	// run as one) may take env now if its turn waits in a call that lets
 	// env in.
 	if a.busy() && !a.deactWant && a.State() <= activation.Active && p.canInterleave(a, env) {
-		p.interleave(a, env)
+		p.interleave(a, *env)
 		return true
 	}
 	if a.Mailbox.Len() >= a.k.maxBacklog {
@@ -229,7 +232,7 @@ func (p *partition) enqueue(w *worker, a *act, env queues.Envelope) bool {
 	} else if a.k.overflow == RejectNewest && a.Mailbox.Len()+1 >= a.k.maxBacklog {
 		p.setOverfull(a, true) // before the push: once the backlog shows full, senders are refused
 	}
-	p.mbPush(a, env)
+	p.mbPush(a, *env)
 	return true
 }
 
@@ -421,7 +424,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 
 // canInterleave: a busy grain may run env now only while its turn waits in
 // a call that allows it (see docs/calls.md).
-func (p *partition) canInterleave(a *act, env queues.Envelope) bool {
+func (p *partition) canInterleave(a *act, env *queues.Envelope) bool {
 	if a.waiting() == 0 {
 		return false
 	}

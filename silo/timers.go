@@ -54,7 +54,7 @@ func (p *partition) fire(w *worker, c ctl) bool {
 	if a.State() != activation.Active || p.mode != modeRunning {
 		return true
 	}
-	return p.enqueue(w, a, queues.Envelope{Target: a.ID, Hash: h, Msg: c.tm.msg, Meta: c.tm.meta})
+	return p.enqueue(w, a, &queues.Envelope{Target: a.ID, Hash: h, Msg: c.tm.msg, Meta: c.tm.meta})
 }
 
 // tickDone schedules a repeating timer's next tick once the tick's turn has
