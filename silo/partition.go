@@ -435,36 +435,24 @@ func (p *partition) canInterleave(a *act, env *queues.Envelope) bool {
 // no partition state, since it may run after the partition was handed off.
 // An interleaved turn holds the grain's turn token throughout.
 func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool) turnResult {
-	res := turnResult{kind: k}
+	if k == tkMessage && !interleaved {
+		return p.executeMessage(w, a, env) // the hot path, kept small
+	}
 	if interleaved {
 		a.extra().token.Lock()
 	}
-	tc := &w.tc
-	info := turnInfo{a: a, req: env.Request, w: w, holdsToken: interleaved}
-	switch {
-	case env.Request != nil:
-		tc = env.Request.Local.(*turnCtx)
-		tc.reset(env.Request.Ctx, info)
-	case k == tkDeactivate:
+	res := turnResult{kind: k}
+	tc := p.turnCtxFor(w, a, env, interleaved)
+	if k == tkDeactivate {
 		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.DeactivationTimeout)
 		defer cancel()
 		tc = &turnCtx{base: p.s.base}
-		tc.reset(ctx, info)
-	default:
-		tc.reset(nil, info)
+		tc.reset(ctx, turnInfo{a: a, w: w, holdsToken: interleaved})
 	}
-	var sender *grain.ID
-	if env.Meta != nil {
-		sender, res.tick = &env.Meta.Sender, env.Meta.Tick
-	}
-	w.gc = grain.ContextFor(&a.ID, sender, p.s, a)
+	res.tick = p.setContext(w, a, env)
 	switch k {
 	case tkMessage:
-		reply, err := activation.Run(tc, a.g, &w.gc, env.Msg)
-		res.err = err
-		if env.Request != nil {
-			env.Request.Resolve(reply, err)
-		}
+		res.err = p.runMessage(tc, a, w, env)
 	case tkActivate:
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil {
@@ -477,11 +465,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		}
 		if env.Msg != nil { // the first message, in the same turn
 			res.ranMsg = true
-			reply, err := activation.Run(tc, g, &w.gc, env.Msg)
-			res.err = err
-			if env.Request != nil {
-				env.Request.Resolve(reply, err)
-			}
+			res.err = p.runMessage(tc, a, w, env)
 		}
 	case tkDeactivate:
 		res.err = activation.Deactivate(tc, a.g, &w.gc)
@@ -491,6 +475,52 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	}
 	tc.release()
 	return res
+}
+
+// executeMessage is execute for an ordinary message turn.
+func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope) turnResult {
+	tc := p.turnCtxFor(w, a, env, false)
+	res := turnResult{kind: tkMessage, tick: p.setContext(w, a, env)}
+	res.err = p.runMessage(tc, a, w, env)
+	if tc.info.holdsToken { // it took the token back after a reentrant call
+		a.extra().token.Unlock()
+	}
+	tc.release()
+	return res
+}
+
+// turnCtxFor returns the context of the turn: the ask's own, or the
+// worker's, reset.
+func (p *partition) turnCtxFor(w *worker, a *act, env *queues.Envelope, interleaved bool) *turnCtx {
+	info := turnInfo{a: a, req: env.Request, w: w, holdsToken: interleaved}
+	if env.Request != nil {
+		tc := env.Request.Local.(*turnCtx)
+		tc.reset(env.Request.Ctx, info)
+		return tc
+	}
+	w.tc.reset(nil, info)
+	return &w.tc
+}
+
+// setContext points the worker's grain.Context at the turn, and returns
+// the timer tick the message is, if it is one.
+func (p *partition) setContext(w *worker, a *act, env *queues.Envelope) *queues.Tick {
+	var sender *grain.ID
+	var tick *queues.Tick
+	if env.Meta != nil {
+		sender, tick = &env.Meta.Sender, env.Meta.Tick
+	}
+	w.gc = grain.ContextFor(&a.ID, sender, p.s, a)
+	return tick
+}
+
+// runMessage runs the handler and answers the ask, if it is one.
+func (p *partition) runMessage(tc *turnCtx, a *act, w *worker, env *queues.Envelope) error {
+	reply, err := activation.Run(tc, a.g, &w.gc, env.Msg)
+	if env.Request != nil {
+		env.Request.Resolve(reply, err)
+	}
+	return err
 }
 
 // finish applies a finished turn's outcome. It never runs a turn itself: it
