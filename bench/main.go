@@ -79,15 +79,18 @@ func main() {
 	}
 	var all []Result
 	failed := false
+	// Runs are interleaved (run 1 of each implementation, then run 2, ...)
+	// so that a change in the machine's load over time affects every
+	// implementation alike: only ratios measured in one run count.
 	for _, w := range names {
-		for _, im := range impls {
-			if *impl != "" && im != *impl {
-				continue
-			}
-			if workloads[w][im] == nil {
-				continue
-			}
-			for r := 1; r <= *runs; r++ {
+		for r := 1; r <= *runs; r++ {
+			for _, im := range impls {
+				if *impl != "" && im != *impl {
+					continue
+				}
+				if workloads[w][im] == nil {
+					continue
+				}
 				args := []string{"-child", "-workload", w, "-impl", im, "-run", fmt.Sprint(r)}
 				if *quick {
 					args = append(args, "-quick")
@@ -138,12 +141,18 @@ func median(xs []float64) float64 {
 	return s[len(s)/2]
 }
 
-// table prints medians per workload and implementation, with each
-// implementation's throughput as a ratio of protoactor's and raw's measured
-// in the same run.
+// table prints medians per workload and implementation. The ratio columns
+// are the median, over runs, of the ratio of this implementation's
+// throughput to protoactor's and to raw's in the same run: runs are
+// interleaved, so each ratio compares measurements taken side by side.
 func table(rs []Result) string {
 	type key struct{ w, i string }
+	type runKey struct {
+		w, i string
+		r    int
+	}
 	ops, p50, p99, bpa := map[key][]float64{}, map[key][]float64{}, map[key][]float64{}, map[key][]float64{}
+	byRun := map[runKey]float64{}
 	var order []string
 	for _, r := range rs {
 		k := key{r.Workload, r.Impl}
@@ -154,6 +163,7 @@ func table(rs []Result) string {
 		p50[k] = append(p50[k], r.P50us)
 		p99[k] = append(p99[k], r.P99us)
 		bpa[k] = append(bpa[k], r.BytesPerActivation)
+		byRun[runKey{r.Workload, r.Impl, r.Run}] = r.OpsPerSec
 	}
 	var b strings.Builder
 	b.WriteString("| workload | impl | ops/s (median) | vs protoactor | vs raw | p50 µs | p99 µs | bytes/activation |\n")
@@ -164,13 +174,19 @@ func table(rs []Result) string {
 			if len(ops[k]) == 0 {
 				continue
 			}
-			m := median(ops[k])
 			ratio := func(other string) string {
-				o := median(ops[key{w, other}])
-				if o == 0 {
+				var rs []float64
+				for rk, v := range byRun {
+					if rk.w == w && rk.i == im {
+						if o := byRun[runKey{w, other, rk.r}]; o > 0 {
+							rs = append(rs, v/o)
+						}
+					}
+				}
+				if len(rs) == 0 {
 					return "–"
 				}
-				return fmt.Sprintf("%.2fx", m/o)
+				return fmt.Sprintf("%.2fx", median(rs))
 			}
 			opt := func(v float64, f string) string {
 				if v == 0 {
@@ -178,7 +194,7 @@ func table(rs []Result) string {
 				}
 				return fmt.Sprintf(f, v)
 			}
-			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s |\n", w, im, m, ratio("protoactor"), ratio("raw"),
+			fmt.Fprintf(&b, "| %s | %s | %.0f | %s | %s | %s | %s | %s |\n", w, im, median(ops[k]), ratio("protoactor"), ratio("raw"),
 				opt(median(p50[k]), "%.1f"), opt(median(p99[k]), "%.1f"), opt(median(bpa[k]), "%.0f"))
 		}
 	}
