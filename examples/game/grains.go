@@ -1,0 +1,215 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// The grain kinds of the game. Every grain owns its state and is reached by
+// its identity; none holds a lock.
+const (
+	kindPlayer      = "player"      // key: the player's name
+	kindLobby       = "lobby"       // key: the region; one lobby per region
+	kindMatch       = "match"       // int key: the match number
+	kindLeaderboard = "leaderboard" // key: "global"
+)
+
+// Messages. They are plain values; a grain answers an ask by returning.
+type (
+	// Join asks a player to queue for a match.
+	Join struct{}
+	// GetStats asks a player for its record.
+	GetStats struct{}
+	// waiting tells the lobby a player wants a match.
+	waiting struct{ Player grain.ID }
+	// start tells a match who plays in it.
+	start struct{ A, B grain.ID }
+	// matchStarted tells a player its match began.
+	matchStarted struct{ Match grain.ID }
+	// matchOver is the match's own timer tick.
+	matchOver struct{}
+	// result tells a player how its match ended.
+	result struct {
+		Match grain.ID
+		Won   bool
+	}
+	// score tells the leaderboard about a win.
+	score struct{ Player string }
+	// Top asks the leaderboard for its best N.
+	Top struct{ N int }
+	// Played asks the lobby how many matches it started.
+	Played struct{}
+)
+
+// ErrBusy is what Join returns for a player already queued or playing.
+var ErrBusy = errors.New("game: player is already queued or playing")
+
+// PlayerStats is a player's record.
+type PlayerStats struct {
+	Name   string `json:"name"`
+	Wins   int    `json:"wins"`
+	Losses int    `json:"losses"`
+	Rating int    `json:"rating"`
+	State  string `json:"state"`
+}
+
+// Player is one player's grain.
+type Player struct {
+	stats PlayerStats
+	lobby grain.ID
+}
+
+func newPlayer(id grain.ID) *Player {
+	return &Player{stats: PlayerStats{Name: id.Key(), Rating: 1000, State: "idle"}, lobby: grain.NewID(kindLobby, "eu")}
+}
+
+func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case Join:
+		if p.stats.State != "idle" {
+			return nil, ErrBusy
+		}
+		// A tell from a turn: the lobby sees this player as the sender.
+		if err := c.Silo().Tell(ctx, p.lobby, waiting{Player: c.ID()}); err != nil {
+			return nil, err
+		}
+		p.stats.State = "queued"
+		return p.stats, nil
+	case matchStarted:
+		p.stats.State = "playing"
+	case result:
+		p.stats.State = "idle"
+		if m.Won {
+			p.stats.Wins++
+			p.stats.Rating += 16
+		} else {
+			p.stats.Losses++
+			p.stats.Rating -= 16
+		}
+	case GetStats:
+		return p.stats, nil
+	default:
+		return nil, fmt.Errorf("player: unexpected %T", msg)
+	}
+	return nil, nil
+}
+
+// Lobby pairs waiting players into matches.
+type Lobby struct {
+	queue   []grain.ID
+	matches int64
+}
+
+func (l *Lobby) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case waiting:
+		l.queue = append(l.queue, m.Player)
+		for len(l.queue) >= 2 {
+			a, b := l.queue[0], l.queue[1]
+			l.queue = l.queue[2:]
+			l.matches++
+			if err := c.Silo().Tell(ctx, grain.NewIntID(kindMatch, l.matches), start{A: a, B: b}); err != nil {
+				return nil, err
+			}
+		}
+	case Played:
+		return l.matches, nil
+	default:
+		return nil, fmt.Errorf("lobby: unexpected %T", msg)
+	}
+	return nil, nil
+}
+
+// Match plays one game on a timer, reports the result, and deactivates.
+type Match struct {
+	a, b     grain.ID
+	duration time.Duration
+}
+
+func (m *Match) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch s := msg.(type) {
+	case start:
+		m.a, m.b = s.A, s.B
+		for _, p := range []grain.ID{m.a, m.b} {
+			if err := c.Silo().Tell(ctx, p, matchStarted{Match: c.ID()}); err != nil {
+				return nil, err
+			}
+		}
+		// The game runs on a timer: its tick is a turn of this grain.
+		return nil, c.StartTimer("over", m.duration, 0, matchOver{})
+	case matchOver:
+		winner, loser := m.a, m.b
+		if coin(c.ID()) {
+			winner, loser = loser, winner
+		}
+		rt := c.Silo()
+		err := errors.Join(
+			rt.Tell(ctx, winner, result{Match: c.ID(), Won: true}),
+			rt.Tell(ctx, loser, result{Match: c.ID(), Won: false}),
+			rt.Tell(ctx, grain.NewID(kindLeaderboard, "global"), score{Player: winner.Key()}),
+		)
+		c.DeactivateOnIdle() // a finished match has nothing left to do
+		return nil, err
+	default:
+		return nil, fmt.Errorf("match: unexpected %T", msg)
+	}
+}
+
+// coin is the match's deterministic "skill": a hash of its identity.
+func coin(id grain.ID) bool {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(id.String()))
+	return h.Sum32()%2 == 0
+}
+
+// Entry is one line of the leaderboard.
+type Entry struct {
+	Player string `json:"player"`
+	Wins   int    `json:"wins"`
+}
+
+// Leaderboard counts wins.
+type Leaderboard struct{ wins map[string]int }
+
+func (l *Leaderboard) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case score:
+		l.wins[m.Player]++
+	case Top:
+		out := make([]Entry, 0, len(l.wins))
+		for p, w := range l.wins {
+			out = append(out, Entry{Player: p, Wins: w})
+		}
+		slices.SortFunc(out, func(a, b Entry) int {
+			if a.Wins != b.Wins {
+				return b.Wins - a.Wins
+			}
+			if a.Player < b.Player {
+				return -1
+			}
+			return 1
+		})
+		return out[:min(m.N, len(out))], nil
+	default:
+		return nil, fmt.Errorf("leaderboard: unexpected %T", msg)
+	}
+	return nil, nil
+}
+
+// register adds the game's kinds to a silo.
+func register(s *silo.Silo, matchDuration time.Duration) error {
+	return errors.Join(
+		silo.Register(s, kindPlayer, newPlayer, silo.WithIdleTimeout(10*time.Minute)),
+		silo.Register(s, kindLobby, func(grain.ID) *Lobby { return &Lobby{} }, silo.WithIdleTimeout(-1)),
+		silo.Register(s, kindMatch, func(grain.ID) *Match { return &Match{duration: matchDuration} }),
+		silo.Register(s, kindLeaderboard, func(grain.ID) *Leaderboard { return &Leaderboard{wins: map[string]int{}} },
+			silo.WithIdleTimeout(-1)),
+	)
+}

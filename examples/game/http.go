@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// handler is the game's HTTP API over a silo: a thin layer, since each
+// player is already a grain reached by its name.
+func handler(s *silo.Silo) http.Handler {
+	mux := http.NewServeMux()
+	call := func(w http.ResponseWriter, r *http.Request, id grain.ID, msg any) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		v, err := s.Ask(ctx, id, msg)
+		switch {
+		case errors.Is(err, ErrBusy):
+			http.Error(w, err.Error(), http.StatusConflict)
+		case errors.Is(err, grain.ErrSiloClosed):
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(v)
+		}
+	}
+	player := func(r *http.Request) (grain.ID, bool) {
+		id := grain.NewID(kindPlayer, r.PathValue("name"))
+		return id, id.Validate() == nil
+	}
+	mux.HandleFunc("GET /players/{name}", func(w http.ResponseWriter, r *http.Request) {
+		if id, ok := player(r); ok {
+			call(w, r, id, GetStats{})
+			return
+		}
+		http.Error(w, "bad player name", http.StatusBadRequest)
+	})
+	mux.HandleFunc("POST /players/{name}/join", func(w http.ResponseWriter, r *http.Request) {
+		if id, ok := player(r); ok {
+			call(w, r, id, Join{})
+			return
+		}
+		http.Error(w, "bad player name", http.StatusBadRequest)
+	})
+	mux.HandleFunc("GET /leaderboard", func(w http.ResponseWriter, r *http.Request) {
+		call(w, r, grain.NewID(kindLeaderboard, "global"), Top{N: 10})
+	})
+	return mux
+}
+
+// serve runs the HTTP API until ctx ends, then shuts the server and the
+// silo down gracefully.
+func serve(ctx context.Context, addr string, match time.Duration) error {
+	s, err := newGame(match)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: handler(s), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	return errors.Join(srv.Shutdown(sctx), s.Shutdown(sctx))
+}

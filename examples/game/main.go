@@ -1,0 +1,175 @@
+// Command game is Granary's example game backend: players, a lobby that
+// pairs them, matches that play on a timer, and a leaderboard — each a grain
+// on a silo embedded in this program.
+//
+// By default it simulates bots for a while and prints a summary:
+//
+//	go run ./examples/game [-players 200] [-duration 2s]
+//
+// With -http it serves the game instead, until interrupted:
+//
+//	go run ./examples/game -http localhost:8080
+//	curl -X POST localhost:8080/players/alice/join
+//	curl localhost:8080/players/alice
+//	curl localhost:8080/leaderboard
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+func main() {
+	players := flag.Int("players", 200, "bots to simulate")
+	duration := flag.Duration("duration", 2*time.Second, "how long the bots play")
+	match := flag.Duration("match", 20*time.Millisecond, "how long a match lasts")
+	addr := flag.String("http", "", "serve the HTTP API on this address instead of simulating")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	var err error
+	if *addr != "" {
+		err = serve(ctx, *addr, *match)
+	} else {
+		var sum summary
+		sum, err = simulate(ctx, *players, *duration, *match)
+		if err == nil {
+			fmt.Print(sum)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "game:", err)
+		os.Exit(1)
+	}
+}
+
+// newGame starts a silo with the game's grains.
+func newGame(match time.Duration) (*silo.Silo, error) {
+	s, err := silo.New(silo.Config{})
+	if err != nil {
+		return nil, err
+	}
+	if err := register(s, match); err != nil {
+		return nil, err
+	}
+	return s, s.Start()
+}
+
+type summary struct {
+	Players, Matches, Wins, Losses int
+	Top                            []Entry
+	Stats                          silo.Stats
+	DeadLetters                    int
+}
+
+func (s summary) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "players: %d, matches: %d, wins: %d, losses: %d\n", s.Players, s.Matches, s.Wins, s.Losses)
+	b.WriteString("top 5:")
+	for _, e := range s.Top {
+		fmt.Fprintf(&b, " %s (%d)", e.Player, e.Wins)
+	}
+	active := 0
+	for _, n := range s.Stats.Activations {
+		active += n
+	}
+	fmt.Fprintf(&b, "\nsilo: %d activations at the end, %d turns, %d handoffs, %d dead letters\n",
+		active, s.Stats.Handled, s.Stats.Handoffs, s.DeadLetters)
+	return b.String()
+}
+
+// simulate lets bots join matches for a while, waits for the matches in
+// play to end, and checks that the books balance.
+func simulate(ctx context.Context, players int, d, match time.Duration) (summary, error) {
+	s, err := newGame(match)
+	if err != nil {
+		return summary{}, err
+	}
+	defer s.Close()
+	dead := s.SubscribeDeadLetters(1024)
+	defer dead.Cancel()
+
+	ids := make([]grain.ID, players)
+	for i := range ids {
+		ids[i] = grain.NewID(kindPlayer, fmt.Sprintf("bot-%03d", i))
+	}
+	playCtx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, players)
+	for _, id := range ids {
+		wg.Go(func() {
+			t := time.NewTicker(match / 2) // a bot retries Join now and then
+			defer t.Stop()
+			for {
+				_, err := s.Ask(playCtx, id, Join{})
+				if err != nil && !errors.Is(err, ErrBusy) && playCtx.Err() == nil {
+					errs <- err
+					return
+				}
+				select {
+				case <-playCtx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return summary{}, err
+	}
+
+	// Let the matches in play finish: every player idle or still queued.
+	var sum summary
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		sum = summary{Players: players}
+		playing := 0
+		for _, id := range ids {
+			st, err := silo.Call[PlayerStats](ctx, s, id, GetStats{})
+			if err != nil {
+				return summary{}, err
+			}
+			sum.Wins += st.Wins
+			sum.Losses += st.Losses
+			if st.State == "playing" {
+				playing++
+			}
+		}
+		if playing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return summary{}, fmt.Errorf("%d players still playing", playing)
+		}
+		time.Sleep(match)
+	}
+	played, err := silo.Call[int64](ctx, s, grain.NewID(kindLobby, "eu"), Played{})
+	if err != nil {
+		return summary{}, err
+	}
+	sum.Matches = int(played)
+	if sum.Top, err = silo.Call[[]Entry](ctx, s, grain.NewID(kindLeaderboard, "global"), Top{N: 5}); err != nil {
+		return summary{}, err
+	}
+	if sum.Wins != sum.Matches || sum.Losses != sum.Matches {
+		return sum, fmt.Errorf("books do not balance: %d matches, %d wins, %d losses", sum.Matches, sum.Wins, sum.Losses)
+	}
+	sum.Stats = s.Stats()
+	for _, n := range sum.Stats.DeadLetters {
+		sum.DeadLetters += int(n)
+	}
+	return sum, s.Shutdown(ctx)
+}

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestSimulationBalancesItsBooks(t *testing.T) {
+	sum, err := simulate(t.Context(), 20, 300*time.Millisecond, 10*time.Millisecond)
+	require.NoError(t, err)
+	assert.Positive(t, sum.Matches)
+	assert.Equal(t, sum.Matches, sum.Wins)
+	assert.Equal(t, sum.Matches, sum.Losses)
+	assert.NotEmpty(t, sum.Top)
+	assert.Zero(t, sum.DeadLetters)
+}
+
+func TestHTTP(t *testing.T) {
+	s, err := newGame(5 * time.Millisecond)
+	require.NoError(t, err)
+	defer s.Close()
+	srv := httptest.NewServer(handler(s))
+	defer srv.Close()
+
+	post := func(path string) int {
+		resp, err := http.Post(srv.URL+path, "", nil)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	get := func(path string, v any) int {
+		resp, err := http.Get(srv.URL + path)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusOK {
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(v))
+		}
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusOK, post("/players/alice/join"))
+	require.Equal(t, http.StatusConflict, post("/players/alice/join"), "already queued")
+	require.Equal(t, http.StatusOK, post("/players/bob/join"))
+	// The match lasts 5 ms; wait for its result to reach both players.
+	require.Eventually(t, func() bool {
+		var a, b PlayerStats
+		get("/players/alice", &a)
+		get("/players/bob", &b)
+		return a.Wins+a.Losses == 1 && b.Wins+b.Losses == 1
+	}, 5*time.Second, 5*time.Millisecond)
+	var top []Entry
+	require.Equal(t, http.StatusOK, get("/leaderboard", &top))
+	require.Len(t, top, 1)
+	assert.Contains(t, []string{"alice", "bob"}, top[0].Player)
+	var st PlayerStats
+	require.Equal(t, http.StatusOK, get("/players/carol", &st), "a player exists as soon as it is named")
+	assert.Equal(t, 1000, st.Rating)
+}
