@@ -122,9 +122,9 @@ func (id *ID) UnmarshalText(b []byte) error {
 // bytes. It is stable across processes and releases; the silo maps an ID to
 // its partition with Hash() % partitions.
 func (id ID) Hash() uint64 {
-	// One-shot Sum64 over a stack buffer is much faster than the streaming
-	// Digest; both give the same value.
-	var buf [128]byte
+	// One-shot Sum64 over a small stack buffer is much faster than the
+	// streaming Digest; both give the same value.
+	var buf [64]byte
 	if id.isInt && len(id.kind) <= len(buf)-9 {
 		n := copy(buf[:], id.kind)
 		buf[n] = 1
