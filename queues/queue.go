@@ -45,6 +45,7 @@ type Queue[T, C any] struct {
 	closed     bool
 	limit      int
 	wake       chan struct{}
+	space      chan struct{} // closed by the next Drain; made when a push finds the lane full
 }
 
 // New returns an empty queue whose message lane holds at most limit items
@@ -56,14 +57,27 @@ func New[T, C any](limit int) *Queue[T, C] {
 
 // Push appends v to the message lane, or fails with ErrClosed or ErrFull.
 func (q *Queue[T, C]) Push(v T) error {
+	_, err := q.PushOrWait(v)
+	return err
+}
+
+// PushOrWait is Push that, when the lane is full, also returns a channel
+// closed by the consumer's next Drain: the moment to try again. The channel
+// is taken under the same lock as the failed push, so no Drain can slip
+// between the two and leave the caller waiting for nothing.
+func (q *Queue[T, C]) PushOrWait(v T) (<-chan struct{}, error) {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return ErrClosed
+		return nil, ErrClosed
 	}
 	if q.limit > 0 && q.n >= q.limit {
+		if q.space == nil {
+			q.space = make(chan struct{})
+		}
+		space := q.space
 		q.mu.Unlock()
-		return ErrFull
+		return space, ErrFull
 	}
 	signal := q.n == 0 && len(q.ctl) == 0
 	t := q.tail
@@ -89,7 +103,7 @@ func (q *Queue[T, C]) Push(v T) error {
 	if signal {
 		q.signal()
 	}
-	return nil
+	return nil, nil
 }
 
 // PushControl appends c to the control lane, which the consumer drains ahead
@@ -126,6 +140,10 @@ func (q *Queue[T, C]) Drain(ctl []C) (Batch[T, C], []C) {
 	gotCtl := q.ctl
 	q.head, q.tail, q.n = nil, nil, 0
 	q.ctl = ctl[:0]
+	if q.space != nil {
+		close(q.space)
+		q.space = nil
+	}
 	q.mu.Unlock()
 	return b, gotCtl
 }
@@ -143,6 +161,10 @@ func (q *Queue[T, C]) Len() int {
 func (q *Queue[T, C]) Close() {
 	q.mu.Lock()
 	q.closed = true
+	if q.space != nil { // waiters retry, and find the lane closed
+		close(q.space)
+		q.space = nil
+	}
 	q.mu.Unlock()
 	q.signal()
 }

@@ -29,9 +29,11 @@ const (
 	// DefaultMaxBacklog is the most messages one grain may have waiting for
 	// its turn (behind a running or blocked turn, or an activation).
 	DefaultMaxBacklog = 10_000
-	// DefaultQueueCapacity is the most messages a partition queue holds before
-	// sends fail with ErrOverloaded: the silo's memory bound under a flood.
-	DefaultQueueCapacity = 1 << 20
+	// DefaultQueueCapacity is the most messages a partition queue holds;
+	// past it, senders wait for room (bounded by their ctx). It bounds the
+	// silo's memory under a flood, and keeps a backlog small enough to stay
+	// in cache: about 1 ms of a partition's work.
+	DefaultQueueCapacity = 8192
 	// DefaultHandoffThreshold is how long a turn may hold its partition's
 	// goroutine before the partition is handed to a new goroutine, so that
 	// one blocked grain cannot stall the others.

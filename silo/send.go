@@ -16,7 +16,9 @@ import (
 // become a dead letter. Bad input is refused with a typed error before
 // anything is queued: an invalid id, a nil message, an unknown kind, a silo
 // not running (ErrSiloClosed), a grain known to be overloaded
-// (ErrOverloaded).
+// (ErrOverloaded). Only when the grain's partition queue is full
+// (Config.QueueCapacity) does Tell wait, for room or for ctx to end, like a
+// send on a full channel.
 //
 // Called from a turn with the turn's ctx, the message carries the calling
 // grain as its sender.
@@ -29,10 +31,11 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 		return err
 	}
 	env := queues.Envelope{Target: id, Hash: h, Msg: msg}
-	if ti := turnFrom(ctx); ti != nil {
+	ti := turnFrom(ctx)
+	if ti != nil {
 		env.Meta = &queues.Meta{Sender: ti.a.ID}
 	}
-	return s.push(p, env)
+	return s.push(ctx, p, env, ti)
 }
 
 type reentryKey struct{}
@@ -95,7 +98,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			x.waiting.Add(-1)
 		}()
 	}
-	if err := s.push(p, env); err != nil {
+	if err := s.push(ctx, p, env, ti); err != nil {
 		return nil, err
 	}
 	if ti != nil {

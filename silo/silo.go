@@ -312,20 +312,32 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 	return s.parts[loc.Partition], h, nil
 }
 
-// push enqueues env on p, turning a full queue or grain into ErrOverloaded
-// (and a dead letter) and a closed queue into ErrSiloClosed.
-func (s *Silo) push(p *partition, env queues.Envelope) error {
+// push enqueues env on p. A grain known to be overloaded refuses it with
+// ErrOverloaded (and a dead letter); a full partition queue makes the sender
+// wait for room, as a full channel would, for as long as ctx allows — a
+// turn that waits hands its partition off first, so two full partitions
+// sending to each other cannot deadlock. A closed queue is ErrSiloClosed.
+func (s *Silo) push(ctx context.Context, p *partition, env queues.Envelope, ti *turnInfo) error {
 	if p.overfull(env.Target) {
 		s.deadLetter(env, grain.ReasonOverload, nil)
 		return fmt.Errorf("%w: %v", grain.ErrOverloaded, env.Target)
 	}
-	switch err := p.q.Push(env); {
-	case err == nil:
-		return nil
-	case errors.Is(err, queues.ErrFull):
-		s.deadLetter(env, grain.ReasonOverload, nil)
-		return fmt.Errorf("%w: partition %d queue full", grain.ErrOverloaded, p.idx)
-	default:
-		return grain.ErrSiloClosed
+	for {
+		space, err := p.q.PushOrWait(env)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, queues.ErrFull):
+			return grain.ErrSiloClosed
+		}
+		if ti != nil {
+			ti.w.detach()
+		}
+		select {
+		case <-space:
+		case <-ctx.Done():
+			s.deadLetter(env, grain.ReasonOverload, nil)
+			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, context.Cause(ctx))
+		}
 	}
 }
