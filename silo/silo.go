@@ -33,6 +33,7 @@ const (
 type Silo struct {
 	cfg     Config
 	kinds   map[string]*kind // written by Register before Start, then read-only
+	kindOf  kindCache        // in front of kinds, for sends
 	parts   []*partition
 	locator directory.Local
 	clock   clock.Clock
@@ -284,7 +285,7 @@ func (s *Silo) watch(stop <-chan struct{}) {
 // check validates a send, so that nothing bad is ever enqueued, and returns
 // the target's partition and identity hash.
 func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
-	if _, ok := s.kinds[id.Kind()]; !ok {
+	if _, ok := s.kindOf.get(id.Kind(), s.kinds); !ok {
 		if err := id.Validate(); err != nil {
 			return nil, 0, err
 		}
