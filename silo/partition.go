@@ -389,7 +389,12 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) 
 	a.running++
 	p.inflight++
 	w.begin()
-	res := p.execute(w, a, k, &env, false)
+	var res turnResult
+	if k == tkMessage {
+		res = p.executeMessage(w, a, &env) // the hot path, kept small
+	} else {
+		res = p.execute(w, a, k, &env, false)
+	}
 	var first *queues.Envelope // an activation turn's message, if it did not run
 	if k == tkActivate && !res.ranMsg && env.Msg != nil {
 		first = &env
@@ -435,9 +440,6 @@ func (p *partition) canInterleave(a *act, env *queues.Envelope) bool {
 // no partition state, since it may run after the partition was handed off.
 // An interleaved turn holds the grain's turn token throughout.
 func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool) turnResult {
-	if k == tkMessage && !interleaved {
-		return p.executeMessage(w, a, env) // the hot path, kept small
-	}
 	if interleaved {
 		a.extra().token.Lock()
 	}
