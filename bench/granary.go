@@ -200,10 +200,16 @@ func blockedGranary(_ string, p params) (Result, error) {
 	if err := s.Tell(ctx, ids[0], blockMsg{p.block}); err != nil {
 		return Result{}, err
 	}
-	start := time.Now()
-	if err := paced(p, func(i int) error {
+	return measureDelays(p, delays, &handled, func(i int) error {
 		return s.Tell(ctx, ids[1+i%p.grains], &latMsg{sent: time.Now(), idx: i})
-	}); err != nil {
+	})
+}
+
+// measureDelays sends the blocked workload's messages paced over the block,
+// waits until all were handled, and reports their delays.
+func measureDelays(p params, delays []time.Duration, handled *atomic.Int64, send func(i int) error) (Result, error) {
+	start := time.Now()
+	if err := paced(p, send); err != nil {
 		return Result{}, err
 	}
 	for handled.Load() < int64(p.msgs) {

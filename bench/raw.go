@@ -195,17 +195,8 @@ func blockedRaw(_ string, p params) (Result, error) {
 		}
 	}
 	sys.send(rawEnv{key: keys[0], block: p.block})
-	start := time.Now()
-	if err := paced(p, func(i int) error {
+	return measureDelays(p, delays, &handled, func(i int) error {
 		sys.send(rawEnv{key: keys[1+i%p.grains], lat: &latMsg{sent: time.Now(), idx: i}})
 		return nil
-	}); err != nil {
-		return Result{}, err
-	}
-	for handled.Load() < int64(p.msgs) {
-		time.Sleep(time.Millisecond)
-	}
-	el := time.Since(start)
-	p50, p99 := percentiles(delays)
-	return Result{OpsPerSec: float64(p.msgs) / el.Seconds(), P50us: p50, P99us: p99}, nil
+	})
 }
