@@ -1,0 +1,22 @@
+package silo
+
+import "github.com/granary-go/granary/grain"
+
+// The sentinels callers of a silo match most, re-exported from package
+// grain (they are the same values, so errors.Is works with either name).
+var (
+	// ErrSiloClosed: the silo is not started, is shutting down, or has shut
+	// down, like net/http's ErrServerClosed.
+	ErrSiloClosed = grain.ErrSiloClosed
+	// ErrUnknownKind: no kind of that name is registered.
+	ErrUnknownKind = grain.ErrUnknownKind
+	// ErrOverloaded: the grain's backlog is full, or the partition queue
+	// stayed full until the sender's ctx ended.
+	ErrOverloaded = grain.ErrOverloaded
+	// ErrGrainStopped: the grain was stopped by its supervision policy.
+	ErrGrainStopped = grain.ErrGrainStopped
+	// ErrCallCycle: the call would deadlock on a grain waiting in its chain.
+	ErrCallCycle = grain.ErrCallCycle
+	// ErrTimeout: a call got no reply in time.
+	ErrTimeout = grain.ErrTimeout
+)
