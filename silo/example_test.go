@@ -75,7 +75,7 @@ func ExampleSilo_SubscribeDeadLetters() {
 	ctx := context.Background()
 
 	_ = s.Tell(ctx, grain.NewID("broken", "b1"), addItem{"apple"}) // accepted...
-	d := <-dl.C                                                     // ...but never handled
+	d := <-dl.C                                                    // ...but never handled
 	fmt.Println(d.Target, "|", d.Reason, "|", d.Err)
 
 	_, err := s.Ask(ctx, grain.NewID("broken", "b2"), listCart{})
