@@ -81,7 +81,15 @@ func NewRequest(ctx context.Context, chain Chain) *Request {
 
 // Init prepares a request embedded in a larger allocation.
 func (r *Request) Init(ctx context.Context, chain Chain) {
-	r.Ctx, r.Chain, r.done = ctx, chain, make(chan Result, 1)
+	r.InitWith(ctx, chain, make(chan Result, 1))
+}
+
+// InitWith is Init with a reply channel the caller provides: an empty
+// channel of capacity 1, which the caller may reuse once it has received
+// this request's reply from it (a request is resolved at most once, and
+// only the first Resolve sends).
+func (r *Request) InitWith(ctx context.Context, chain Chain, done chan Result) {
+	r.Ctx, r.Chain, r.done = ctx, chain, done
 }
 
 // Resolve delivers the outcome. Only the first call has an effect, so the

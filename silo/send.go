@@ -80,7 +80,8 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			reenter = true
 		}
 	}
-	ask := newAsk(ctx, chain, s.base)
+	done := s.replyChan()
+	ask := newAsk(ctx, chain, s.base, done)
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req
@@ -115,12 +116,14 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		expired = t.C
 	}
 	select {
-	case r := <-req.Done():
+	case r := <-done:
+		s.replies.Put(done) // received: nothing will send on it again
 		return r.Value, r.Err
 	case <-ctx.Done():
 		// A reply may have raced the deadline: prefer it.
 		select {
-		case r := <-req.Done():
+		case r := <-done:
+			s.replies.Put(done)
 			return r.Value, r.Err
 		default:
 		}
@@ -135,6 +138,16 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 }
 
 var errDefaultTimeout = errors.New("granary: default call timeout (Config.CallTimeout)")
+
+// replyChan returns an empty reply channel, reused from an ask that
+// received its reply. A channel whose ask gave up is never reused: its reply
+// may still come.
+func (s *Silo) replyChan() chan queues.Result {
+	if ch, ok := s.replies.Get().(chan queues.Result); ok {
+		return ch
+	}
+	return make(chan queues.Result, 1)
+}
 
 // timer returns a stopped-and-reset timer from the silo's pool. Since Go
 // 1.23, a stopped timer's channel holds no stale tick, so reuse is safe.

@@ -51,6 +51,7 @@ type Silo struct {
 	idleTimer clock.Timer
 
 	timers   sync.Pool // *time.Timer, for default call timeouts
+	replies  sync.Pool // chan queues.Result, for asks
 	dead     deadHub
 	restarts atomic.Uint64
 	stops    atomic.Uint64

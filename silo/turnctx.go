@@ -79,9 +79,9 @@ type askCtx struct {
 	tc  turnCtx
 }
 
-func newAsk(ctx context.Context, chain queues.Chain, base context.Context) *askCtx {
+func newAsk(ctx context.Context, chain queues.Chain, base context.Context, done chan queues.Result) *askCtx {
 	a := &askCtx{}
-	a.req.Init(ctx, chain)
+	a.req.InitWith(ctx, chain, done)
 	a.req.Local = &a.tc
 	a.tc.base = base
 	return a
