@@ -1,0 +1,152 @@
+package silo
+
+import (
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Control messages: finished turns from other goroutines, idle ticks,
+// restarts, timers, shutdown and close, and what the owner does with them.
+
+// ctlOp is a control message for a partition's owner. Control messages take
+// the queue's control lane, which is drained ahead of user messages.
+type ctlOp uint8
+
+const (
+	opTurnDone ctlOp = iota + 1 // a handed-off or interleaved turn finished
+	opIdleTick                  // advance the idle wheel
+	opRestart                   // a restart's backoff passed
+	opTimer                     // a grain timer fired
+	opShutdown                  // drain, then deactivate everything
+	opClose                     // drop everything now
+)
+
+type ctl struct {
+	op    ctlOp
+	a     *act
+	res   turnResult
+	tm    *grainTimer
+	first queues.Envelope // opTurnDone: the first message of a failed activation
+}
+
+type mode uint8
+
+const (
+	modeRunning  mode = iota
+	modeDraining      // Shutdown: handle what is queued, then deactivate all
+	modeClosing       // Close, or Shutdown past its deadline: dead-letter all
+)
+
+// control handles one control message.
+func (p *partition) control(w *worker, c ctl) bool {
+	switch c.op {
+	case opTurnDone:
+		var first *queues.Envelope
+		if c.first.Msg != nil {
+			first = &c.first
+		}
+		p.finish(c.a, c.res, first)
+	case opIdleTick:
+		p.collectIdle()
+	case opRestart:
+		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a && c.a.State() == activation.Backoff {
+			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {
+				_ = c.a.Transition(activation.Activating)
+			} else {
+				c.a.deactWant = true
+			}
+			p.makeReady(c.a)
+		}
+	case opTimer:
+		return p.fire(w, c)
+	case opShutdown:
+		if p.mode == modeRunning {
+			p.mode = modeDraining
+			p.dir.All(func(_ grain.ID, a *act) bool { p.stopTimers(a); return true })
+		}
+	case opClose:
+		p.mode = modeClosing
+		p.closeAll()
+	}
+	return true
+}
+
+// collectIdle deactivates the grains whose idle deadline passed.
+func (p *partition) collectIdle() {
+	p.now = p.s.since()
+	exp := p.wheel.Advance(p.now, p.expired[:0])
+	for _, e := range exp {
+		a := e.Value
+		switch {
+		case a.State() != activation.Active || a.busy() || a.Mailbox.Len() > 0 || a.deactWant:
+			p.touch(a)
+		case a.keepUntil() > p.now:
+			p.wheel.Touch(&a.idle, a.keepUntil())
+		default:
+			a.deactWant = true
+			p.makeReady(a)
+		}
+	}
+	clear(exp)
+	p.expired = exp[:0]
+	for id, until := range p.quarantine {
+		if until <= p.now {
+			delete(p.quarantine, id)
+		}
+	}
+}
+
+// stopped advances a shutdown or close, and reports whether the partition
+// has finished: nothing queued, nothing active, no turn running.
+func (p *partition) stopped() bool {
+	if p.q.Len() > 0 {
+		return false
+	}
+	if p.mode == modeDraining {
+		p.dir.All(func(_ grain.ID, a *act) bool {
+			if !a.busy() && a.Mailbox.Len() == 0 && !a.inReady {
+				switch a.State() {
+				case activation.Active, activation.Backoff:
+					a.deactWant = true
+					p.makeReady(a)
+				}
+			}
+			return true
+		})
+	}
+	if p.dir.Len() > 0 || p.inflight > 0 || p.rhead < len(p.ready) {
+		return false
+	}
+	close(p.done)
+	return true
+}
+
+// closeAll dead-letters everything the partition holds and forgets every
+// activation that runs no turn. Activations with a turn running go when it
+// finishes.
+func (p *partition) closeAll() {
+	for {
+		env, ok := p.batch.Pop()
+		if !ok {
+			break
+		}
+		p.s.deadLetter(env, grain.ReasonShutdown, nil)
+	}
+	var all []*act
+	p.dir.All(func(_ grain.ID, a *act) bool { all = append(all, a); return true })
+	for _, a := range all {
+		p.stopTimers(a)
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
+		if !a.busy() {
+			if a.State() == activation.Active || a.State() == activation.Backoff {
+				_ = a.Transition(activation.Deactivating)
+			}
+			p.remove(a)
+		} else {
+			a.deactWant = false
+		}
+	}
+}
+
+// Mailbox changes go through these, to keep the backlog gauge exact.

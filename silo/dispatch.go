@@ -1,0 +1,197 @@
+package silo
+
+import (
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Delivery: how a partition owner routes a message to its activation,
+// creating the activation on the first message, and which step of a grain
+// runs next.
+
+// deliver routes one envelope to its activation, activating the grain if it
+// has none. It runs the turn at once when the grain is idle.
+func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
+	if p.mode == modeClosing {
+		p.s.deadLetter(*env, grain.ReasonShutdown, nil)
+		return true
+	}
+	a, ok := p.dir.Get(env.Target, env.Hash)
+	if !ok {
+		if until, q := p.quarantine[env.Target]; q {
+			if p.now < until {
+				p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
+				return true
+			}
+			delete(p.quarantine, env.Target)
+		}
+		// The activation turn runs the first message too, so it needs no
+		// mailbox: most grains never have one.
+		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target, env.Hash)
+		return p.runTurn(w, a, tkActivate, *env)
+	}
+	return p.enqueue(w, a, env)
+}
+
+// enqueue gives env to a: at once if a is idle, else into its mailbox,
+// applying the backlog limit.
+func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
+	if a.stopping {
+		p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
+		return true
+	}
+	if a.State() == activation.Active && !a.deactWant && !a.busy() && a.Mailbox.Len() == 0 {
+		if p.lru != nil {
+			p.lru.Get(a.ID)
+		}
+		return p.runTurn(w, a, tkMessage, *env)
+	}
+	// A busy grain (its first turn included: activation and first message
+	// run as one) may take env now if its turn waits in a call that lets
+	// env in.
+	if a.busy() && !a.deactWant && a.State() <= activation.Active && p.canInterleave(a, env) {
+		p.interleave(a, *env)
+		return true
+	}
+	if a.Mailbox.Len() >= a.k.maxBacklog {
+		switch a.k.overflow {
+		case DropOldest:
+			old, _ := p.mbPop(a)
+			p.s.deadLetter(old, grain.ReasonOverload, nil)
+		default:
+			// RejectNewest refuses at the door (Silo.push, through the
+			// overloaded set); a message already accepted into the
+			// partition queue is never dropped. The backlog can pass its
+			// limit by what was in flight, which the queue capacity bounds.
+			p.setOverfull(a, true)
+		}
+	} else if a.k.overflow == RejectNewest && a.Mailbox.Len()+1 >= a.k.maxBacklog {
+		p.setOverfull(a, true) // before the push: once the backlog shows full, senders are refused
+	}
+	p.mbPush(a, *env)
+	return true
+}
+
+// activate creates the activation of id; the caller runs its activation
+// turn or readies it. With an activation cap, the least recently used idle
+// grain is asked to deactivate first.
+func (p *partition) activate(k *kind, id grain.ID, h uint64) *act {
+	a := &act{p: p, k: k}
+	a.ID = id
+	a.idle.Value = a
+	p.dir.Put(id, h, a)
+	k.active.Add(1)
+	if p.lru != nil {
+		p.lru.Add(id, a)
+		p.evict()
+	}
+	return a
+}
+
+// evict asks least recently used idle grains to deactivate until the
+// partition is within its cap, not counting grains already on their way out.
+func (p *partition) evict() {
+	over := p.lru.Len() - p.limit
+	for tries := p.lru.Len(); over > 0 && tries > 0; tries-- {
+		id, a, ok := p.lru.GetOldest()
+		if !ok {
+			return
+		}
+		if a.State() == activation.Active && !a.busy() && a.Mailbox.Len() == 0 {
+			p.lru.Remove(id) // out of the count now; gone once OnDeactivate ran
+			a.deactWant = true
+			p.makeReady(a)
+			over--
+			continue
+		}
+		p.lru.Get(id) // busy or not active yet: look further
+	}
+}
+
+func (p *partition) makeReady(a *act) {
+	if a.inReady {
+		return
+	}
+	a.inReady = true
+	p.ready = append(p.ready, a)
+}
+
+// runReady gives each activation that was ready when it started one step.
+func (p *partition) runReady(w *worker) bool {
+	for n := len(p.ready) - p.rhead; n > 0; n-- {
+		a := p.ready[p.rhead]
+		p.ready[p.rhead] = nil
+		p.rhead++
+		if p.rhead == len(p.ready) {
+			p.ready, p.rhead = p.ready[:0], 0
+		}
+		a.inReady = false
+		if !p.advance(w, a) {
+			return false
+		}
+	}
+	return true
+}
+
+// advance takes the next due step of a's lifecycle, if no turn of a runs:
+// activate it, deactivate it, or run its oldest waiting message.
+func (p *partition) advance(w *worker, a *act) bool {
+	if a.busy() {
+		return true // its finish readies it again
+	}
+	switch a.State() {
+	case activation.Activating:
+		if p.mode == modeClosing {
+			p.remove(a)
+			return true
+		}
+		return p.runTurn(w, a, tkActivate, queues.Envelope{})
+	case activation.Active:
+		if a.deactWant {
+			return p.beginDeactivate(w, a)
+		}
+		env, ok := p.mbPop(a)
+		if !ok {
+			return true
+		}
+		if a.overfull && a.Mailbox.Len() < a.k.maxBacklog {
+			p.setOverfull(a, false)
+		}
+		if a.Mailbox.Len() > 0 {
+			p.makeReady(a) // one turn per round, so every ready grain gets a turn
+		}
+		return p.runTurn(w, a, tkMessage, env)
+	case activation.Backoff:
+		if a.deactWant { // shutdown or eviction while backing off: no instance to deactivate
+			_ = a.Transition(activation.Deactivating)
+			p.remove(a)
+		}
+	}
+	return true
+}
+
+// interleave runs a turn of a busy grain on a goroutine of its own: a call
+// re-entering a grain that waits in the chain, or a message to a reentrant
+// grain that waits in a call. The turn token keeps the two turns' code from
+// running at the same time.
+func (p *partition) interleave(a *act, env queues.Envelope) {
+	a.running++
+	p.inflight++
+	w := newWorker(p, true)
+	p.s.workers.Add(1)
+	go func() {
+		defer p.s.workers.Done()
+		res := p.execute(w, a, tkMessage, &env, true)
+		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
+	}()
+}
+
+// canInterleave: a busy grain may run env now only while its turn waits in
+// a call that allows it (see docs/calls.md).
+func (p *partition) canInterleave(a *act, env *queues.Envelope) bool {
+	if a.waiting() == 0 {
+		return false
+	}
+	return a.k.reentrant || (env.Request != nil && env.Request.Interleave)
+}

@@ -1,0 +1,230 @@
+package silo
+
+import (
+	"time"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Lifecycle: what the owner does when a turn has finished: supervision,
+// restart, stop, deactivation, removal, and the backlog bookkeeping.
+
+func (p *partition) beginDeactivate(w *worker, a *act) bool {
+	a.deactWant = false
+	_ = a.Transition(activation.Deactivating)
+	p.stopTimers(a)
+	p.wheel.Remove(&a.idle)
+	if p.lru != nil {
+		p.lru.Remove(a.ID)
+	}
+	if a.g == nil {
+		p.remove(a)
+		return true
+	}
+	return p.runTurn(w, a, tkDeactivate, queues.Envelope{})
+}
+
+// remove takes a out of the directory. Messages that waited for it go to a
+// fresh activation (Orleans forwards the same way), unless the grain was
+// stopped or the silo is closing.
+func (p *partition) remove(a *act) {
+	_ = a.Transition(activation.Gone)
+	p.dir.Delete(a.ID, a.ID.Hash())
+	a.k.active.Add(-1)
+	p.wheel.Remove(&a.idle)
+	if p.lru != nil {
+		p.lru.Remove(a.ID)
+	}
+	p.stopTimers(a)
+	if a.overfull {
+		p.setOverfull(a, false)
+	}
+	if a.Mailbox.Len() == 0 {
+		return
+	}
+	switch {
+	case p.mode == modeClosing:
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
+	case a.stopping:
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
+	default:
+		b := p.activate(a.k, a.ID, a.ID.Hash())
+		b.Mailbox, a.Mailbox = a.Mailbox, activation.Mailbox{}
+		p.makeReady(b)
+		if b.Mailbox.Len() >= b.k.maxBacklog && b.k.overflow == RejectNewest {
+			p.setOverfull(b, true)
+		}
+	}
+}
+
+// finish applies a finished turn's outcome. It never runs a turn itself: it
+// readies the activation, and runReady takes the next step.
+func (p *partition) finish(a *act, res turnResult, first *queues.Envelope) {
+	a.running--
+	p.inflight--
+	p.nHandled++
+	switch res.kind {
+	case tkActivate:
+		if res.err != nil && !res.ranMsg {
+			p.activationFailed(a, res.err, first)
+			return
+		}
+		_ = a.Transition(activation.Active)
+		if !p.afterMessage(a, res) {
+			return
+		}
+	case tkDeactivate:
+		if res.err != nil {
+			p.s.cfg.Logger.Warn("granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
+		}
+		p.remove(a)
+		return
+	case tkMessage:
+		if !p.afterMessage(a, res) {
+			return
+		}
+	}
+	if a.busy() {
+		return
+	}
+	if p.mode == modeClosing { // Close came while the turn ran
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
+		if a.State() != activation.Activating {
+			_ = a.Transition(activation.Deactivating)
+		}
+		p.remove(a)
+		return
+	}
+	if a.deactWant || a.Mailbox.Len() > 0 {
+		p.makeReady(a)
+	}
+}
+
+// afterMessage applies what a turn asked for (timers, deactivation), keeps
+// the idle clock, and applies the supervision policy to a failure. It
+// reports false if the grain restarted (nothing more to do for this turn).
+func (p *partition) afterMessage(a *act, res turnResult) bool {
+	deact, ops := a.takeRequests()
+	if res.tick == nil || a.k.timerKeepAlive {
+		p.touch(a)
+	}
+	if res.tick != nil {
+		p.tickDone(a, res.tick)
+	}
+	p.applyTimers(a, ops)
+	if res.err != nil && a.State() == activation.Active && !a.busy() {
+		d, backoff := a.k.sup.Decide(&a.Restarts, a.ID, res.err, p.now)
+		switch d {
+		case activation.Restart:
+			p.restart(a, backoff)
+			return false
+		case activation.Stop:
+			p.stop(a)
+		}
+	}
+	if deact {
+		a.deactWant = true
+	}
+	return true
+}
+
+func (p *partition) touch(a *act) {
+	if a.k.idleTimeout > 0 {
+		p.wheel.Touch(&a.idle, p.now+a.k.idleTimeout)
+	}
+}
+
+// activationFailed fails every message that waited for the activation and
+// forgets it: the next message tries afresh.
+func (p *partition) activationFailed(a *act, err error, first *queues.Envelope) {
+	aerr := &grain.ActivationError{ID: a.ID, Err: err}
+	var waiting []queues.Envelope
+	p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
+	a.g = nil
+	// Out of the directory first, so a caller who sees the error finds the
+	// grain gone and its next message tries afresh.
+	p.remove(a)
+	if first != nil {
+		p.s.deadLetter(*first, grain.ReasonActivationFailed, aerr)
+	}
+	for _, e := range waiting {
+		p.s.deadLetter(e, grain.ReasonActivationFailed, aerr)
+	}
+}
+
+// restart drops the failed instance and builds a fresh one after backoff.
+// Messages wait in the mailbox meanwhile.
+func (p *partition) restart(a *act, backoff time.Duration) {
+	_ = a.Transition(activation.Backoff)
+	p.stopTimers(a)
+	a.g = nil
+	if x := a.x.Load(); x != nil {
+		x.mu.Lock()
+		x.deactivate, x.keepUntil, x.timerOps = false, 0, nil
+		x.mu.Unlock()
+	}
+	p.s.restarts.Add(1)
+	if backoff <= 0 {
+		_ = a.Transition(activation.Activating)
+		p.makeReady(a)
+		return
+	}
+	p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: a}) })
+}
+
+// stop quarantines the grain and deactivates it; what waits for it is a dead
+// letter.
+func (p *partition) stop(a *act) {
+	a.stopping = true
+	p.s.stops.Add(1)
+	p.quarantine[a.ID] = p.now + a.k.sup.Quarantine
+	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
+	a.deactWant = true
+}
+
+func (p *partition) setOverfull(a *act, full bool) {
+	if a.overfull == full {
+		return
+	}
+	a.overfull = full
+	p.ovMu.Lock()
+	if full {
+		p.ov[a.ID] = struct{}{}
+	} else {
+		delete(p.ov, a.ID)
+	}
+	p.ovN.Store(int32(len(p.ov)))
+	p.ovMu.Unlock()
+}
+
+// overfull reports, for a sender, whether id's backlog is known to be full.
+// It costs one atomic load while no grain of the partition is full.
+func (p *partition) overfull(id grain.ID) bool {
+	if p.ovN.Load() == 0 {
+		return false
+	}
+	p.ovMu.Lock()
+	_, full := p.ov[id]
+	p.ovMu.Unlock()
+	return full
+}
+
+func (p *partition) mbPush(a *act, env queues.Envelope) {
+	a.Mailbox.Push(env)
+	p.backlog.Add(1)
+}
+
+func (p *partition) mbPop(a *act) (queues.Envelope, bool) {
+	env, ok := a.Mailbox.Pop()
+	if ok {
+		p.backlog.Add(-1)
+	}
+	return env, ok
+}
+
+func (p *partition) mbDrain(a *act, f func(queues.Envelope)) {
+	p.backlog.Add(-int64(a.Mailbox.Len()))
+	a.Mailbox.Drain(f)
+}

@@ -1,0 +1,145 @@
+package silo
+
+import (
+	"context"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Turns: running one turn of a grain on the owner's goroutine, and
+// handing its outcome back to whoever owns the partition when it ends.
+
+type turnKind uint8
+
+const (
+	tkMessage turnKind = iota
+	tkActivate
+	tkDeactivate
+)
+
+type turnResult struct {
+	kind   turnKind
+	err    error        // the activation's error, or the message's
+	tick   *queues.Tick // the turn ran a timer's tick
+	ranMsg bool         // an activation turn went on to run its first message
+}
+
+// runTurn runs one turn of a on w's goroutine. If the partition was handed
+// off while the turn ran, the finish goes to the new owner as a control
+// message and runTurn returns false: w must stop touching the partition.
+func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) bool {
+	a.running++
+	p.inflight++
+	w.begin()
+	var res turnResult
+	if k == tkMessage {
+		res = p.executeMessage(w, a, &env) // the hot path, kept small
+	} else {
+		res = p.execute(w, a, k, &env, false)
+	}
+	var first *queues.Envelope // an activation turn's message, if it did not run
+	if k == tkActivate && !res.ranMsg && env.Msg != nil {
+		first = &env
+	}
+	if !w.end() {
+		c := ctl{op: opTurnDone, a: a, res: res}
+		if first != nil {
+			c.first = *first
+		}
+		p.q.PushControl(c)
+		return false
+	}
+	p.finish(a, res, first)
+	return true
+}
+
+// execute runs user code: a message, OnActivate or OnDeactivate. It touches
+// no partition state, since it may run after the partition was handed off.
+// An interleaved turn holds the grain's turn token throughout.
+func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool) turnResult {
+	if interleaved {
+		a.extra().token.Lock()
+	}
+	res := turnResult{kind: k}
+	tc := p.turnCtxFor(w, a, env, interleaved)
+	if k == tkDeactivate {
+		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.DeactivationTimeout)
+		defer cancel()
+		tc = &turnCtx{base: p.s.base}
+		tc.reset(ctx, turnInfo{a: a, w: w, holdsToken: interleaved})
+	}
+	res.tick = p.setContext(w, a, env)
+	switch k {
+	case tkMessage:
+		res.err = p.runMessage(tc, a, w, env)
+	case tkActivate:
+		g, err := activation.Build(a.ID, a.k.factory)
+		if err == nil {
+			a.g = g
+			err = activation.Activate(tc, g, &w.gc)
+		}
+		if err != nil {
+			res.err = err // finish fails the first message with the rest
+			break
+		}
+		if env.Msg != nil { // the first message, in the same turn
+			res.ranMsg = true
+			res.err = p.runMessage(tc, a, w, env)
+		}
+	case tkDeactivate:
+		res.err = activation.Deactivate(tc, a.g, &w.gc)
+	}
+	if tc.info.holdsToken {
+		a.extra().token.Unlock()
+	}
+	tc.release()
+	return res
+}
+
+// executeMessage is execute for an ordinary message turn.
+func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope) turnResult {
+	tc := p.turnCtxFor(w, a, env, false)
+	res := turnResult{kind: tkMessage, tick: p.setContext(w, a, env)}
+	res.err = p.runMessage(tc, a, w, env)
+	if tc.info.holdsToken { // it took the token back after a reentrant call
+		a.extra().token.Unlock()
+	}
+	tc.release()
+	return res
+}
+
+// turnCtxFor returns the context of the turn: the ask's own, or the
+// worker's, reset.
+func (p *partition) turnCtxFor(w *worker, a *act, env *queues.Envelope, interleaved bool) *turnCtx {
+	info := turnInfo{a: a, req: env.Request, w: w, holdsToken: interleaved}
+	if env.Request != nil {
+		tc := env.Request.Local.(*turnCtx)
+		tc.reset(env.Request.Ctx, info)
+		return tc
+	}
+	w.tc.reset(nil, info)
+	return &w.tc
+}
+
+// setContext points the worker's grain.Context at the turn, and returns
+// the timer tick the message is, if it is one.
+func (p *partition) setContext(w *worker, a *act, env *queues.Envelope) *queues.Tick {
+	var sender *grain.ID
+	var tick *queues.Tick
+	if env.Meta != nil {
+		sender, tick = &env.Meta.Sender, env.Meta.Tick
+	}
+	w.gc = grain.ContextFor(&a.ID, sender, p.s, a)
+	return tick
+}
+
+// runMessage runs the handler and answers the ask, if it is one.
+func (p *partition) runMessage(tc *turnCtx, a *act, w *worker, env *queues.Envelope) error {
+	reply, err := activation.Run(tc, a.g, &w.gc, env.Msg)
+	if env.Request != nil {
+		env.Request.Resolve(reply, err)
+	}
+	return err
+}
