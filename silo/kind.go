@@ -89,7 +89,8 @@ func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive =
 // Register registers a grain kind with the silo: factory builds a fresh grain
 // for an identity when it is activated. It must be called before Start.
 //
-// Errors: ErrAlreadyStarted after Start, ErrAlreadyRegistered for a taken
+// Errors: ErrAlreadyStarted after Start, ErrSiloClosed after Shutdown or
+// Close, ErrAlreadyRegistered for a taken
 // name, ErrEmptyKind / ErrInvalidKind for a bad name, ErrInvalidConfig for a
 // nil factory or a bad option.
 func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, opts ...KindOption) error {
@@ -123,8 +124,12 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.state.Load() != stateNew {
+	switch s.state.Load() {
+	case stateNew:
+	case stateRunning:
 		return grain.ErrAlreadyStarted
+	default:
+		return grain.ErrSiloClosed
 	}
 	if _, ok := s.kinds[name]; ok {
 		return fmt.Errorf("%w: %q", grain.ErrAlreadyRegistered, name)

@@ -117,6 +117,7 @@ func TestCloseBeforeStart(t *testing.T) {
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Shutdown(context.Background()))
 	require.ErrorIs(t, s.Start(), grain.ErrSiloClosed)
+	require.ErrorIs(t, silo.Register(s, "late", func(grain.ID) *counter { return &counter{} }), grain.ErrSiloClosed)
 }
 
 func TestRegisterErrors(t *testing.T) {
