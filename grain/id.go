@@ -122,9 +122,10 @@ func (id *ID) UnmarshalText(b []byte) error {
 // bytes. It is stable across processes and releases; the silo maps an ID to
 // its partition with Hash() % partitions.
 func (id ID) Hash() uint64 {
-	// One-shot Sum64 over a small stack buffer is much faster than the
-	// streaming Digest; both give the same value.
-	var buf [64]byte
+	// The identity's bytes go to a small stack buffer and one-shot Sum64;
+	// only identities longer than it stream through a Digest. Both give the
+	// same value.
+	var buf [32]byte
 	if id.isInt && len(id.kind) <= len(buf)-9 {
 		n := copy(buf[:], id.kind)
 		buf[n] = 1
@@ -138,6 +139,11 @@ func (id ID) Hash() uint64 {
 		n += copy(buf[n:], id.key)
 		return xxhash.Sum64(buf[:n])
 	}
+	return id.hashLong()
+}
+
+// hashLong streams a long identity through the library's Digest.
+func (id ID) hashLong() uint64 {
 	var d xxhash.Digest
 	d.Reset()
 	_, _ = d.WriteString(id.kind)
