@@ -1,6 +1,8 @@
 package silo
 
 import (
+	"fmt"
+
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -42,6 +44,9 @@ const (
 func (p *partition) control(w *worker, c ctl) bool {
 	switch c.op {
 	case opTurnDone:
+		if c.res.req != nil {
+			delete(p.orphans, c.res.req)
+		}
 		var first *queues.Envelope
 		if c.first.Msg != nil {
 			first = &c.first
@@ -115,16 +120,23 @@ func (p *partition) stopped() bool {
 			return true
 		})
 	}
-	if p.dir.Len() > 0 || p.inflight > 0 || p.rhead < len(p.ready) {
+	if p.dir.Len() > 0 || p.rhead < len(p.ready) {
+		return false
+	}
+	// Draining waits for every turn; closing does not wait for turns that
+	// run off the partition (their asks were answered by closeAll).
+	if p.mode == modeDraining && p.inflight > 0 {
 		return false
 	}
 	close(p.done)
 	return true
 }
 
-// closeAll dead-letters everything the partition holds and forgets every
-// activation that runs no turn. Activations with a turn running go when it
-// finishes.
+// closeAll dead-letters everything the partition holds, forgets every
+// activation, and answers the asks still being handled off the partition
+// with ErrSiloClosed: their callers must not wait on handlers that may
+// ignore their cancelled ctx. (Those turns were handled, so they are not dead
+// letters; their own later replies are dropped.)
 func (p *partition) closeAll() {
 	for {
 		env, ok := p.batch.Pop()
@@ -138,15 +150,15 @@ func (p *partition) closeAll() {
 	for _, a := range all {
 		p.stopTimers(a)
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
-		if !a.busy() {
-			if a.State() == activation.Active || a.State() == activation.Backoff {
-				_ = a.Transition(activation.Deactivating)
-			}
-			p.remove(a)
-		} else {
-			a.deactWant = false
-		}
+		a.deactWant = false
+		p.remove(a) // a turn still running finds its activation gone (finish)
 	}
+	for req := range p.orphans {
+		req.Resolve(nil, errClosedMidTurn)
+	}
+	clear(p.orphans)
 }
+
+var errClosedMidTurn = fmt.Errorf("%w: the silo closed while the grain handled the call", grain.ErrSiloClosed)
 
 // Mailbox changes go through these, to keep the backlog gauge exact.

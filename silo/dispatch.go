@@ -179,9 +179,12 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	a.running++
 	p.inflight++
 	w := newWorker(p, true)
-	p.s.workers.Add(1)
+	if env.Request != nil {
+		p.orphans[env.Request] = struct{}{}
+	}
+	p.s.turns.Add(1)
 	go func() {
-		defer p.s.workers.Done()
+		defer p.s.turns.Done()
 		res := p.execute(w, a, tkMessage, &env, true)
 		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
 	}()

@@ -65,6 +65,12 @@ func (p *partition) finish(a *act, res turnResult, first *queues.Envelope) {
 	a.running--
 	p.inflight--
 	p.nHandled++
+	if a.State() == activation.Gone { // a Close removed it while the turn ran
+		if first != nil { // an activation that failed after the close
+			p.s.deadLetter(*first, grain.ReasonShutdown, nil)
+		}
+		return
+	}
 	switch res.kind {
 	case tkActivate:
 		if res.err != nil && !res.ranMsg {

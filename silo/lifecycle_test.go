@@ -95,6 +95,9 @@ func (l *life) Receive(ctx context.Context, c *grain.Context, msg any) (any, err
 		case <-ctx.Done():
 		}
 		return nil, nil
+	case hold:
+		<-m.until
+		return nil, nil
 	}
 	return nil, fmt.Errorf("life: %T", msg)
 }
@@ -469,4 +472,25 @@ func TestSlowDeadLetterSubscriberDoesNotStallTheSilo(t *testing.T) {
 	assert.Equal(t, 2, e.call(t, "a", get{}))
 	assert.Equal(t, uint64(49), e.s.Stats().DeadLetters[grain.ReasonOverload])
 	assert.Equal(t, uint64(48), dl.Dropped(), "one fits the buffer; the rest are counted, not waited for")
+}
+
+// A handler that ignores its ctx cannot hold Shutdown past its deadline, nor
+// leave a caller waiting: the ask it handles fails with ErrSiloClosed.
+func TestShutdownDoesNotWaitForHandlersThatIgnoreCtx(t *testing.T) {
+	e := newLife(t, silo.Config{DeactivationTimeout: 50 * time.Millisecond})
+	id := e.id("stuck")
+	gate := make(chan struct{})
+	defer close(gate) // lets the handler go at the end, for goleak
+	e.call(t, "stuck", incr{1})
+	asked := make(chan error, 1)
+	go func() { _, err := e.s.Ask(e.ctx, id, hold{gate}); asked <- err }()
+	require.Eventually(t, func() bool { return e.s.Stats().Handoffs > 0 }, 5*time.Second, time.Millisecond,
+		"the stuck turn was handed off")
+	sctx, cancel := context.WithTimeout(e.ctx, 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	require.ErrorIs(t, e.s.Shutdown(sctx), context.DeadlineExceeded)
+	assert.Less(t, time.Since(start), 5*time.Second)
+	require.ErrorIs(t, <-asked, grain.ErrSiloClosed)
+	require.NoError(t, e.s.Close())
 }

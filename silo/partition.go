@@ -39,6 +39,7 @@ type partition struct {
 	expired    []*idle.Entry[*act]
 	now        time.Duration
 	inflight   int // turns running, inline or on other goroutines
+	orphans    map[*queues.Request]struct{} // asks being handled off the partition
 	mode       mode
 	timerSeq   uint64
 	done       chan struct{} // closed when the partition has stopped for good
@@ -67,6 +68,7 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		limit:      limit,
 		quarantine: make(map[grain.ID]time.Duration),
 		ov:         make(map[grain.ID]struct{}),
+		orphans:    make(map[*queues.Request]struct{}),
 		done:       make(chan struct{}),
 	}
 	if limit > 0 {
@@ -81,11 +83,21 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 
 // run is the body of a goroutine that owns the partition until it hands the
 // partition off or the partition stops.
-func (p *partition) run(w *worker) {
-	defer p.s.workers.Done()
+// from is the worker it took the partition from, if any: its turn goes on
+// off the partition, and its ask (if it is one) is recorded so that a Close
+// can answer it.
+func (p *partition) run(w, from *worker) {
 	p.cur.Store(w)
 	p.now = p.s.since()
+	if from != nil && from.req != nil {
+		p.orphans[from.req] = struct{}{}
+	}
 	for p.step(w) {
+	}
+	if w.word.Load()&stateMask == wDetached {
+		p.s.turns.Done() // this goroutine ends as a turn handed off, not an owner
+	} else {
+		p.s.owners.Done()
 	}
 }
 

@@ -44,7 +44,8 @@ type Silo struct {
 
 	base    context.Context // cancelled at Close: the ctx of tells and hooks
 	cancel  context.CancelFunc
-	workers sync.WaitGroup // partition owners and handed-off or interleaved turns
+	owners  sync.WaitGroup // partition owners and the watchdog
+	turns   sync.WaitGroup // turns running off their partition: handed off or interleaved
 	done    chan struct{}  // closed when every goroutine of the silo has returned
 
 	stopWatch chan struct{}
@@ -103,11 +104,11 @@ func (s *Silo) Start() error {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.epoch = s.clock.Now()
 	for _, p := range s.parts {
-		s.workers.Add(1)
-		go p.run(newWorker(p, false))
+		s.owners.Add(1)
+		go p.run(newWorker(p, false), nil)
 	}
 	s.stopWatch = make(chan struct{})
-	s.workers.Add(1)
+	s.owners.Add(1)
 	go s.watch(s.stopWatch)
 	s.scheduleIdle()
 	s.state.Store(stateRunning)
@@ -117,10 +118,12 @@ func (s *Silo) Start() error {
 // Shutdown stops the silo gracefully: new messages are refused with
 // ErrSiloClosed at once; turns in progress finish; messages already queued
 // are handled; then every grain is deactivated (OnDeactivate runs, bounded by
-// Config.DeactivationTimeout). If ctx ends first, whatever is still
-// undelivered becomes a dead letter with reason shutdown, handler contexts
-// are cancelled, and Shutdown returns ctx's error once every goroutine of the
-// silo has returned. Every pending ask has returned when Shutdown does.
+// Config.DeactivationTimeout). If ctx ends first, the silo closes as Close
+// does — whatever is still undelivered becomes a dead letter with reason
+// shutdown, handler contexts are cancelled, asks still being handled fail
+// with ErrSiloClosed — and Shutdown returns ctx's error without waiting for
+// handlers that ignore their ctx. Every pending ask has returned, or returns
+// at once, when Shutdown does.
 //
 // Shutdown on a silo never started just marks it closed.
 func (s *Silo) Shutdown(ctx context.Context) error {
@@ -133,21 +136,29 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 	} else {
 		select {
 		case <-s.allStopped():
-			s.finishStop()
+			s.finishStop(0)
 			return nil
 		case <-ctx.Done():
 		}
 	}
-	s.Close()
+	s.closeNow(0)
 	return ctx.Err()
 }
 
 // Close stops the silo now: everything queued becomes a dead letter with
-// reason shutdown, handler contexts are cancelled, and OnDeactivate does not
-// run. Close returns once every goroutine of the silo has returned, which
-// waits for turns in progress to notice their ctx. It returns nil, and is
-// safe to call more than once and after Shutdown.
+// reason shutdown, handler contexts are cancelled, asks still being handled
+// fail with ErrSiloClosed, and OnDeactivate does not run. Close returns once
+// the partitions have stopped and the turns in progress have noticed their
+// ctx — waiting at most Config.DeactivationTimeout for handlers that ignore
+// it. It returns nil, and is safe to call more than once and after Shutdown.
 func (s *Silo) Close() error {
+	s.closeNow(s.cfg.DeactivationTimeout)
+	return nil
+}
+
+// closeNow closes the partitions and waits for them, then up to grace for
+// turns running off their partitions.
+func (s *Silo) closeNow(grace time.Duration) {
 	s.beginStop(opClose)
 	s.mu.Lock()
 	started := s.base != nil
@@ -164,8 +175,7 @@ func (s *Silo) Close() error {
 	if started {
 		<-s.allStopped()
 	}
-	s.finishStop()
-	return nil
+	s.finishStop(grace)
 }
 
 // beginStop refuses new messages and tells every partition to stop. It
@@ -204,16 +214,28 @@ func (s *Silo) allStopped() <-chan struct{} {
 	return ch
 }
 
-// finishStop waits for the last goroutines and marks the silo stopped.
-func (s *Silo) finishStop() {
+// finishStop waits for the partition owners and the watchdog, then up to
+// grace for turns still running off their partitions (handlers that have
+// been told to stop), and marks the silo stopped.
+func (s *Silo) finishStop(grace time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.state.Load() == stateStopped {
 		return
 	}
 	close(s.stopWatch)
-	s.workers.Wait()
+	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.cancel()
+	turnsDone := make(chan struct{})
+	go func() {
+		s.turns.Wait()
+		close(turnsDone)
+	}()
+	select {
+	case <-turnsDone:
+	case <-time.After(grace):
+		s.cfg.Logger.Warn("granary: silo stopped with turns still running; their handlers ignore ctx")
+	}
 	s.dead.close()
 	s.state.Store(stateStopped)
 	close(s.done)
@@ -255,7 +277,7 @@ func (s *Silo) stopIdle() {
 // own. It runs on real time, not the silo clock: it keeps the silo live, it
 // decides nothing a test should observe.
 func (s *Silo) watch(stop <-chan struct{}) {
-	defer s.workers.Done()
+	defer s.owners.Done()
 	t := time.NewTicker(s.cfg.HandoffThreshold)
 	defer t.Stop()
 	type seen struct {

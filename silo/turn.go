@@ -24,6 +24,7 @@ type turnResult struct {
 	err    error        // the activation's error, or the message's
 	tick   *queues.Tick // the turn ran a timer's tick
 	ranMsg bool         // an activation turn went on to run its first message
+	req    *queues.Request
 }
 
 // runTurn runs one turn of a on w's goroutine. If the partition was handed
@@ -32,6 +33,7 @@ type turnResult struct {
 func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) bool {
 	a.running++
 	p.inflight++
+	w.req = env.Request
 	w.begin()
 	var res turnResult
 	if k == tkMessage {
@@ -44,13 +46,14 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) 
 		first = &env
 	}
 	if !w.end() {
-		c := ctl{op: opTurnDone, a: a, res: res}
+		c := ctl{op: opTurnDone, a: a, res: res} // w.req now belongs to the new owner's records
 		if first != nil {
 			c.first = *first
 		}
 		p.q.PushControl(c)
 		return false
 	}
+	w.req = nil
 	p.finish(a, res, first)
 	return true
 }
@@ -62,7 +65,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	if interleaved {
 		a.extra().token.Lock()
 	}
-	res := turnResult{kind: k}
+	res := turnResult{kind: k, req: env.Request}
 	tc := p.turnCtxFor(w, a, env, interleaved)
 	if k == tkDeactivate {
 		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.DeactivationTimeout)
@@ -101,7 +104,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 // executeMessage is execute for an ordinary message turn.
 func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope) turnResult {
 	tc := p.turnCtxFor(w, a, env, false)
-	res := turnResult{kind: tkMessage, tick: p.setContext(w, a, env)}
+	res := turnResult{kind: tkMessage, tick: p.setContext(w, a, env), req: env.Request}
 	res.err = p.runMessage(tc, a, w, env)
 	if tc.info.holdsToken { // it took the token back after a reentrant call
 		a.extra().token.Unlock()

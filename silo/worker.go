@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
 )
 
 // Worker states, in the low two bits of worker.word. A worker is the
@@ -26,7 +27,8 @@ const (
 type worker struct {
 	p    *partition
 	word atomic.Uint64
-	seq  uint64 // turns started; written by the worker only
+	seq  uint64          // turns started; written by the worker only
+	req  *queues.Request // the ask of the turn running, for a Close after a handoff
 	tc   turnCtx
 	gc   grain.Context
 }
@@ -72,8 +74,11 @@ func (w *worker) detachAt(x uint64) bool {
 		return false
 	}
 	p := w.p
-	p.s.workers.Add(1) // w is still counted, so the group cannot be waiting at zero
+	// w's goroutine goes on as a turn, off the partition; the new owner
+	// takes its place among the owners. w is still counted as an owner, so
+	// no Wait can be at zero.
+	p.s.turns.Add(1)
 	p.handoffs.Add(1)
-	go p.run(newWorker(p, false))
+	go p.run(newWorker(p, false), w)
 	return true
 }
