@@ -38,7 +38,7 @@ type partition struct {
 	cpos       int
 	expired    []*idle.Entry[*act]
 	now        time.Duration
-	inflight   int // turns running, inline or on other goroutines
+	inflight   int                          // turns running, inline or on other goroutines
 	orphans    map[*queues.Request]struct{} // asks being handled off the partition
 	mode       mode
 	timerSeq   uint64

@@ -42,11 +42,11 @@ type Silo struct {
 	mu    sync.Mutex
 	state atomic.Int32
 
-	base    context.Context // cancelled at Close: the ctx of tells and hooks
-	cancel  context.CancelFunc
-	owners  sync.WaitGroup // partition owners and the watchdog
-	turns   sync.WaitGroup // turns running off their partition: handed off or interleaved
-	done    chan struct{}  // closed when every goroutine of the silo has returned
+	base   context.Context // cancelled at Close: the ctx of tells and hooks
+	cancel context.CancelFunc
+	owners sync.WaitGroup // partition owners and the watchdog
+	turns  sync.WaitGroup // turns running off their partition: handed off or interleaved
+	done   chan struct{}  // closed when every goroutine of the silo has returned
 
 	stopWatch chan struct{}
 	idleTimer clock.Timer
