@@ -42,7 +42,7 @@ func TestFullQueueMakesSendersWait(t *testing.T) {
 }
 
 // fanout tells n messages to grains of its own partition.
-type fanout struct{ n int }
+type fanout struct{}
 
 func (f *fanout) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
 	for i := range msg.(int) {

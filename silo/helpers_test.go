@@ -27,8 +27,7 @@ type (
 
 // counter is the test grain: a plain int, and messages that misbehave.
 type counter struct {
-	n         int
-	activated int
+	n int
 }
 
 func (c *counter) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {

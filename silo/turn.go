@@ -122,7 +122,7 @@ func (p *partition) turnCtxFor(w *worker, a *act, env *queues.Envelope, interlea
 		tc.reset(env.Request.Ctx, info)
 		return tc
 	}
-	w.tc.reset(nil, info)
+	w.tc.resetNoParent(info)
 	return &w.tc
 }
 

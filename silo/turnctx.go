@@ -91,6 +91,12 @@ func (c *turnCtx) reset(parent context.Context, info turnInfo) {
 	c.parent, c.info = parent, info
 }
 
+// resetNoParent resets c for a turn whose only lifetime is the silo's (a
+// tell, a tick, an activation without a caller).
+func (c *turnCtx) resetNoParent(info turnInfo) {
+	c.parent, c.info = nil, info
+}
+
 // release ends the turn's context: a merged Done channel, if one was made,
 // is closed (so whatever watches it, such as a context derived from it,
 // lets go) and detached from its sources. Called when the turn ends.

@@ -51,7 +51,7 @@ func (w *worker) begin() {
 // end marks the end of a turn; false means the partition was handed off
 // while it ran.
 func (w *worker) end() bool {
-	return w.word.CompareAndSwap(w.seq<<2|wRunning, w.seq<<2|wIdle)
+	return w.word.CompareAndSwap(w.seq<<2|wRunning, w.seq<<2) // state bits 0: wIdle
 }
 
 // detach hands the partition to a fresh worker if w is running a turn. It
