@@ -151,8 +151,7 @@ func pingRaw(_ string, p params) (Result, error) {
 	var count atomic.Int64
 	done := make(chan struct{})
 	a, b := int64(0), int64(1)
-	var sys *rawSystem
-	sys = newRawSystem(func(sys *rawSystem, st *rawState, e *rawEnv) {
+	sys := newRawSystem(func(sys *rawSystem, st *rawState, e *rawEnv) {
 		if count.Add(1) >= int64(p.msgs) {
 			close(done)
 			return
