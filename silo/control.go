@@ -22,6 +22,8 @@ const (
 	opTimer                     // a grain timer fired
 	opShutdown                  // drain, then deactivate everything
 	opClose                     // drop everything now
+	opDeactivate                // Silo.Deactivate: deactivate a grain ahead of its queued messages
+	opStop                      // Silo.Stop: stop a grain; its queued messages become dead letters
 )
 
 type ctl struct {
@@ -29,7 +31,7 @@ type ctl struct {
 	a     *act
 	res   turnResult
 	tm    *grainTimer
-	first queues.Envelope // opTurnDone: the first message of a failed activation
+	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
 }
 
 type mode uint8
@@ -73,6 +75,17 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opClose:
 		p.mode = modeClosing
 		p.closeAll()
+	case opDeactivate, opStop:
+		a, ok := p.dir.Get(c.first.Target, c.first.Hash)
+		if !ok || a.stopping || a.State() >= activation.Deactivating {
+			return true // not active, or already on its way out
+		}
+		if c.op == opStop {
+			p.halt(a)
+		} else {
+			a.deactWant = true
+			p.makeReady(a)
+		}
 	}
 	return true
 }

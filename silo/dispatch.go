@@ -38,7 +38,11 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 // applying the backlog limit.
 func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	if a.stopping {
-		p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
+		reason := grain.ReasonStopped // an explicit Stop
+		if _, q := p.quarantine[a.ID]; q {
+			reason = grain.ReasonQuarantined // a stop by supervision
+		}
+		p.s.deadLetter(*env, reason, nil)
 		return true
 	}
 	if a.State() == activation.Active && !a.deactWant && !a.busy() && a.Mailbox.Len() == 0 {

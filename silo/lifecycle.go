@@ -183,11 +183,18 @@ func (p *partition) restart(a *act, backoff time.Duration) {
 // stop quarantines the grain and deactivates it; what waits for it is a dead
 // letter.
 func (p *partition) stop(a *act) {
-	a.stopping = true
 	p.s.stops.Add(1)
 	p.quarantine[a.ID] = p.now + a.k.sup.Quarantine
+	p.halt(a)
+}
+
+// halt deactivates a and makes every message waiting for it, or arriving
+// before it is gone, a dead letter.
+func (p *partition) halt(a *act) {
+	a.stopping = true
 	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	a.deactWant = true
+	p.makeReady(a)
 }
 
 func (p *partition) setOverfull(a *act, full bool) {

@@ -494,3 +494,51 @@ func TestShutdownDoesNotWaitForHandlersThatIgnoreCtx(t *testing.T) {
 	require.ErrorIs(t, <-asked, grain.ErrSiloClosed)
 	require.NoError(t, e.s.Close())
 }
+
+func TestDeactivateRequestGoesAheadOfQueuedMessages(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	id := e.id("a")
+	gate := make(chan struct{})
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	for range 3 {
+		require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
+	}
+	waitBacklog(t, e.s, 3)
+	require.NoError(t, e.s.Deactivate(e.ctx, id))
+	// Deactivate is on the control lane: once the running turn ends, the
+	// grain deactivates before its three queued messages, which then go to
+	// a fresh activation.
+	require.Eventually(t, func() bool { return e.s.Stats().QueueDepth[0] == 0 }, 5*time.Second, time.Millisecond)
+	close(gate)
+	assert.Equal(t, 3, e.call(t, "a", get{}))
+	assert.Equal(t, []string{
+		"activate a #1", "incr a #1 -> 1", "deactivate a #1",
+		"activate a #2", "incr a #2 -> 1", "incr a #2 -> 2", "incr a #2 -> 3",
+	}, e.j.all())
+	require.NoError(t, e.s.Deactivate(e.ctx, e.id("never-active")), "nothing to do")
+	require.ErrorIs(t, e.s.Deactivate(e.ctx, grain.NewID("nope", "x")), grain.ErrUnknownKind)
+}
+
+func TestStopRequestDeadLettersQueuedMessages(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	dl := e.s.SubscribeDeadLetters(16)
+	defer dl.Cancel()
+	id := e.id("a")
+	gate := make(chan struct{})
+	e.call(t, "a", incr{5})
+	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
+	asked := make(chan error, 1)
+	go func() { _, err := e.s.Ask(e.ctx, id, get{}); asked <- err }()
+	waitBacklog(t, e.s, 2)
+	require.NoError(t, e.s.Stop(e.ctx, id))
+	require.ErrorIs(t, <-asked, grain.ErrGrainStopped)
+	for range 2 {
+		assert.Equal(t, grain.ReasonStopped, (<-dl.C).Reason)
+	}
+	close(gate)
+	<-e.j.deact
+	assert.Equal(t, 0, e.call(t, "a", get{}), "the next message activates a fresh instance")
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
+}
