@@ -16,14 +16,14 @@ import (
 type ctlOp uint8
 
 const (
-	opTurnDone ctlOp = iota + 1 // a handed-off or interleaved turn finished
-	opIdleTick                  // advance the idle wheel
-	opRestart                   // a restart's backoff passed
-	opTimer                     // a grain timer fired
-	opShutdown                  // drain, then deactivate everything
-	opClose                     // drop everything now
-	opDeactivate                // Silo.Deactivate: deactivate a grain ahead of its queued messages
-	opStop                      // Silo.Stop: stop a grain; its queued messages become dead letters
+	opTurnDone   ctlOp = iota + 1 // a handed-off or interleaved turn finished
+	opIdleTick                    // advance the idle wheel
+	opRestart                     // a restart's backoff passed
+	opTimer                       // a grain timer fired
+	opShutdown                    // drain, then deactivate everything
+	opClose                       // drop everything now
+	opDeactivate                  // Silo.Deactivate: deactivate a grain ahead of its queued messages
+	opStop                        // Silo.Stop: stop a grain; its queued messages become dead letters
 )
 
 type ctl struct {
