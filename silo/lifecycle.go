@@ -31,8 +31,11 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 // stopped or the silo is closing.
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
-	p.dir.Delete(a.ID, a.ID.Hash())
-	a.k.active.Add(-1)
+	h := a.ID.Hash()
+	if cur, ok := p.dir.Get(a.ID, h); ok && cur == a { // never a successor's entry
+		p.dir.Delete(a.ID, h)
+		a.k.active.Add(-1)
+	}
 	p.wheel.Remove(&a.idle)
 	if p.lru != nil {
 		p.lru.Remove(a.ID)
@@ -50,7 +53,7 @@ func (p *partition) remove(a *act) {
 	case a.stopping:
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	default:
-		b := p.activate(a.k, a.ID, a.ID.Hash())
+		b := p.activate(a.k, a.ID, h)
 		b.Mailbox, a.Mailbox = a.Mailbox, activation.Mailbox{}
 		p.makeReady(b)
 		if b.Mailbox.Len() >= b.k.maxBacklog && b.k.overflow == RejectNewest {
