@@ -25,16 +25,11 @@ type hop struct {
 }
 
 // relay forwards hops and counts its turns, flagging any overlap.
-type relay struct {
-	inTurn   atomic.Bool
-	overlaps *atomic.Int64
-}
+type relay struct{ guard turnGuard }
 
 func (r *relay) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
-	if !r.inTurn.CompareAndSwap(false, true) {
-		r.overlaps.Add(1)
-	}
-	defer r.inTurn.Store(false)
+	r.guard.enter()
+	defer r.guard.leave()
 	switch m := msg.(type) {
 	case hop:
 		if len(m.Path) == 0 {
@@ -46,11 +41,9 @@ func (r *relay) Receive(ctx context.Context, c *grain.Context, msg any) (any, er
 		}
 		// The nested turn may run while this one waits: give up the flag
 		// for the duration of the call, as the turn token is given up.
-		r.inTurn.Store(false)
+		r.guard.leave()
 		rest, err := silo.Call[string](cctx, c.Silo(), m.Path[0], hop{Path: m.Path[1:], Reentrant: m.Reentrant})
-		if !r.inTurn.CompareAndSwap(false, true) {
-			r.overlaps.Add(1)
-		}
+		r.guard.enter()
 		if err != nil {
 			return nil, err
 		}
@@ -69,8 +62,8 @@ func (r *relay) Receive(ctx context.Context, c *grain.Context, msg any) (any, er
 func relaySilo(t *testing.T, cfg silo.Config, opts ...silo.KindOption) (*silo.Silo, *atomic.Int64) {
 	var overlaps atomic.Int64
 	s := newSilo(t, cfg, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "relay", func(grain.ID) *relay { return &relay{overlaps: &overlaps} }, opts...))
-		require.NoError(t, silo.Register(s, "reentrant", func(grain.ID) *relay { return &relay{overlaps: &overlaps} },
+		require.NoError(t, silo.Register(s, "relay", func(grain.ID) *relay { return &relay{guard: turnGuard{overlaps: &overlaps}} }, opts...))
+		require.NoError(t, silo.Register(s, "reentrant", func(grain.ID) *relay { return &relay{guard: turnGuard{overlaps: &overlaps}} },
 			append(opts, silo.WithReentrant())...))
 		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
 	})
@@ -232,10 +225,9 @@ func TestBlockedGrainsLaterMessagesRunInOrder(t *testing.T) {
 
 // ticker is a grain that starts timers and checks ticks never overlap turns.
 type ticker struct {
-	inTurn   atomic.Bool
-	overlaps *atomic.Int64
-	ticks    chan<- string
-	j        *journal
+	guard turnGuard
+	ticks chan<- string
+	j     *journal
 }
 
 type (
@@ -249,10 +241,8 @@ type (
 )
 
 func (k *ticker) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
-	if !k.inTurn.CompareAndSwap(false, true) {
-		k.overlaps.Add(1)
-	}
-	defer k.inTurn.Store(false)
+	k.guard.enter()
+	defer k.guard.leave()
 	switch m := msg.(type) {
 	case startTimer:
 		return nil, c.StartTimer(m.name, m.due, m.period, tickMsg{m.name})
@@ -293,7 +283,7 @@ func TestTimers(t *testing.T) {
 	var overlaps atomic.Int64
 	j := newJournal()
 	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: time.Minute, IdleQuantum: time.Second}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) *ticker { return &ticker{overlaps: &overlaps, ticks: ticks, j: j} }))
+		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) *ticker { return &ticker{guard: turnGuard{overlaps: &overlaps}, ticks: ticks, j: j} }))
 	})
 	ctx := ctxT(t)
 	id := grain.NewID("ticker", "t")
@@ -347,8 +337,8 @@ func TestTimersStopOnDeactivationAndDoNotKeepAlive(t *testing.T) {
 	var overlaps atomic.Int64
 	j := newJournal()
 	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: 10 * time.Second, IdleQuantum: time.Second}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) *ticker { return &ticker{overlaps: &overlaps, ticks: ticks, j: j} }))
-		require.NoError(t, silo.Register(s, "alive", func(grain.ID) *ticker { return &ticker{overlaps: &overlaps, ticks: ticks, j: j} },
+		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) *ticker { return &ticker{guard: turnGuard{overlaps: &overlaps}, ticks: ticks, j: j} }))
+		require.NoError(t, silo.Register(s, "alive", func(grain.ID) *ticker { return &ticker{guard: turnGuard{overlaps: &overlaps}, ticks: ticks, j: j} },
 			silo.WithTimerKeepAlive()))
 	})
 	ctx := ctxT(t)

@@ -28,18 +28,15 @@ type report struct{}
 // once (an in-turn flag a second turn would find set), per-sender FIFO, and
 // no duplicates.
 type auditor struct {
-	inTurn   atomic.Bool
+	guard    turnGuard
 	last     map[int]int
 	handled  int
-	overlaps *atomic.Int64
 	reorders *atomic.Int64
 }
 
 func (a *auditor) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
-	if !a.inTurn.CompareAndSwap(false, true) {
-		a.overlaps.Add(1)
-	}
-	defer a.inTurn.Store(false)
+	a.guard.enter()
+	defer a.guard.leave()
 	switch m := msg.(type) {
 	case seqMsg:
 		if prev, ok := a.last[m.from]; ok && m.seq <= prev {
@@ -48,7 +45,7 @@ func (a *auditor) Receive(_ context.Context, _ *grain.Context, msg any) (any, er
 		a.last[m.from] = m.seq
 		a.handled++
 		if m.spin {
-			time.Sleep(time.Millisecond) // the work of a slow turn, not a synchronisation
+			busyWork(time.Millisecond) // a slow turn, to provoke handoffs
 		}
 		return nil, nil
 	case report:
@@ -68,7 +65,7 @@ func TestRandomizedOneTurnAtATimeFIFOExactlyOnce(t *testing.T) {
 	s := newSilo(t, silo.Config{Partitions: 4, HandoffThreshold: time.Millisecond}, func(s *silo.Silo) {
 		for k := range kinds {
 			require.NoError(t, silo.Register(s, fmt.Sprintf("k%d", k), func(grain.ID) *auditor {
-				return &auditor{last: map[int]int{}, overlaps: &overlaps, reorders: &reorders}
+				return &auditor{last: map[int]int{}, guard: turnGuard{overlaps: &overlaps}, reorders: &reorders}
 			}))
 		}
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -96,3 +97,24 @@ func waitBacklog(t *testing.T, s *silo.Silo, n int) {
 
 // runtimeYield lets other goroutines run between clock steps.
 func runtimeYield() { runtime.Gosched() }
+
+// turnGuard is an in-turn flag: a turn that finds it set counts an overlap,
+// which the one-turn-at-a-time rule forbids.
+type turnGuard struct {
+	in       atomic.Bool
+	overlaps *atomic.Int64
+}
+
+func (g *turnGuard) enter() {
+	if !g.in.CompareAndSwap(false, true) {
+		g.overlaps.Add(1)
+	}
+}
+
+func (g *turnGuard) leave() { g.in.Store(false) }
+
+// busyWork spins for d: the work of a slow turn (not a synchronisation).
+func busyWork(d time.Duration) {
+	for start := time.Now(); time.Since(start) < d; {
+	}
+}

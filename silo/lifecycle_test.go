@@ -244,9 +244,7 @@ func TestStopDirectiveDeadLettersQueuedAndFailsAsks(t *testing.T) {
 	dl := e.s.SubscribeDeadLetters(16)
 	defer dl.Cancel()
 	id := e.id("a")
-	gate := make(chan struct{})
-	e.call(t, "a", incr{1})
-	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	gate := e.blockGrain(t, "a", 1)
 	fatal := make(chan error, 1)
 	go func() { _, err := e.s.Ask(e.ctx, id, fail{errFatal}); fatal <- err }()
 	waitBacklog(t, e.s, 1)
@@ -348,14 +346,22 @@ func TestActivationLimitEvictsLeastRecentlyUsed(t *testing.T) {
 	assert.Equal(t, 1, e.call(t, "a", whoAmI{}), "a was kept")
 }
 
+// blockGrain activates the grain key and leaves a turn of it blocked until
+// the returned gate is closed (or the silo closes).
+func (e *lifeEnv) blockGrain(t *testing.T, key string, n int) chan struct{} {
+	t.Helper()
+	gate := make(chan struct{})
+	e.call(t, key, incr{n})
+	require.NoError(t, e.s.Tell(e.ctx, e.id(key), block{gate}))
+	return gate
+}
+
 func TestOverloadRejectNewest(t *testing.T) {
 	e := newLife(t, silo.Config{}, silo.WithMaxBacklog(2, silo.RejectNewest))
 	dl := e.s.SubscribeDeadLetters(16)
 	defer dl.Cancel()
 	id := e.id("a")
-	gate := make(chan struct{})
-	e.call(t, "a", incr{1})
-	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	gate := e.blockGrain(t, "a", 1)
 	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
 	require.NoError(t, e.s.Tell(e.ctx, id, incr{1})) // backlog now full
 	waitBacklog(t, e.s, 2)
@@ -377,9 +383,7 @@ func TestOverloadDropOldest(t *testing.T) {
 	dl := e.s.SubscribeDeadLetters(16)
 	defer dl.Cancel()
 	id := e.id("a")
-	gate := make(chan struct{})
-	e.call(t, "a", incr{1})
-	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	gate := e.blockGrain(t, "a", 1)
 	for _, n := range []int{10, 100, 1000} {
 		require.NoError(t, e.s.Tell(e.ctx, id, incr{n}))
 	}
@@ -498,9 +502,7 @@ func TestShutdownDoesNotWaitForHandlersThatIgnoreCtx(t *testing.T) {
 func TestDeactivateRequestGoesAheadOfQueuedMessages(t *testing.T) {
 	e := newLife(t, silo.Config{})
 	id := e.id("a")
-	gate := make(chan struct{})
-	e.call(t, "a", incr{1})
-	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	gate := e.blockGrain(t, "a", 1)
 	for range 3 {
 		require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
 	}
@@ -525,9 +527,7 @@ func TestStopRequestDeadLettersQueuedMessages(t *testing.T) {
 	dl := e.s.SubscribeDeadLetters(16)
 	defer dl.Cancel()
 	id := e.id("a")
-	gate := make(chan struct{})
-	e.call(t, "a", incr{5})
-	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	gate := e.blockGrain(t, "a", 5)
 	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
 	asked := make(chan error, 1)
 	go func() { _, err := e.s.Ask(e.ctx, id, get{}); asked <- err }()

@@ -36,7 +36,7 @@ func (g *soakGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, 
 		panic("soak")
 	}
 	if m.sleep {
-		time.Sleep(200 * time.Microsecond) // a slow turn, to provoke handoffs
+		busyWork(200 * time.Microsecond) // a slow turn, to provoke handoffs
 	}
 	if m.id%97 == 0 {
 		c.DeactivateOnIdle()
