@@ -54,30 +54,6 @@ func (m *Mailbox) Pop() (queues.Envelope, bool) {
 	return e, true
 }
 
-// PopNewest removes and returns the newest envelope.
-func (m *Mailbox) PopNewest() (queues.Envelope, bool) {
-	if m.r == nil || m.r.n == 0 {
-		return queues.Envelope{}, false
-	}
-	r := m.r
-	i := (r.head + r.n - 1) % len(r.buf)
-	e := r.buf[i]
-	r.buf[i] = queues.Envelope{}
-	r.n--
-	if r.n == 0 {
-		m.r = nil
-	}
-	return e, true
-}
-
-// Peek returns the oldest envelope without removing it.
-func (m *Mailbox) Peek() (*queues.Envelope, bool) {
-	if m.r == nil || m.r.n == 0 {
-		return nil, false
-	}
-	return &m.r.buf[m.r.head], true
-}
-
 // Drain removes every envelope, oldest first, calling f for each.
 func (m *Mailbox) Drain(f func(queues.Envelope)) {
 	for {
