@@ -20,8 +20,10 @@ const (
 	// DefaultIdleTimeout deactivates a grain that handled no message for this
 	// long (Orleans' CollectionAge).
 	DefaultIdleTimeout = 15 * time.Minute
-	// DefaultIdleQuantum is the tick of the idle wheel: a grain is deactivated
-	// at most this much after its idle timeout.
+	// DefaultIdleQuantum is the largest tick of the idle wheel: a grain is
+	// deactivated at most one tick after its idle timeout. With a zero
+	// Config.IdleQuantum, the tick is an eighth of the shortest idle timeout
+	// of the registered kinds, between 1 ms and this.
 	DefaultIdleQuantum = time.Second
 	// DefaultDeactivationTimeout bounds each OnDeactivate (Orleans' 30 s is
 	// generous for a hook that must not do much; shutdown waits on it).
@@ -55,7 +57,8 @@ type Config struct {
 	// IdleTimeout is the default idle timeout of a kind; a negative value
 	// means grains are never deactivated for idleness.
 	IdleTimeout time.Duration
-	// IdleQuantum is the granularity of idle collection.
+	// IdleQuantum is the granularity of idle collection (see
+	// DefaultIdleQuantum for the default).
 	IdleQuantum time.Duration
 	// DeactivationTimeout bounds each OnDeactivate.
 	DeactivationTimeout time.Duration
@@ -94,9 +97,7 @@ func (c Config) withDefaults() Config {
 	if c.IdleTimeout == 0 {
 		c.IdleTimeout = DefaultIdleTimeout
 	}
-	if c.IdleQuantum == 0 {
-		c.IdleQuantum = DefaultIdleQuantum
-	}
+
 	if c.DeactivationTimeout == 0 {
 		c.DeactivationTimeout = DefaultDeactivationTimeout
 	}

@@ -542,3 +542,23 @@ func TestStopRequestDeadLettersQueuedMessages(t *testing.T) {
 	assert.Equal(t, 0, e.call(t, "a", get{}), "the next message activates a fresh instance")
 	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
 }
+
+// With the real clock and no IdleQuantum set, the idle wheel's tick follows
+// the shortest idle timeout, so a short timeout is honoured closely.
+func TestIdleQuantumFollowsShortTimeouts(t *testing.T) {
+	j := newJournal()
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "life", func(grain.ID) *life { return &life{j: j, instance: 1} },
+			silo.WithIdleTimeout(40*time.Millisecond)))
+	})
+	ctx := ctxT(t)
+	start := time.Now()
+	_, err := s.Ask(ctx, grain.NewID("life", "short"), incr{1})
+	require.NoError(t, err)
+	select {
+	case <-j.deact:
+	case <-ctx.Done():
+		t.Fatal("not deactivated")
+	}
+	assert.Less(t, time.Since(start), 500*time.Millisecond, "with a 1 s tick it would take a second")
+}

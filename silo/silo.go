@@ -11,6 +11,7 @@ import (
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/directory"
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/idle"
 	"github.com/granary-go/granary/queues"
 )
 
@@ -99,6 +100,9 @@ func (s *Silo) Start() error {
 		return grain.ErrAlreadyStarted
 	case stateStopping, stateStopped:
 		return grain.ErrSiloClosed
+	}
+	if err := s.setIdleQuantum(); err != nil {
+		return err
 	}
 	// The silo's own lifetime, not a caller's: cancelled by Close.
 	s.base, s.cancel = context.WithCancel(context.Background())
@@ -247,6 +251,28 @@ func (s *Silo) since() time.Duration { return s.clock.Now().Sub(s.epoch) }
 
 // after runs f once d has passed on the silo clock.
 func (s *Silo) after(d time.Duration, f func()) clock.Timer { return s.clock.AfterFunc(d, f) }
+
+// setIdleQuantum fixes the idle wheel's tick now that the kinds are known,
+// and builds the partitions' wheels with it.
+func (s *Silo) setIdleQuantum() error {
+	if s.cfg.IdleQuantum == 0 {
+		q := DefaultIdleQuantum
+		for _, k := range s.kinds {
+			if k.idleTimeout > 0 {
+				q = min(q, k.idleTimeout/8)
+			}
+		}
+		s.cfg.IdleQuantum = max(q, time.Millisecond)
+	}
+	for _, p := range s.parts {
+		w, err := idle.NewWheel[*act](s.cfg.IdleQuantum, 0, 0)
+		if err != nil {
+			return err
+		}
+		p.wheel = w
+	}
+	return nil
+}
 
 // scheduleIdle makes the idle wheel of every partition advance once per
 // IdleQuantum, through the control lane.
