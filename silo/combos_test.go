@@ -1,0 +1,137 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// alarm starts a timer in OnActivate and panics on demand.
+type alarm struct {
+	ticks    chan<- int
+	instance int
+}
+
+type crash struct{}
+
+func (a *alarm) OnActivate(_ context.Context, c *grain.Context) error {
+	return c.StartTimer("beat", time.Second, time.Second, tickMsg{"beat"})
+}
+
+func (a *alarm) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch msg.(type) {
+	case tickMsg:
+		a.ticks <- a.instance
+	case crash:
+		panic("crash")
+	}
+	return a.instance, nil
+}
+
+// A timer started in OnActivate runs; a restart stops the old instance's
+// timers, and the fresh instance's OnActivate starts its own.
+func TestTimersFromOnActivateAndAcrossRestarts(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ticks := make(chan int, 16)
+	var built atomic.Int32
+	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "alarm", func(grain.ID) *alarm {
+			return &alarm{ticks: ticks, instance: int(built.Add(1))}
+		}))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("alarm", "a")
+	_, err := s.Ask(ctx, id, get{})
+	require.NoError(t, err)
+	clk.Advance(time.Second)
+	assert.Equal(t, 1, <-ticks)
+	_, err = s.Ask(ctx, id, get{}) // barrier: the tick's turn finished, the next one is scheduled
+	require.NoError(t, err)
+
+	_, err = s.Ask(ctx, id, crash{})
+	require.ErrorIs(t, err, grain.ErrPanic)
+	n, err := silo.Call[int](ctx, s, id, get{}) // restarted at once: instance 2
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+	clk.Advance(time.Second)
+	assert.Equal(t, 2, <-ticks, "only the fresh instance's timer ticks")
+	_, err = s.Ask(ctx, id, get{})
+	require.NoError(t, err)
+	assert.Empty(t, ticks)
+}
+
+// slowPeer answers once released.
+type slowPeer struct{ release <-chan struct{} }
+
+func (p *slowPeer) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	select {
+	case <-p.release:
+		return "late", nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// reent is a reentrant grain: while it waits on the slow peer, other
+// messages to it run.
+type reent struct {
+	guard turnGuard
+	seen  int
+}
+
+type (
+	waitPeer struct{}
+	ping     struct{}
+)
+
+func (r *reent) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	r.guard.enter()
+	defer r.guard.leave()
+	switch msg.(type) {
+	case waitPeer:
+		r.guard.leave() // the turn gives the grain up while it waits
+		v, err := silo.Call[string](ctx, c.Silo(), grain.NewID("peer", "p"), ping{})
+		r.guard.enter()
+		return v, err
+	case ping:
+		r.seen++
+		return r.seen, nil
+	}
+	return nil, errors.New("reent: unknown message")
+}
+
+func TestReentrantKindInterleavesWhileWaiting(t *testing.T) {
+	release := make(chan struct{})
+	var overlaps atomic.Int64
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "reent", func(grain.ID) *reent { return &reent{guard: turnGuard{overlaps: &overlaps}} },
+			silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "peer", func(grain.ID) *slowPeer { return &slowPeer{release: release} }))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("reent", "r")
+	waited := make(chan any, 1)
+	go func() { v, _ := s.Ask(ctx, id, waitPeer{}); waited <- v }()
+	// While the first turn waits on the peer, pings run on the same grain.
+	require.Eventually(t, func() bool {
+		n, err := silo.Call[int](ctx, s, id, ping{})
+		return err == nil && n >= 3
+	}, 5*time.Second, time.Millisecond)
+	select {
+	case v := <-waited:
+		t.Fatalf("the waiting turn finished early: %v", v)
+	default:
+	}
+	close(release)
+	assert.Equal(t, "late", <-waited)
+	assert.Zero(t, overlaps.Load())
+}
