@@ -135,3 +135,36 @@ func TestReentrantKindInterleavesWhileWaiting(t *testing.T) {
 	assert.Equal(t, "late", <-waited)
 	assert.Zero(t, overlaps.Load())
 }
+
+// A tick that waited for a grain which then deactivated is dropped: timers
+// never reactivate a grain, and a tick is no dead letter.
+func TestTickWaitingForADeactivatingGrainIsDropped(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ticks := make(chan string, 16)
+	var overlaps atomic.Int64
+	j := newJournal()
+	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) *ticker {
+			return &ticker{guard: turnGuard{overlaps: &overlaps}, ticks: ticks, j: j}
+		}))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("ticker", "t")
+	_, err := s.Ask(ctx, id, startTimer{"every", time.Second, time.Second})
+	require.NoError(t, err)
+	gate, running := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Tell(ctx, id, gateMsg{gate, running}))
+	<-running
+	clk.Advance(time.Second) // the tick waits behind the running turn
+	waitBacklog(t, s, 1)
+	require.NoError(t, s.Deactivate(ctx, id))
+	require.Eventually(t, func() bool { return s.Stats().QueueDepth[0] == 0 }, 5*time.Second, time.Millisecond)
+	close(gate)
+	<-j.deact
+	waitBacklog(t, s, 0)
+	_, err = s.Ask(ctx, grain.NewID("ticker", "other"), get{}) // a barrier on the partition
+	require.NoError(t, err)
+	assert.Equal(t, 1, s.Stats().Activations["ticker"], "only the other grain: the tick did not reactivate t")
+	assert.Empty(t, ticks)
+	assert.Empty(t, s.Stats().DeadLetters)
+}

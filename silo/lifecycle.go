@@ -53,8 +53,15 @@ func (p *partition) remove(a *act) {
 	case a.stopping:
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	default:
+		var waiting []queues.Envelope
+		p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
+		if len(waiting) == 0 {
+			return // only timer ticks were waiting: nothing reactivates the grain
+		}
 		b := p.activate(a.k, a.ID, h)
-		b.Mailbox, a.Mailbox = a.Mailbox, activation.Mailbox{}
+		for _, e := range waiting {
+			p.mbPush(b, e)
+		}
 		p.makeReady(b)
 		if b.Mailbox.Len() >= b.k.maxBacklog && b.k.overflow == RejectNewest {
 			p.setOverfull(b, true)
@@ -240,7 +247,14 @@ func (p *partition) mbPop(a *act) (queues.Envelope, bool) {
 	return env, ok
 }
 
+// mbDrain empties a's mailbox, calling f for each message. Timer ticks are
+// dropped: they belong to the activation that started the timer, and must
+// neither reactivate a grain nor count as undelivered messages.
 func (p *partition) mbDrain(a *act, f func(queues.Envelope)) {
 	p.backlog.Add(-int64(a.Mailbox.Len()))
-	a.Mailbox.Drain(f)
+	a.Mailbox.Drain(func(e queues.Envelope) {
+		if e.Tick() == nil {
+			f(e)
+		}
+	})
 }
