@@ -118,6 +118,12 @@ func soak(t *testing.T, shutdownDeadline time.Duration) {
 				}
 				m := soakMsg{id: id, panic: r.IntN(8) == 0, sleep: r.IntN(100) == 0}
 				target := grain.NewIntID("soak", int64(r.IntN(grains)))
+				switch r.IntN(150) { // system messages race the load too
+				case 0:
+					_ = s.Deactivate(ctx, target)
+				case 1:
+					_ = s.Stop(ctx, target)
+				}
 				var err error
 				if r.IntN(3) == 0 {
 					asks.Add(1)
