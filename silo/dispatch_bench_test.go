@@ -27,6 +27,9 @@ func BenchmarkTurnDispatch(b *testing.B) {
 		b.Fatal(err)
 	}
 	s.base = context.Background() // not started: this goroutine is the owner
+	if err := s.setIdleQuantum(); err != nil {
+		b.Fatal(err)
+	}
 	p := s.parts[0]
 	w := newWorker(p, false)
 	ids := make([]queues.Envelope, 1024)
