@@ -135,6 +135,14 @@ func (p *partition) runReady(w *worker) bool {
 			return false
 		}
 	}
+	// Grains that re-ready themselves every round (a deep backlog) keep the
+	// queue from ever emptying: slide the live part down so the consumed
+	// prefix does not grow without end.
+	if p.rhead > 64 && p.rhead > len(p.ready)/2 {
+		n := copy(p.ready, p.ready[p.rhead:])
+		clear(p.ready[n:])
+		p.ready, p.rhead = p.ready[:n], 0
+	}
 	return true
 }
 

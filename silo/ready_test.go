@@ -1,0 +1,57 @@
+package silo
+
+import (
+	"context"
+	"testing"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Grains with deep backlogs re-ready themselves every round; the ready
+// queue must not grow with the number of rounds.
+func TestReadyQueueStaysBounded(t *testing.T) {
+	s, err := New(Config{Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Register(s, "k", func(grain.ID) *nopGrain { return &nopGrain{} }); err != nil {
+		t.Fatal(err)
+	}
+	s.base = context.Background() // not started: this goroutine is the owner
+	if err := s.setIdleQuantum(); err != nil {
+		t.Fatal(err)
+	}
+	p := s.parts[0]
+	w := newWorker(p, false)
+	const grains, backlog = 200, 50
+	acts := make([]*act, grains)
+	for i := range acts {
+		id := grain.NewIntID("k", int64(i))
+		env := queues.Envelope{Target: id, Hash: id.Hash(), Msg: 1}
+		p.deliver(w, &env) // activates and runs
+		acts[i], _ = p.dir.Get(id, env.Hash)
+		acts[i].running++ // pretend a turn runs, so messages wait
+		for range backlog {
+			p.deliver(w, &env)
+		}
+		acts[i].running--
+		p.makeReady(acts[i])
+	}
+	maxLen := 0
+	for rounds := 0; p.rhead < len(p.ready); rounds++ {
+		if rounds > 10*backlog {
+			t.Fatal("the backlog did not drain")
+		}
+		p.runReady(w)
+		maxLen = max(maxLen, len(p.ready))
+	}
+	if maxLen > 4*grains {
+		t.Fatalf("ready queue grew to %d entries for %d grains", maxLen, grains)
+	}
+	for _, a := range acts {
+		if n := a.g.(*nopGrain).n; n != backlog+1 {
+			t.Fatalf("grain handled %d messages, want %d", n, backlog+1)
+		}
+	}
+}
