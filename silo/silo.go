@@ -334,6 +334,14 @@ func (s *Silo) watch(stop <-chan struct{}) {
 // check validates a send, so that nothing bad is ever enqueued, and returns
 // the target's partition and identity hash.
 func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
+	// The state first: before Start, Register may still be writing kinds.
+	switch s.state.Load() {
+	case stateRunning:
+	case stateNew:
+		return nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
+	default:
+		return nil, 0, grain.ErrSiloClosed
+	}
 	if _, ok := s.kindOf.get(id.Kind(), s.kinds); !ok {
 		if err := id.Validate(); err != nil {
 			return nil, 0, err
@@ -346,13 +354,6 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 	}
 	if msg == nil {
 		return nil, 0, grain.ErrNilMessage
-	}
-	switch s.state.Load() {
-	case stateRunning:
-	case stateNew:
-		return nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
-	default:
-		return nil, 0, grain.ErrSiloClosed
 	}
 	h := id.Hash()
 	loc := s.locator.LocateHash(h)

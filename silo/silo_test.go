@@ -362,3 +362,23 @@ func ExampleCall() {
 	// hello alice from bob <nil>
 	// granary: reply from greeter/bob is string, want int
 }
+
+// Sends and Stats before Start race nothing with Register (run with -race).
+func TestUseBeforeStartIsSafe(t *testing.T) {
+	s, err := silo.New(silo.Config{})
+	require.NoError(t, err)
+	defer s.Close()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 50 {
+			_ = silo.Register(s, fmt.Sprintf("k%d", i), func(grain.ID) *counter { return &counter{} })
+		}
+	}()
+	for range 200 {
+		require.ErrorIs(t, s.Tell(context.Background(), grain.NewID("k1", "a"), get{}), grain.ErrSiloClosed)
+		_ = s.Stats()
+	}
+	<-done
+	assert.Len(t, s.Stats().Activations, 50)
+}

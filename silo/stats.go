@@ -38,6 +38,10 @@ func (s *Silo) Stats() Stats {
 		Restarts:        s.restarts.Load(),
 		Stops:           s.stops.Load(),
 	}
+	if s.state.Load() == stateNew { // Register may be writing kinds
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
 	for name, k := range s.kinds {
 		st.Activations[name] = int(k.active.Load())
 	}
