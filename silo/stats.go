@@ -29,6 +29,10 @@ type Stats struct {
 
 // Stats returns a snapshot of the silo's counters. Safe for concurrent use.
 func (s *Silo) Stats() Stats {
+	if s.state.Load() == stateNew { // Register may be writing kinds
+		s.mu.Lock()
+		defer s.mu.Unlock()
+	}
 	st := Stats{
 		Activations:     make(map[string]int, len(s.kinds)),
 		QueueDepth:      make([]int, len(s.parts)),
@@ -37,10 +41,6 @@ func (s *Silo) Stats() Stats {
 		DeadLetterDrops: s.dead.drops.Load(),
 		Restarts:        s.restarts.Load(),
 		Stops:           s.stops.Load(),
-	}
-	if s.state.Load() == stateNew { // Register may be writing kinds
-		s.mu.Lock()
-		defer s.mu.Unlock()
 	}
 	for name, k := range s.kinds {
 		st.Activations[name] = int(k.active.Load())
