@@ -168,3 +168,47 @@ func TestTickWaitingForADeactivatingGrainIsDropped(t *testing.T) {
 	assert.Empty(t, ticks)
 	assert.Empty(t, s.Stats().DeadLetters)
 }
+
+// spinner burns CPU in its turn, or calls another grain and waits.
+type spinner struct{}
+
+type (
+	spin    struct{ d time.Duration }
+	callOut struct{ to grain.ID }
+)
+
+func (spinner) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case spin:
+		busyWork(m.d)
+	case callOut:
+		return c.Silo().Ask(ctx, m.to, spin{30 * time.Millisecond})
+	}
+	return nil, nil
+}
+
+// A turn that holds its partition past the handoff threshold is timed and
+// reported; a turn that waits in a call is not slow.
+func TestSlowTurnsAreReported(t *testing.T) {
+	var logs syncBuffer
+	s := newSilo(t, silo.Config{Partitions: 2, HandoffThreshold: 2 * time.Millisecond, Logger: newTextLogger(&logs)},
+		func(s *silo.Silo) {
+			require.NoError(t, silo.Register(s, "spin", func(grain.ID) spinner { return spinner{} }))
+		})
+	ctx := ctxT(t)
+	_, err := s.Ask(ctx, grain.NewID("spin", "fast"), spin{0})
+	require.NoError(t, err)
+	assert.Zero(t, s.Stats().SlowTurns)
+	_, err = s.Ask(ctx, grain.NewID("spin", "slow"), spin{50 * time.Millisecond})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return s.Stats().SlowTurns >= 1 }, 5*time.Second, time.Millisecond)
+	assert.Contains(t, logs.String(), "slow turn")
+	assert.Contains(t, logs.String(), "spin/slow")
+	// The caller's turn waited 30 ms in a call: the callee was slow, the
+	// caller was not.
+	before := s.Stats().SlowTurns
+	_, err = s.Ask(ctx, grain.NewID("spin", "caller"), callOut{grain.NewID("spin", "callee")})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, s.Stats().SlowTurns, before+1)
+	assert.NotContains(t, logs.String(), "spin/caller")
+}

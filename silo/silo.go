@@ -52,11 +52,12 @@ type Silo struct {
 	stopWatch chan struct{}
 	idleTimer clock.Timer
 
-	timers   sync.Pool // *time.Timer, for default call timeouts
-	replies  sync.Pool // chan queues.Result, for asks
-	dead     deadHub
-	restarts atomic.Uint64
-	stops    atomic.Uint64
+	timers    sync.Pool // *time.Timer, for default call timeouts
+	replies   sync.Pool // chan queues.Result, for asks
+	dead      deadHub
+	restarts  atomic.Uint64
+	stops     atomic.Uint64
+	slowTurns atomic.Uint64
 }
 
 // New returns a silo configured by cfg, or an error wrapping
@@ -324,7 +325,7 @@ func (s *Silo) watch(stop <-chan struct{}) {
 			}
 			x := w.word.Load()
 			if last[i].w == w && last[i].x == x {
-				w.detachAt(x) // still in the turn seen last time: a no-op unless running
+				w.detachAt(x, true) // still in the turn seen last time: a no-op unless running
 			}
 			last[i] = seen{w, x}
 		}

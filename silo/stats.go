@@ -25,6 +25,10 @@ type Stats struct {
 	Handoffs uint64
 	// Restarts and Stops count supervision directives carried out.
 	Restarts, Stops uint64
+	// SlowTurns counts turns that held their partition past
+	// Config.HandoffThreshold without calling out (each is also logged at
+	// Warn, with the grain and a lower bound of its duration).
+	SlowTurns uint64
 }
 
 // Stats returns a snapshot of the silo's counters. Safe for concurrent use.
@@ -41,6 +45,7 @@ func (s *Silo) Stats() Stats {
 		DeadLetterDrops: s.dead.drops.Load(),
 		Restarts:        s.restarts.Load(),
 		Stops:           s.stops.Load(),
+		SlowTurns:       s.slowTurns.Load(),
 	}
 	for name, k := range s.kinds {
 		st.Activations[name] = int(k.active.Load())

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"time"
 
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
@@ -46,6 +47,9 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) 
 		first = &env
 	}
 	if !w.end() {
+		if t := w.slow.Load(); t != 0 {
+			p.reportSlow(a, time.Since(time.Unix(0, t))+p.s.cfg.HandoffThreshold)
+		}
 		c := ctl{op: opTurnDone, a: a, res: res} // w.req now belongs to the new owner's records
 		if first != nil {
 			c.first = *first
@@ -56,6 +60,14 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) 
 	w.req = nil
 	p.finish(a, res, first)
 	return true
+}
+
+// reportSlow records a turn that held its partition until the watchdog
+// handed the partition off: it took at least d. The silo times turns this
+// way, at the watchdog's granularity, so the hot path reads no clock.
+func (p *partition) reportSlow(a *act, d time.Duration) {
+	p.s.slowTurns.Add(1)
+	p.s.cfg.Logger.Warn("granary: slow turn held its partition", "grain", a.ID.String(), "at_least", d)
 }
 
 // execute runs user code: a message, OnActivate or OnDeactivate. It touches

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"sync/atomic"
+	"time"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -29,6 +30,7 @@ type worker struct {
 	word atomic.Uint64
 	seq  uint64          // turns started; written by the worker only
 	req  *queues.Request // the ask of the turn running, for a Close after a handoff
+	slow atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
 	tc   turnCtx
 	gc   grain.Context
 }
@@ -62,15 +64,24 @@ func (w *worker) detach() bool {
 		if x&stateMask != wRunning {
 			return false
 		}
-		if w.detachAt(x) {
+		if w.detachAt(x, false) {
 			return true
 		}
 	}
 }
 
-// detachAt hands off only if w is still in the turn observed as x.
-func (w *worker) detachAt(x uint64) bool {
-	if x&stateMask != wRunning || !w.word.CompareAndSwap(x, x&^stateMask|wDetached) {
+// detachAt hands off only if w is still in the turn observed as x. slow
+// says the watchdog found the turn holding its partition (rather than the
+// turn calling out), so the turn reports itself as slow when it ends.
+func (w *worker) detachAt(x uint64, slow bool) bool {
+	if x&stateMask != wRunning {
+		return false
+	}
+	if slow {
+		w.slow.Store(time.Now().UnixNano())
+	}
+	if !w.word.CompareAndSwap(x, x&^stateMask|wDetached) {
+		w.slow.Store(0)
 		return false
 	}
 	p := w.p
