@@ -66,8 +66,8 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) 
 // handed the partition off: it took at least d. The silo times turns this
 // way, at the watchdog's granularity, so the hot path reads no clock.
 func (p *partition) reportSlow(a *act, d time.Duration) {
-	p.s.slowTurns.Add(1)
 	p.s.cfg.Logger.Warn("granary: slow turn held its partition", "grain", a.ID.String(), "at_least", d)
+	p.s.slowTurns.Add(1) // after the log: a reader who sees the count finds the line
 }
 
 // execute runs user code: a message, OnActivate or OnDeactivate. It touches
