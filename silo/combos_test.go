@@ -182,7 +182,7 @@ func (spinner) Receive(ctx context.Context, c *grain.Context, msg any) (any, err
 	case spin:
 		busyWork(m.d)
 	case callOut:
-		return c.Silo().Ask(ctx, m.to, spin{30 * time.Millisecond})
+		return c.Silo().Ask(ctx, m.to, spin{150 * time.Millisecond})
 	}
 	return nil, nil
 }
@@ -191,7 +191,7 @@ func (spinner) Receive(ctx context.Context, c *grain.Context, msg any) (any, err
 // reported; a turn that waits in a call is not slow.
 func TestSlowTurnsAreReported(t *testing.T) {
 	var logs syncBuffer
-	s := newSilo(t, silo.Config{Partitions: 2, HandoffThreshold: 2 * time.Millisecond, Logger: newTextLogger(&logs)},
+	s := newSilo(t, silo.Config{Partitions: 2, HandoffThreshold: 20 * time.Millisecond, Logger: newTextLogger(&logs)},
 		func(s *silo.Silo) {
 			require.NoError(t, silo.Register(s, "spin", func(grain.ID) spinner { return spinner{} }))
 		})
@@ -199,12 +199,12 @@ func TestSlowTurnsAreReported(t *testing.T) {
 	_, err := s.Ask(ctx, grain.NewID("spin", "fast"), spin{0})
 	require.NoError(t, err)
 	assert.Zero(t, s.Stats().SlowTurns)
-	_, err = s.Ask(ctx, grain.NewID("spin", "slow"), spin{50 * time.Millisecond})
+	_, err = s.Ask(ctx, grain.NewID("spin", "slow"), spin{200 * time.Millisecond})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return s.Stats().SlowTurns >= 1 }, 5*time.Second, time.Millisecond)
 	assert.Contains(t, logs.String(), "slow turn")
 	assert.Contains(t, logs.String(), "spin/slow")
-	// The caller's turn waited 30 ms in a call: the callee was slow, the
+	// The caller's turn waited 150 ms in a call: the callee was slow, the
 	// caller was not.
 	before := s.Stats().SlowTurns
 	_, err = s.Ask(ctx, grain.NewID("spin", "caller"), callOut{grain.NewID("spin", "callee")})
