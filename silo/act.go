@@ -44,7 +44,7 @@ type actExtra struct {
 
 	// For interleaving (reentrant kinds, call-chain reentrancy): the turn
 	// token, and how many turns wait in a call holding none.
-	token   sync.Mutex
+	token   fifoToken
 	waiting atomic.Int32
 }
 

@@ -212,3 +212,60 @@ func TestSlowTurnsAreReported(t *testing.T) {
 	assert.LessOrEqual(t, s.Stats().SlowTurns, before+1)
 	assert.NotContains(t, logs.String(), "spin/caller")
 }
+
+// recorder is a reentrant grain that records the order its pings start in.
+type recorder struct{ order []int }
+
+type (
+	awaitPeer struct{}
+	seqPing   int
+	getOrder  struct{}
+)
+
+func (r *recorder) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case awaitPeer:
+		return silo.Call[string](ctx, c.Silo(), grain.NewID("peer", "p"), ping{})
+	case seqPing:
+		r.order = append(r.order, int(m))
+	case getOrder:
+		return append([]int(nil), r.order...), nil
+	}
+	return nil, nil
+}
+
+// Interleaved turns of a reentrant grain start in the order their messages
+// arrived.
+func TestReentrantInterleavingKeepsArrivalOrder(t *testing.T) {
+	release := make(chan struct{})
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "rec", func(grain.ID) *recorder { return &recorder{} }, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "peer", func(grain.ID) *slowPeer { return &slowPeer{release: release} }))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("rec", "r")
+	waited := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, id, awaitPeer{}); waited <- err }()
+	// Once the first turn waits on the peer, a ping interleaves.
+	require.Eventually(t, func() bool {
+		_, err := s.Ask(ctx, id, seqPing(0))
+		return err == nil
+	}, 5*time.Second, time.Millisecond)
+	for i := 1; i <= 200; i++ {
+		require.NoError(t, s.Tell(ctx, id, seqPing(i)))
+	}
+	close(release)
+	require.NoError(t, <-waited)
+	order, err := silo.Call[[]int](ctx, s, id, getOrder{})
+	require.NoError(t, err)
+	var pings []int
+	for _, v := range order {
+		if v > 0 {
+			pings = append(pings, v)
+		}
+	}
+	require.Len(t, pings, 200)
+	for i, v := range pings {
+		require.Equal(t, i+1, v, "ping %d started out of order", v)
+	}
+}

@@ -194,9 +194,11 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	if env.Request != nil {
 		p.orphans[env.Request] = struct{}{}
 	}
+	claim := a.extra().token.reserve() // in arrival order, before the goroutine starts
 	p.s.turns.Add(1)
 	go func() {
 		defer p.s.turns.Done()
+		<-claim
 		res := p.execute(w, a, tkMessage, &env, true)
 		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
 	}()

@@ -90,11 +90,11 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		// before the request can reach anyone (see docs/calls.md).
 		x := ti.a.extra()
 		if ti.holdsToken {
-			x.token.Unlock()
+			x.token.unlock()
 		}
 		x.waiting.Add(1)
 		defer func() {
-			x.token.Lock()
+			x.token.lock()
 			ti.holdsToken = true
 			x.waiting.Add(-1)
 		}()

@@ -72,11 +72,9 @@ func (p *partition) reportSlow(a *act, d time.Duration) {
 
 // execute runs user code: a message, OnActivate or OnDeactivate. It touches
 // no partition state, since it may run after the partition was handed off.
-// An interleaved turn holds the grain's turn token throughout.
+// An interleaved turn holds the grain's turn token throughout: its caller
+// waited for the claim reserved when the turn was dispatched.
 func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool) turnResult {
-	if interleaved {
-		a.extra().token.Lock()
-	}
 	res := turnResult{kind: k, req: env.Request}
 	tc := p.turnCtxFor(w, a, env, interleaved)
 	if k == tkDeactivate {
@@ -107,7 +105,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		res.err = activation.Deactivate(tc, a.g, &w.gc)
 	}
 	if tc.info.holdsToken {
-		a.extra().token.Unlock()
+		a.extra().token.unlock()
 	}
 	tc.release()
 	return res
@@ -119,7 +117,7 @@ func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope) turn
 	res := turnResult{kind: tkMessage, tick: p.setContext(w, a, env), req: env.Request}
 	res.err = p.runMessage(tc, a, w, env)
 	if tc.info.holdsToken { // it took the token back after a reentrant call
-		a.extra().token.Unlock()
+		a.extra().token.unlock()
 	}
 	tc.release()
 	return res
