@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
 )
@@ -41,6 +42,8 @@ type actExtra struct {
 	timerOps   []timerOp
 
 	timers map[string]*grainTimer // owner
+
+	deactTimer clock.Timer // owner: gives up on an OnDeactivate that overruns
 
 	// For interleaving (reentrant kinds, call-chain reentrancy): the turn
 	// token, and how many turns wait in a call holding none.

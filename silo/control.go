@@ -16,14 +16,15 @@ import (
 type ctlOp uint8
 
 const (
-	opTurnDone   ctlOp = iota + 1 // a handed-off or interleaved turn finished
-	opIdleTick                    // advance the idle wheel
-	opRestart                     // a restart's backoff passed
-	opTimer                       // a grain timer fired
-	opShutdown                    // drain, then deactivate everything
-	opClose                       // drop everything now
-	opDeactivate                  // Silo.Deactivate: deactivate a grain ahead of its queued messages
-	opStop                        // Silo.Stop: stop a grain; its queued messages become dead letters
+	opTurnDone     ctlOp = iota + 1 // a handed-off or interleaved turn finished
+	opIdleTick                      // advance the idle wheel
+	opRestart                       // a restart's backoff passed
+	opTimer                         // a grain timer fired
+	opShutdown                      // drain, then deactivate everything
+	opClose                         // drop everything now
+	opDeactivate                    // Silo.Deactivate: deactivate a grain ahead of its queued messages
+	opStop                          // Silo.Stop: stop a grain; its queued messages become dead letters
+	opDeactTimeout                  // an OnDeactivate overran its timeout
 )
 
 type ctl struct {
@@ -75,6 +76,8 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opClose:
 		p.mode = modeClosing
 		p.closeAll()
+	case opDeactTimeout:
+		p.deactivationOverran(c.a)
 	case opDeactivate, opStop:
 		a, ok := p.dir.Get(c.first.Target, c.first.Hash)
 		if !ok || a.stopping || a.State() >= activation.Deactivating {

@@ -23,7 +23,26 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 		p.remove(a)
 		return true
 	}
+	if _, hook := a.g.(grain.Deactivator); hook {
+		// OnDeactivate's ctx ends at DeactivationTimeout; a hook that
+		// ignores it must not keep the grain's messages waiting for ever.
+		x := a.extra()
+		x.deactTimer = p.s.after(p.s.cfg.DeactivationTimeout+p.s.cfg.HandoffThreshold, func() {
+			p.q.PushControl(ctl{op: opDeactTimeout, a: a})
+		})
+	}
 	return p.runTurn(w, a, tkDeactivate, queues.Envelope{})
+}
+
+// deactivationOverran gives up on a's OnDeactivate: a is removed now, and
+// what waits for it goes to a fresh activation, while the hook goes on
+// alone.
+func (p *partition) deactivationOverran(a *act) {
+	if cur, ok := p.dir.Get(a.ID, a.ID.Hash()); !ok || cur != a || a.State() != activation.Deactivating {
+		return // it finished in time
+	}
+	p.s.cfg.Logger.Warn("granary: OnDeactivate overran its timeout; the grain was removed without it", "grain", a.ID.String())
+	p.remove(a)
 }
 
 // remove takes a out of the directory. Messages that waited for it go to a
@@ -72,6 +91,9 @@ func (p *partition) remove(a *act) {
 // finish applies a finished turn's outcome. It never runs a turn itself: it
 // readies the activation, and runReady takes the next step.
 func (p *partition) finish(a *act, res turnResult, first *queues.Envelope) {
+	if res.req != nil && (res.kind == tkMessage || res.ranMsg) {
+		defer res.req.Resolve(res.reply, res.err) // after the turn's effects, whatever path finish takes
+	}
 	a.running--
 	p.inflight--
 	p.nHandled++
@@ -92,6 +114,10 @@ func (p *partition) finish(a *act, res turnResult, first *queues.Envelope) {
 			return
 		}
 	case tkDeactivate:
+		if x := a.x.Load(); x != nil && x.deactTimer != nil {
+			x.deactTimer.Stop()
+			x.deactTimer = nil
+		}
 		if res.err != nil {
 			p.s.cfg.Logger.Warn("granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
 		}

@@ -41,11 +41,12 @@ func (j *journal) all() []string {
 // life is a grain whose lifecycle is journaled. instance tells activations
 // apart; n is its state.
 type life struct {
-	j        *journal
-	instance int
-	n        int
-	deactErr error
-	deactPan bool
+	j         *journal
+	instance  int
+	n         int
+	deactErr  error
+	deactPan  bool
+	deactHang <-chan struct{} // OnDeactivate waits for it, ignoring ctx
 }
 
 type (
@@ -64,6 +65,9 @@ func (l *life) OnDeactivate(_ context.Context, c *grain.Context) error {
 	l.j.deact <- c.ID().Key()
 	if l.deactPan {
 		panic("deactivate kaput")
+	}
+	if l.deactHang != nil {
+		<-l.deactHang
 	}
 	return l.deactErr
 }
@@ -561,4 +565,30 @@ func TestIdleQuantumFollowsShortTimeouts(t *testing.T) {
 		t.Fatal("not deactivated")
 	}
 	assert.Less(t, time.Since(start), 500*time.Millisecond, "with a 1 s tick it would take a second")
+}
+
+// An OnDeactivate that ignores its ctx past DeactivationTimeout is given up
+// on: the grain is removed and its waiting messages go to a fresh activation.
+func TestOverrunningOnDeactivateIsGivenUpOn(t *testing.T) {
+	var logs syncBuffer
+	e := newLife(t, silo.Config{DeactivationTimeout: time.Second, Logger: newTextLogger(&logs)})
+	hang := make(chan struct{})
+	defer close(hang) // lets the hook go at the end, for goleak
+	e.mu.Lock()
+	e.tweak = func(l *life) {
+		if l.instance == 1 {
+			l.deactHang = hang
+		}
+	}
+	e.mu.Unlock()
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Tell(e.ctx, e.id("a"), deactivate{}))
+	<-e.j.deact // OnDeactivate runs, and hangs
+	waited := make(chan any, 1)
+	go func() { v, _ := e.s.Ask(e.ctx, e.id("a"), whoAmI{}); waited <- v }()
+	waitBacklog(t, e.s, 1) // the ask waits for the deactivation
+	require.Eventually(t, func() bool { return e.s.Stats().Handoffs > 0 }, 5*time.Second, time.Millisecond)
+	e.clk.Advance(2 * time.Second)
+	assert.Equal(t, 2, <-waited, "a fresh activation answered")
+	assert.Contains(t, logs.String(), "OnDeactivate overran")
 }

@@ -26,6 +26,7 @@ type turnResult struct {
 	tick   *queues.Tick // the turn ran a timer's tick
 	ranMsg bool         // an activation turn went on to run its first message
 	req    *queues.Request
+	reply  any // for req: sent by finish
 }
 
 // runTurn runs one turn of a on w's goroutine. If the partition was handed
@@ -86,7 +87,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	res.tick = p.setContext(w, a, env)
 	switch k {
 	case tkMessage:
-		res.err = p.runMessage(tc, a, w, env)
+		res.reply, res.err = p.runMessage(tc, a, w, env)
 	case tkActivate:
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil {
@@ -99,7 +100,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		}
 		if env.Msg != nil { // the first message, in the same turn
 			res.ranMsg = true
-			res.err = p.runMessage(tc, a, w, env)
+			res.reply, res.err = p.runMessage(tc, a, w, env)
 		}
 	case tkDeactivate:
 		res.err = activation.Deactivate(tc, a.g, &w.gc)
@@ -115,7 +116,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope) turnResult {
 	tc := p.turnCtxFor(w, a, env, false)
 	res := turnResult{kind: tkMessage, tick: p.setContext(w, a, env), req: env.Request}
-	res.err = p.runMessage(tc, a, w, env)
+	res.reply, res.err = p.runMessage(tc, a, w, env)
 	if tc.info.holdsToken { // it took the token back after a reentrant call
 		a.extra().token.unlock()
 	}
@@ -148,11 +149,9 @@ func (p *partition) setContext(w *worker, a *act, env *queues.Envelope) *queues.
 	return tick
 }
 
-// runMessage runs the handler and answers the ask, if it is one.
-func (p *partition) runMessage(tc *turnCtx, a *act, w *worker, env *queues.Envelope) error {
-	reply, err := activation.Run(tc, a.g, &w.gc, env.Msg)
-	if env.Request != nil {
-		env.Request.Resolve(reply, err)
-	}
-	return err
+// runMessage runs the handler. The ask, if it is one, is answered by
+// finish, once the turn's requests (timers, deactivation) are applied: a
+// caller that has its reply finds the turn's effects in place.
+func (p *partition) runMessage(tc *turnCtx, a *act, w *worker, env *queues.Envelope) (any, error) {
+	return activation.Run(tc, a.g, &w.gc, env.Msg)
 }
