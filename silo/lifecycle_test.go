@@ -422,10 +422,8 @@ func TestShutdownHandlesQueuedAndDeactivatesAll(t *testing.T) {
 
 func TestShutdownPastDeadlineDeadLettersTheRest(t *testing.T) {
 	e := newLife(t, silo.Config{})
-	gate := make(chan struct{})
 	id := e.id("a")
-	e.call(t, "a", incr{1})
-	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	gate := e.blockGrain(t, "a", 1)
 	pending := make(chan error, 1)
 	go func() { _, err := e.s.Ask(e.ctx, id, get{}); pending <- err }()
 	waitBacklog(t, e.s, 1)
@@ -441,10 +439,8 @@ func TestShutdownPastDeadlineDeadLettersTheRest(t *testing.T) {
 
 func TestCloseDeadLettersEverythingQueued(t *testing.T) {
 	e := newLife(t, silo.Config{})
-	gate := make(chan struct{})
 	id := e.id("a")
-	e.call(t, "a", incr{1})
-	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	gate := e.blockGrain(t, "a", 1)
 	asks := make(chan error, 5)
 	for range 5 {
 		go func() { _, err := e.s.Ask(e.ctx, id, get{}); asks <- err }()
@@ -466,10 +462,8 @@ func TestSlowDeadLetterSubscriberDoesNotStallTheSilo(t *testing.T) {
 	e := newLife(t, silo.Config{}, silo.WithMaxBacklog(1, silo.DropOldest))
 	dl := e.s.SubscribeDeadLetters(1)
 	defer dl.Cancel()
-	gate := make(chan struct{})
 	id := e.id("a")
-	e.call(t, "a", incr{1})
-	require.NoError(t, e.s.Tell(e.ctx, id, block{gate}))
+	gate := e.blockGrain(t, "a", 1)
 	for range 50 {
 		require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
 	}

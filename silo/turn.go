@@ -77,17 +77,19 @@ func (p *partition) reportSlow(a *act, d time.Duration) {
 // waited for the claim reserved when the turn was dispatched.
 func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool) turnResult {
 	res := turnResult{kind: k, req: env.Request}
-	tc := p.turnCtxFor(w, a, env, interleaved)
-	if k == tkDeactivate {
+	var tc *turnCtx
+	if k == tkDeactivate { // its own ctx, bounded by the deactivation timeout
 		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.DeactivationTimeout)
 		defer cancel()
 		tc = &turnCtx{base: p.s.base}
 		tc.reset(ctx, turnInfo{a: a, w: w, holdsToken: interleaved})
+	} else {
+		tc = p.turnCtxFor(w, a, env, interleaved)
 	}
 	res.tick = p.setContext(w, a, env)
 	switch k {
 	case tkMessage:
-		res.reply, res.err = p.runMessage(tc, a, w, env)
+		res.reply, res.err = activation.Run(tc, a.g, &w.gc, env.Msg)
 	case tkActivate:
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil {
@@ -100,7 +102,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		}
 		if env.Msg != nil { // the first message, in the same turn
 			res.ranMsg = true
-			res.reply, res.err = p.runMessage(tc, a, w, env)
+			res.reply, res.err = activation.Run(tc, a.g, &w.gc, env.Msg)
 		}
 	case tkDeactivate:
 		res.err = activation.Deactivate(tc, a.g, &w.gc)
@@ -116,7 +118,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope) turnResult {
 	tc := p.turnCtxFor(w, a, env, false)
 	res := turnResult{kind: tkMessage, tick: p.setContext(w, a, env), req: env.Request}
-	res.reply, res.err = p.runMessage(tc, a, w, env)
+	res.reply, res.err = activation.Run(tc, a.g, &w.gc, env.Msg)
 	if tc.info.holdsToken { // it took the token back after a reentrant call
 		a.extra().token.unlock()
 	}
@@ -147,11 +149,4 @@ func (p *partition) setContext(w *worker, a *act, env *queues.Envelope) *queues.
 	}
 	w.gc = grain.ContextFor(&a.ID, sender, p.s, a)
 	return tick
-}
-
-// runMessage runs the handler. The ask, if it is one, is answered by
-// finish, once the turn's requests (timers, deactivation) are applied: a
-// caller that has its reply finds the turn's effects in place.
-func (p *partition) runMessage(tc *turnCtx, a *act, w *worker, env *queues.Envelope) (any, error) {
-	return activation.Run(tc, a.g, &w.gc, env.Msg)
 }
