@@ -54,7 +54,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 		if c.first.Msg != nil {
 			first = &c.first
 		}
-		p.finish(c.a, c.res, first)
+		p.finish(c.a, &c.res, first)
 	case opIdleTick:
 		p.collectIdle()
 	case opRestart:

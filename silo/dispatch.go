@@ -29,7 +29,7 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 		// The activation turn runs the first message too, so it needs no
 		// mailbox: most grains never have one.
 		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target, env.Hash)
-		return p.runTurn(w, a, tkActivate, *env)
+		return p.runTurn(w, a, tkActivate, env)
 	}
 	return p.enqueue(w, a, env)
 }
@@ -49,7 +49,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		if p.lru != nil {
 			p.lru.Get(a.ID)
 		}
-		return p.runTurn(w, a, tkMessage, *env)
+		return p.runTurn(w, a, tkMessage, env)
 	}
 	// A busy grain (its first turn included: activation and first message
 	// run as one) may take env now if its turn waits in a call that lets
@@ -158,7 +158,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 			p.remove(a)
 			return true
 		}
-		return p.runTurn(w, a, tkActivate, queues.Envelope{})
+		return p.runTurn(w, a, tkActivate, &queues.Envelope{})
 	case activation.Active:
 		if a.deactWant {
 			return p.beginDeactivate(w, a)
@@ -173,7 +173,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 		if a.Mailbox.Len() > 0 {
 			p.makeReady(a) // one turn per round, so every ready grain gets a turn
 		}
-		return p.runTurn(w, a, tkMessage, env)
+		return p.runTurn(w, a, tkMessage, &env)
 	case activation.Backoff:
 		if a.deactWant { // shutdown or eviction while backing off: no instance to deactivate
 			_ = a.Transition(activation.Deactivating)
@@ -199,8 +199,9 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	go func() {
 		defer p.s.turns.Done()
 		<-claim
-		res := p.execute(w, a, tkMessage, &env, true)
-		p.q.PushControl(ctl{op: opTurnDone, a: a, res: res})
+		c := ctl{op: opTurnDone, a: a}
+		p.execute(w, a, tkMessage, &env, true, &c.res)
+		p.q.PushControl(c)
 	}()
 }
 

@@ -31,7 +31,7 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 			p.q.PushControl(ctl{op: opDeactTimeout, a: a})
 		})
 	}
-	return p.runTurn(w, a, tkDeactivate, queues.Envelope{})
+	return p.runTurn(w, a, tkDeactivate, &queues.Envelope{})
 }
 
 // deactivationOverran gives up on a's OnDeactivate: a is removed now, and
@@ -90,7 +90,7 @@ func (p *partition) remove(a *act) {
 
 // finish applies a finished turn's outcome. It never runs a turn itself: it
 // readies the activation, and runReady takes the next step.
-func (p *partition) finish(a *act, res turnResult, first *queues.Envelope) {
+func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	if res.req != nil && (res.kind == tkMessage || res.ranMsg) {
 		defer res.req.Resolve(res.reply, res.err) // after the turn's effects, whatever path finish takes
 	}
@@ -147,7 +147,7 @@ func (p *partition) finish(a *act, res turnResult, first *queues.Envelope) {
 // afterMessage applies what a turn asked for (timers, deactivation), keeps
 // the idle clock, and applies the supervision policy to a failure. It
 // reports false if the grain restarted (nothing more to do for this turn).
-func (p *partition) afterMessage(a *act, res turnResult) bool {
+func (p *partition) afterMessage(a *act, res *turnResult) bool {
 	deact, ops := a.takeRequests()
 	if res.tick == nil || a.k.timerKeepAlive {
 		p.touch(a)

@@ -32,26 +32,31 @@ type turnResult struct {
 // runTurn runs one turn of a on w's goroutine. If the partition was handed
 // off while the turn ran, the finish goes to the new owner as a control
 // message and runTurn returns false: w must stop touching the partition.
-func (p *partition) runTurn(w *worker, a *act, k turnKind, env queues.Envelope) bool {
+//
+// env belongs to the caller's goroutine (never to a queue segment another
+// owner could recycle), so a turn that is handed off may go on reading it.
+// The outcome is written to w.res, not returned: a result copied out of a
+// call costs a store-forwarding stall per turn.
+func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope) bool {
 	a.running++
 	p.inflight++
 	w.req = env.Request
 	w.begin()
-	var res turnResult
+	res := &w.res
 	if k == tkMessage {
-		res = p.executeMessage(w, a, &env) // the hot path, kept small
+		p.executeMessage(w, a, env, res) // the hot path, kept small
 	} else {
-		res = p.execute(w, a, k, &env, false)
+		p.execute(w, a, k, env, false, res)
 	}
 	var first *queues.Envelope // an activation turn's message, if it did not run
 	if k == tkActivate && !res.ranMsg && env.Msg != nil {
-		first = &env
+		first = env
 	}
 	if !w.end() {
 		if t := w.slow.Load(); t != 0 {
 			p.reportSlow(a, time.Since(time.Unix(0, t))+p.s.cfg.HandoffThreshold)
 		}
-		c := ctl{op: opTurnDone, a: a, res: res} // w.req now belongs to the new owner's records
+		c := ctl{op: opTurnDone, a: a, res: *res} // w.req now belongs to the new owner's records
 		if first != nil {
 			c.first = *first
 		}
@@ -75,8 +80,8 @@ func (p *partition) reportSlow(a *act, d time.Duration) {
 // no partition state, since it may run after the partition was handed off.
 // An interleaved turn holds the grain's turn token throughout: its caller
 // waited for the claim reserved when the turn was dispatched.
-func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool) turnResult {
-	res := turnResult{kind: k, req: env.Request}
+func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool, res *turnResult) {
+	*res = turnResult{kind: k, req: env.Request}
 	var tc *turnCtx
 	if k == tkDeactivate { // its own ctx, bounded by the deactivation timeout
 		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.DeactivationTimeout)
@@ -111,19 +116,17 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		a.extra().token.unlock()
 	}
 	tc.release()
-	return res
 }
 
 // executeMessage is execute for an ordinary message turn.
-func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope) turnResult {
+func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope, res *turnResult) {
 	tc := p.turnCtxFor(w, a, env, false)
-	res := turnResult{kind: tkMessage, tick: p.setContext(w, a, env), req: env.Request}
+	*res = turnResult{kind: tkMessage, tick: p.setContext(w, a, env), req: env.Request}
 	res.reply, res.err = activation.Run(tc, a.g, &w.gc, env.Msg)
 	if tc.info.holdsToken { // it took the token back after a reentrant call
 		a.extra().token.unlock()
 	}
 	tc.release()
-	return res
 }
 
 // turnCtxFor returns the context of the turn: the ask's own, or the
@@ -147,6 +150,6 @@ func (p *partition) setContext(w *worker, a *act, env *queues.Envelope) *queues.
 	if env.Meta != nil {
 		sender, tick = &env.Meta.Sender, env.Meta.Tick
 	}
-	w.gc = grain.ContextFor(&a.ID, sender, p.s, a)
+	w.gc.Set(&a.ID, sender, p.s, a)
 	return tick
 }

@@ -33,6 +33,7 @@ type worker struct {
 	slow atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
 	tc   turnCtx
 	gc   grain.Context
+	res  turnResult // the outcome of the turn w ran last
 }
 
 func newWorker(p *partition, detached bool) *worker {
