@@ -2,82 +2,173 @@ package directory
 
 import "github.com/granary-go/granary/grain"
 
-// Table is one partition's activation table: at most one V per identity.
-// It is keyed by the identity's 64-bit hash (computed once, when the message
-// was sent), which makes a lookup a map access on a uint64; the identity is
-// compared too, so two identities whose hashes collide still get separate
-// entries. The zero Table is not usable; call NewTable. It is not safe for
+// Table is one partition's activation table: at most one *T per identity.
+//
+// It is an open-addressing hash table with linear probing, keyed by the
+// identity's 64-bit hash, which the sender computed once for the partition
+// and which the table reuses instead of hashing again (a Go map would hash
+// the uint64 a second time). A slot is 16 bytes, the hash and the entry; a
+// lookup compares the hash first and the identity only on a hash match, so
+// two identities whose hashes collide still get separate entries. Deletion
+// shifts later entries of the probe run back (no tombstones), and the table
+// shrinks when mostly empty, so a burst of activations does not pin memory.
+//
+// The zero Table is not usable; call NewTable. It is not safe for
 // concurrent use.
-type Table[V any] struct {
-	m        map[uint64]slot[V]
-	overflow map[grain.ID]V // identities whose hash is taken by another
-	idOf     func(V) *grain.ID
+type Table[T any] struct {
+	slots []slot[T] // a power of two long; nil v marks an empty slot
+	n     int
+	shift uint // 64 - log2(len(slots))
+	iter  int  // All calls in progress: no shrinking under them
+	idOf  func(*T) *grain.ID
 }
 
-// slot keeps a pointer to the entry's identity next to it, so a lookup
-// compares identities without calling out.
-type slot[V any] struct {
-	id *grain.ID
-	v  V
+type slot[T any] struct {
+	h uint64
+	v *T
 }
+
+const (
+	minSlots = 16
+	// A table grows past 3/4 full and shrinks below 1/8 full: lookups that
+	// miss (an activation) probe a few slots on average, and a resize pays
+	// for itself many times over before the next.
+	growNum, growDen = 3, 4
+	shrinkDen        = 8
+)
 
 // NewTable returns an empty table. idOf returns a pointer to the identity
 // an entry is for, which must not change while the entry is in the table.
-func NewTable[V any](idOf func(V) *grain.ID) *Table[V] {
-	return &Table[V]{m: make(map[uint64]slot[V]), overflow: make(map[grain.ID]V), idOf: idOf}
+func NewTable[T any](idOf func(*T) *grain.ID) *Table[T] {
+	t := &Table[T]{idOf: idOf}
+	t.resize(minSlots)
+	return t
+}
+
+// home is the first slot h probes. The hash is multiplied (Fibonacci
+// hashing) and its top bits taken, because the low bits are shared by every
+// identity of a partition: they chose the partition.
+func (t *Table[T]) home(h uint64) uint64 { return (h * 0x9e3779b97f4a7c15) >> t.shift }
+
+// find returns the slot of id (hash h), or -1.
+func (t *Table[T]) find(id grain.ID, h uint64) int {
+	mask := uint64(len(t.slots) - 1)
+	for i := t.home(h); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.v == nil {
+			return -1
+		}
+		if s.h == h && *t.idOf(s.v) == id {
+			return int(i)
+		}
+	}
 }
 
 // Get returns the entry for id, whose hash is h.
-func (t *Table[V]) Get(id grain.ID, h uint64) (V, bool) {
-	if s, ok := t.m[h]; ok && *s.id == id {
-		return s.v, true
+func (t *Table[T]) Get(id grain.ID, h uint64) (*T, bool) {
+	if i := t.find(id, h); i >= 0 {
+		return t.slots[i].v, true
 	}
-	if len(t.overflow) > 0 {
-		v, ok := t.overflow[id]
-		return v, ok
-	}
-	var zero V
-	return zero, false
+	return nil, false
 }
 
 // Put inserts v for id (hash h). It reports false, and changes nothing, if
-// id already has an entry: the single-activation rule is enforced here, not
-// trusted.
-func (t *Table[V]) Put(id grain.ID, h uint64, v V) bool {
-	if _, ok := t.Get(id, h); ok {
+// id already has an entry (the single-activation rule is enforced here, not
+// trusted) or v is nil.
+func (t *Table[T]) Put(id grain.ID, h uint64, v *T) bool {
+	if v == nil || t.find(id, h) >= 0 {
 		return false
 	}
-	if _, taken := t.m[h]; taken {
-		t.overflow[id] = v
-		return true
+	if (t.n+1)*growDen > len(t.slots)*growNum {
+		t.resize(2 * len(t.slots))
 	}
-	t.m[h] = slot[V]{id: t.idOf(v), v: v}
+	t.insert(h, v)
+	t.n++
 	return true
 }
 
-// Delete removes the entry for id (hash h).
-func (t *Table[V]) Delete(id grain.ID, h uint64) {
-	if s, ok := t.m[h]; ok && *s.id == id {
-		delete(t.m, h)
+func (t *Table[T]) insert(h uint64, v *T) {
+	mask := uint64(len(t.slots) - 1)
+	i := t.home(h)
+	for t.slots[i].v != nil {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = slot[T]{h: h, v: v}
+}
+
+// Delete removes the entry for id (hash h), if there is one.
+func (t *Table[T]) Delete(id grain.ID, h uint64) {
+	i := t.find(id, h)
+	if i < 0 {
 		return
 	}
-	delete(t.overflow, id)
+	t.removeAt(uint64(i))
+	t.n--
+	if t.iter == 0 && len(t.slots) > minSlots && t.n*shrinkDen < len(t.slots) {
+		t.resize(len(t.slots) / 2)
+	}
+}
+
+// removeAt empties slot i and moves back the entries after it in its probe
+// run that would otherwise no longer be found from their home slot.
+func (t *Table[T]) removeAt(i uint64) {
+	mask := uint64(len(t.slots) - 1)
+	for j := (i + 1) & mask; t.slots[j].v != nil; j = (j + 1) & mask {
+		k := t.home(t.slots[j].h)
+		// The entry at j stays if its home lies cyclically in (i, j].
+		if (i < j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
+			continue
+		}
+		t.slots[i] = t.slots[j]
+		i = j
+	}
+	t.slots[i] = slot[T]{}
+}
+
+func (t *Table[T]) resize(n int) {
+	old := t.slots
+	t.slots = make([]slot[T], n)
+	t.shift = 64
+	for m := n; m > 1; m >>= 1 {
+		t.shift--
+	}
+	for _, s := range old {
+		if s.v != nil {
+			t.insert(s.h, s.v)
+		}
+	}
 }
 
 // Len returns the number of entries.
-func (t *Table[V]) Len() int { return len(t.m) + len(t.overflow) }
+func (t *Table[T]) Len() int { return t.n }
 
 // All calls f for each entry until f returns false. f may delete the entry
 // it is given, nothing else.
-func (t *Table[V]) All(f func(grain.ID, V) bool) {
-	for _, s := range t.m {
-		if !f(*s.id, s.v) {
-			return
-		}
+func (t *Table[T]) All(f func(grain.ID, *T) bool) {
+	t.iter++
+	defer func() { t.iter-- }()
+	// Start just after an empty slot: entries only ever move back within
+	// their probe run, which then never wraps past the start, so a deletion
+	// by f can move an entry into the slot being visited, never past it.
+	mask := len(t.slots) - 1
+	start := 0
+	for t.slots[start].v != nil {
+		start++
 	}
-	for id, v := range t.overflow {
-		if !f(id, v) {
-			return
+	for k := 1; k <= len(t.slots); k++ {
+		i := (start + k) & mask
+		for {
+			v := t.slots[i].v
+			if v == nil {
+				break
+			}
+			if !f(*t.idOf(v), v) {
+				return
+			}
+			if t.slots[i].v == v {
+				break // not deleted: on to the next slot
+			}
+			// deleted, and maybe replaced by a later entry: visit slot i again
 		}
 	}
 }

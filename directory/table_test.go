@@ -1,6 +1,7 @@
 package directory_test
 
 import (
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -13,8 +14,8 @@ import (
 
 type entry struct{ id grain.ID }
 
-func newTable() *directory.Table[*entry] {
-	return directory.NewTable[*entry](func(e *entry) *grain.ID { return &e.id })
+func newTable() *directory.Table[entry] {
+	return directory.NewTable[entry](func(e *entry) *grain.ID { return &e.id })
 }
 
 func TestTableSingleEntryPerID(t *testing.T) {
@@ -55,6 +56,74 @@ func TestTableHashCollisions(t *testing.T) {
 	seen := 0
 	tb.All(func(grain.ID, *entry) bool { seen++; return true })
 	assert.Equal(t, 2, seen)
+}
+
+// The table against a map, through random puts, gets and deletes with many
+// forced hash collisions (few distinct hashes) and growing and shrinking.
+func TestTableMatchesAMap(t *testing.T) {
+	for _, hashes := range []uint64{3, 1 << 62} {
+		rng := rand.New(rand.NewPCG(1, hashes))
+		tb := newTable()
+		model := map[grain.ID]*entry{}
+		hash := func(id grain.ID) uint64 { return id.Hash() % hashes }
+		for step := range 20000 {
+			// Phases of mostly puts, then mostly deletes, so the table both
+			// grows and shrinks.
+			putBias := 70
+			if step/2500%2 == 1 {
+				putBias = 30
+			}
+			id := grain.NewIntID("k", rng.Int64N(2000))
+			switch r := rng.IntN(100); {
+			case r < putBias:
+				e := &entry{id}
+				_, had := model[id]
+				require.Equal(t, !had, tb.Put(id, hash(id), e))
+				if !had {
+					model[id] = e
+				}
+			default:
+				tb.Delete(id, hash(id))
+				delete(model, id)
+			}
+			if step%997 == 0 {
+				require.Equal(t, len(model), tb.Len())
+				for id, e := range model {
+					got, ok := tb.Get(id, hash(id))
+					require.True(t, ok, "step %d: %v lost", step, id)
+					require.Same(t, e, got)
+				}
+			}
+		}
+		// All, deleting every other entry as it goes, sees each entry once.
+		seen := map[grain.ID]int{}
+		i := 0
+		tb.All(func(id grain.ID, e *entry) bool {
+			seen[id]++
+			require.Same(t, model[id], e)
+			if i++; i%2 == 0 {
+				tb.Delete(id, hash(id))
+				delete(model, id)
+			}
+			return true
+		})
+		for id, n := range seen {
+			require.Equal(t, 1, n, "%v visited %d times", id, n)
+		}
+		require.Equal(t, len(model), tb.Len())
+		for id, e := range model {
+			got, ok := tb.Get(id, hash(id))
+			require.True(t, ok)
+			require.Same(t, e, got)
+		}
+	}
+}
+
+func TestTableRefusesNil(t *testing.T) {
+	tb := newTable()
+	id := grain.NewID("k", "a")
+	require.False(t, tb.Put(id, id.Hash(), nil))
+	require.Zero(t, tb.Len())
 }
 
 func TestLocal(t *testing.T) {

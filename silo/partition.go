@@ -26,7 +26,7 @@ type partition struct {
 	_   [64]byte
 
 	// owner
-	dir        *directory.Table[*act]
+	dir        *directory.Table[act]
 	wheel      *idle.Wheel[*act]
 	lru        *simplelru.LRU[grain.ID, *act] // nil when the silo has no cap
 	limit      int
@@ -59,7 +59,7 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		s:          s,
 		idx:        idx,
 		q:          queues.New[queues.Envelope, ctl](s.cfg.QueueCapacity),
-		dir:        directory.NewTable[*act](func(a *act) *grain.ID { return &a.ID }),
+		dir:        directory.NewTable[act](func(a *act) *grain.ID { return &a.ID }),
 		limit:      limit,
 		quarantine: make(map[grain.ID]time.Duration),
 		ov:         make(map[grain.ID]struct{}),
