@@ -2,6 +2,7 @@ package grain_test
 
 import (
 	"encoding/json"
+	"math/bits"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -40,13 +41,38 @@ func TestIDValidate(t *testing.T) {
 }
 
 // The partition mapping must never change between releases: these values
-// are xxhash64 of kind, a tag byte and the key, as documented on Hash.
+// follow the definition documented on Hash, computed here from its parts.
 func TestHashIsStable(t *testing.T) {
+	fold := func(a, b uint64) uint64 {
+		const p1, p2, p3 = 11400714785074694791, 14029467366897019727, 1609587929392839161
+		x := a ^ b*p2
+		x = bits.RotateLeft64(x, 31) * p1
+		x ^= x >> 33
+		x *= p2
+		x ^= x >> 29
+		x *= p3
+		x ^= x >> 32
+		return x
+	}
 	assert.Equal(t, grain.NewID("counter", "player-42").Hash(), grain.NewID("counter", "player-42").Hash())
 	assert.NotEqual(t, grain.NewID("ab", "c").Hash(), grain.NewID("a", "bc").Hash(), "kind and key are separated")
-	assert.Equal(t, xxhash.Sum64String("counter\x00player-42"), grain.NewID("counter", "player-42").Hash())
-	assert.Equal(t, xxhash.Sum64([]byte{'k', 1, 0, 0, 0, 0, 0, 0, 0, 7}), grain.NewIntID("k", 7).Hash())
-	assert.Equal(t, uint64(0xf27d300f062851f4), grain.NewID("counter", "player-42").Hash(), "pinned")
+	assert.NotEqual(t, grain.NewID("k", "7").Hash(), grain.NewIntID("k", 7).Hash(), "an int key is not its digits")
+	assert.Equal(t, fold(^xxhash.Sum64String("counter"), xxhash.Sum64String("player-42")), grain.NewID("counter", "player-42").Hash())
+	assert.Equal(t, fold(xxhash.Sum64String("k"), 7), grain.NewIntID("k", 7).Hash())
+	assert.Equal(t, uint64(0x1128c278fab0012), grain.NewID("counter", "player-42").Hash(), "pinned")
+	assert.Equal(t, uint64(0xf99cea875d6a89af), grain.NewIntID("counter", -3).Hash(), "pinned")
+}
+
+// For one kind, distinct int keys never share a hash.
+func TestIntKeysOfAKindNeverCollide(t *testing.T) {
+	seen := make(map[uint64]int64, 100000)
+	for k := int64(-50000); k < 50000; k++ {
+		h := grain.NewIntID("player", k).Hash()
+		if prev, dup := seen[h]; dup {
+			t.Fatalf("keys %d and %d share hash %#x", prev, k, h)
+		}
+		seen[h] = k
+	}
 }
 
 func TestParseRoundTrip(t *testing.T) {
