@@ -189,22 +189,34 @@ type Batch[T, C any] struct {
 	i   int
 }
 
-// Pop removes and returns the next message of the batch. The slot is
-// cleared when its whole segment is recycled, not one by one: fewer writes
-// (and GC write barriers) per message, and a segment holds at most 256.
+// Pop removes and returns the next message of the batch.
 func (b *Batch[T, C]) Pop() (T, bool) {
+	if p := b.Next(); p != nil {
+		return *p, true
+	}
 	var zero T
+	return zero, false
+}
+
+// Next removes the next message of the batch and returns a pointer to it
+// where it lies in the queue, or nil when the batch is empty: the consumer
+// reads a message in place instead of copying it out. The pointer is valid
+// until the next call of Next, Pop or Empty, which may hand its segment
+// back to the producers. Slots are cleared when their whole segment is
+// recycled, not one by one: fewer writes (and GC write barriers) per
+// message, and a segment holds at most 256.
+func (b *Batch[T, C]) Next() *T {
 	for b.seg != nil {
 		if b.i < b.seg.n {
-			v := b.seg.items[b.i]
+			p := &b.seg.items[b.i]
 			b.i++
-			return v, true
+			return p
 		}
 		done := b.seg
 		b.seg, b.i = done.next, 0
 		b.q.recycle(done)
 	}
-	return zero, false
+	return nil
 }
 
 // Empty reports whether Pop has nothing more to return.

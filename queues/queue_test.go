@@ -137,3 +137,26 @@ func TestRequestResolvesOnce(t *testing.T) {
 	r.Resolve(2, nil) // never blocks, never replaces
 	assert.Equal(t, 1, (<-r.Done()).Value)
 }
+
+// Next reads messages in place, in order, across segments; a segment goes
+// back to the producers only once Next has moved past it.
+func TestBatchNextReadsInPlace(t *testing.T) {
+	q := queues.New[int, int](0)
+	for i := range 600 {
+		require.NoError(t, q.Push(i))
+	}
+	b, _ := q.Drain(nil)
+	for i := range 600 {
+		p := b.Next()
+		require.NotNil(t, p)
+		require.Equal(t, i, *p)
+		if i == 255 { // the last of the first segment: still ours
+			require.NoError(t, q.Push(-1)) // a producer gets a fresh segment
+			require.Equal(t, 255, *p)
+		}
+	}
+	require.Nil(t, b.Next())
+	require.True(t, b.Empty())
+	b, _ = q.Drain(nil)
+	require.Equal(t, []int{-1}, drain(&b))
+}

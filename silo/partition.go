@@ -109,12 +109,9 @@ func (p *partition) step(w *worker) bool {
 			return false
 		}
 	}
-	for {
-		env, ok := p.batch.Pop()
-		if !ok {
-			break
-		}
-		if !p.deliver(w, &env) {
+	// Messages are read in place (see runTurn for why that is safe).
+	for env := p.batch.Next(); env != nil; env = p.batch.Next() {
+		if !p.deliver(w, env) {
 			return false
 		}
 	}

@@ -33,25 +33,48 @@ type turnResult struct {
 // off while the turn ran, the finish goes to the new owner as a control
 // message and runTurn returns false: w must stop touching the partition.
 //
-// env belongs to the caller's goroutine (never to a queue segment another
-// owner could recycle), so a turn that is handed off may go on reading it.
+// env may lie in a partition queue's segment, read in place: once the turn
+// is handed off, a new owner goes on draining the queue and recycles the
+// segment. So everything the turn needs from env is read before the turn
+// begins (the hot path), or env is copied first (the rarer turns).
 // The outcome is written to w.res, not returned: a result copied out of a
 // call costs a store-forwarding stall per turn.
 func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope) bool {
 	a.running++
 	p.inflight++
 	w.req = env.Request
-	w.begin()
-	res := &w.res
-	if k == tkMessage {
-		p.executeMessage(w, a, env, res) // the hot path, kept small
-	} else {
-		p.execute(w, a, k, env, false, res)
+	if k != tkMessage {
+		return p.runOtherTurn(w, a, k, *env)
 	}
+	res := &w.res
+	tc := p.turnCtxFor(w, a, env.Request, false)
+	*res = turnResult{kind: tkMessage, tick: p.setContext(w, a, env.Meta), req: env.Request}
+	msg := env.Msg
+	w.begin() // env is not touched from here on
+	res.reply, res.err = activation.Run(tc, a.g, &w.gc, msg)
+	if tc.info.holdsToken { // it took the token back after a reentrant call
+		a.extra().token.unlock()
+	}
+	tc.release()
+	return p.endTurn(w, a, res, nil)
+}
+
+// runOtherTurn is runTurn for an activation or deactivation turn, on its own
+// copy of the envelope.
+func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envelope) bool {
+	res := &w.res
+	w.begin()
+	p.execute(w, a, k, &env, false, res)
 	var first *queues.Envelope // an activation turn's message, if it did not run
 	if k == tkActivate && !res.ranMsg && env.Msg != nil {
-		first = env
+		first = &env
 	}
+	return p.endTurn(w, a, res, first)
+}
+
+// endTurn ends the turn w ran: the owner applies its outcome, or, if the
+// partition was handed off meanwhile, sends it to the new owner.
+func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.Envelope) bool {
 	if !w.end() {
 		if t := w.slow.Load(); t != 0 {
 			p.reportSlow(a, time.Since(time.Unix(0, t))+p.s.cfg.HandoffThreshold)
@@ -89,9 +112,9 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		tc = &turnCtx{base: p.s.base}
 		tc.reset(ctx, turnInfo{a: a, w: w, holdsToken: interleaved})
 	} else {
-		tc = p.turnCtxFor(w, a, env, interleaved)
+		tc = p.turnCtxFor(w, a, env.Request, interleaved)
 	}
-	res.tick = p.setContext(w, a, env)
+	res.tick = p.setContext(w, a, env.Meta)
 	switch k {
 	case tkMessage:
 		res.reply, res.err = activation.Run(tc, a.g, &w.gc, env.Msg)
@@ -118,24 +141,13 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	tc.release()
 }
 
-// executeMessage is execute for an ordinary message turn.
-func (p *partition) executeMessage(w *worker, a *act, env *queues.Envelope, res *turnResult) {
-	tc := p.turnCtxFor(w, a, env, false)
-	*res = turnResult{kind: tkMessage, tick: p.setContext(w, a, env), req: env.Request}
-	res.reply, res.err = activation.Run(tc, a.g, &w.gc, env.Msg)
-	if tc.info.holdsToken { // it took the token back after a reentrant call
-		a.extra().token.unlock()
-	}
-	tc.release()
-}
-
 // turnCtxFor returns the context of the turn: the ask's own, or the
 // worker's, reset.
-func (p *partition) turnCtxFor(w *worker, a *act, env *queues.Envelope, interleaved bool) *turnCtx {
-	info := turnInfo{a: a, req: env.Request, w: w, holdsToken: interleaved}
-	if env.Request != nil {
-		tc := env.Request.Local.(*turnCtx)
-		tc.reset(env.Request.Ctx, info)
+func (p *partition) turnCtxFor(w *worker, a *act, req *queues.Request, interleaved bool) *turnCtx {
+	info := turnInfo{a: a, req: req, w: w, holdsToken: interleaved}
+	if req != nil {
+		tc := req.Local.(*turnCtx)
+		tc.reset(req.Ctx, info)
 		return tc
 	}
 	w.tc.resetNoParent(info)
@@ -144,11 +156,11 @@ func (p *partition) turnCtxFor(w *worker, a *act, env *queues.Envelope, interlea
 
 // setContext points the worker's grain.Context at the turn, and returns
 // the timer tick the message is, if it is one.
-func (p *partition) setContext(w *worker, a *act, env *queues.Envelope) *queues.Tick {
+func (p *partition) setContext(w *worker, a *act, meta *queues.Meta) *queues.Tick {
 	var sender *grain.ID
 	var tick *queues.Tick
-	if env.Meta != nil {
-		sender, tick = &env.Meta.Sender, env.Meta.Tick
+	if meta != nil {
+		sender, tick = &meta.Sender, meta.Tick
 	}
 	w.gc.Set(&a.ID, sender, p.s, a)
 	return tick
