@@ -57,15 +57,16 @@ func New[T, C any](limit int) *Queue[T, C] {
 
 // Push appends v to the message lane, or fails with ErrClosed or ErrFull.
 func (q *Queue[T, C]) Push(v T) error {
-	_, err := q.PushOrWait(v)
+	_, err := q.PushOrWait(&v)
 	return err
 }
 
 // PushOrWait is Push that, when the lane is full, also returns a channel
 // closed by the consumer's next Drain: the moment to try again. The channel
 // is taken under the same lock as the failed push, so no Drain can slip
-// between the two and leave the caller waiting for nothing.
-func (q *Queue[T, C]) PushOrWait(v T) (<-chan struct{}, error) {
+// between the two and leave the caller waiting for nothing. *v is copied
+// into the queue (a pointer, so a large T is copied once, not twice).
+func (q *Queue[T, C]) PushOrWait(v *T) (<-chan struct{}, error) {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
@@ -96,7 +97,7 @@ func (q *Queue[T, C]) PushOrWait(v T) (<-chan struct{}, error) {
 		}
 		q.tail, t = s, s
 	}
-	t.items[t.n] = v
+	t.items[t.n] = *v
 	t.n++
 	q.n++
 	q.mu.Unlock()

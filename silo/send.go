@@ -35,7 +35,7 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if ti != nil {
 		env.Meta = &queues.Meta{Sender: ti.a.ID}
 	}
-	return s.push(ctx, p, env, ti)
+	return s.push(ctx, p, &env, ti)
 }
 
 type reentryKey struct{}
@@ -99,7 +99,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			x.waiting.Add(-1)
 		}()
 	}
-	if err := s.push(ctx, p, env, ti); err != nil {
+	if err := s.push(ctx, p, &env, ti); err != nil {
 		return nil, err
 	}
 	if ti != nil {

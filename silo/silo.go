@@ -369,9 +369,9 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 // wait for room, as a full channel would, for as long as ctx allows — a
 // turn that waits hands its partition off first, so two full partitions
 // sending to each other cannot deadlock. A closed queue is ErrSiloClosed.
-func (s *Silo) push(ctx context.Context, p *partition, env queues.Envelope, ti *turnInfo) error {
+func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
 	if p.overfull(env.Target) {
-		s.deadLetter(env, grain.ReasonOverload, nil)
+		s.deadLetter(*env, grain.ReasonOverload, nil)
 		return fmt.Errorf("%w: %v", grain.ErrOverloaded, env.Target)
 	}
 	for {
@@ -388,7 +388,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env queues.Envelope, ti *
 		select {
 		case <-space:
 		case <-ctx.Done():
-			s.deadLetter(env, grain.ReasonOverload, nil)
+			s.deadLetter(*env, grain.ReasonOverload, nil)
 			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, context.Cause(ctx))
 		}
 	}
