@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/granary-go/granary/clock"
@@ -39,4 +40,17 @@ func TestRealClock(t *testing.T) {
 	c.AfterFunc(time.Millisecond, func() { close(done) })
 	<-done
 	assert.False(t, c.Now().IsZero())
+}
+
+func TestSince(t *testing.T) {
+	m := clock.NewManual(time.Unix(100, 0))
+	start := m.Now()
+	m.Advance(3 * time.Second)
+	assert.Equal(t, 3*time.Second, clock.Since(m, start), "a clock without Since: Now().Sub")
+
+	r := clock.Real()
+	_, ok := r.(clock.Sincer)
+	require.True(t, ok, "the real clock reads only the monotonic clock")
+	t0 := r.Now()
+	assert.GreaterOrEqual(t, clock.Since(r, t0), time.Duration(0))
 }

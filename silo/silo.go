@@ -38,6 +38,7 @@ type Silo struct {
 	parts   []*partition
 	locator directory.Local
 	clock   clock.Clock
+	sincer  clock.Sincer // clock's, if it has one: the owners read it every round
 	epoch   time.Time
 
 	mu    sync.Mutex
@@ -78,6 +79,7 @@ func New(cfg Config) (*Silo, error) {
 		clock:   cfg.Clock,
 		done:    make(chan struct{}),
 	}
+	s.sincer, _ = cfg.Clock.(clock.Sincer)
 	limit := 0
 	if cfg.MaxActivations > 0 {
 		limit = (cfg.MaxActivations + cfg.Partitions - 1) / cfg.Partitions
@@ -248,7 +250,12 @@ func (s *Silo) finishStop(grace time.Duration) {
 
 // since returns the silo clock's time since Start, the time base of idle
 // deadlines, backoffs and quarantines.
-func (s *Silo) since() time.Duration { return s.clock.Now().Sub(s.epoch) }
+func (s *Silo) since() time.Duration {
+	if s.sincer != nil {
+		return s.sincer.Since(s.epoch)
+	}
+	return s.clock.Now().Sub(s.epoch)
+}
 
 // after runs f once d has passed on the silo clock.
 func (s *Silo) after(d time.Duration, f func()) clock.Timer { return s.clock.AfterFunc(d, f) }
