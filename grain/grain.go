@@ -16,6 +16,14 @@ import "context"
 // made from the turn: it carries the call chain the runtime uses to detect
 // call cycles and to let the partition serve other grains while this turn
 // waits.
+//
+// ctx and c belong to the turn: do not keep them, or use them from another
+// goroutine, once Receive has returned. The runtime reuses them for later
+// turns (that is what keeps a tell free of allocations), as Akka's actor
+// context and protoactor's are. Work that outlives the turn takes what it
+// needs first — the grain's ID from c.ID(), the runtime from c.Silo() —
+// uses a context of its own, and hands its result back to the grain as a
+// message (see the silo package's pipe-to-self example).
 type Grain interface {
 	Receive(ctx context.Context, c *Context, msg any) (reply any, err error)
 }

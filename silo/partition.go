@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -48,6 +49,7 @@ type partition struct {
 	cur      atomic.Pointer[worker] // the owner, for the watchdog
 	handled  atomic.Uint64          // published from nHandled once per round
 	nHandled uint64                 // owner
+	waitedAt uint64                 // owner: nHandled when the owner last yielded before waiting
 	handoffs atomic.Uint64
 	backlog  atomic.Int64 // messages waiting in mailboxes
 	ovMu     sync.Mutex
@@ -124,6 +126,15 @@ func (p *partition) step(w *worker) bool {
 	}
 	p.batch, p.ctls = p.q.Drain(p.ctls[:0])
 	p.cpos = 0
+	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) && p.nHandled != p.waitedAt {
+		// Out of work after a busy round: the callers it answered are
+		// runnable now, likely on this P. Let them run before parking, so
+		// their next requests arrive as one batch instead of waking the
+		// owner once each.
+		p.waitedAt = p.nHandled
+		runtime.Gosched()
+		p.batch, p.ctls = p.q.Drain(p.ctls)
+	}
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) {
 		<-p.q.Wake()
 		p.batch, p.ctls = p.q.Drain(p.ctls)
