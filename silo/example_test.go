@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -83,4 +84,62 @@ func ExampleSilo_SubscribeDeadLetters() {
 	// Output:
 	// broken/b1 | activation failed | granary: activating broken/b1: storage unavailable
 	// true true
+}
+
+// A lookup grain: slow work runs on a goroutine of its own, and its result
+// comes back to the grain as a message, so the cache is only touched in
+// turns.
+type lookupGrain struct{ cache map[string]string }
+
+type (
+	lookup struct {
+		key  string
+		done chan<- struct{} // closed once the result is cached
+	}
+	found struct {
+		key, value string
+		done       chan<- struct{}
+	}
+	cached struct{ key string }
+)
+
+func (g *lookupGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case lookup:
+		// ctx and c belong to this turn: copy out what the work needs.
+		self, rt := c.ID(), c.Silo()
+		go func() {
+			v := strings.ToUpper(m.key) // the slow part
+			// The work's own context, not the turn's.
+			_ = rt.Tell(context.Background(), self, found{m.key, v, m.done})
+		}()
+		return nil, nil
+	case found:
+		g.cache[m.key] = m.value // back in a turn: no lock
+		close(m.done)
+		return nil, nil
+	case cached:
+		return g.cache[m.key], nil
+	}
+	return nil, fmt.Errorf("lookup: unknown message %T", msg)
+}
+
+// Work that outlives a turn hands its result back to the grain as a message
+// ("pipe to self"): it never uses the turn's ctx or *grain.Context.
+func Example_pipeToSelf() {
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "lookup", func(grain.ID) *lookupGrain {
+		return &lookupGrain{cache: map[string]string{}}
+	})
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	id := grain.NewID("lookup", "l1")
+	done := make(chan struct{})
+	_ = s.Tell(ctx, id, lookup{"granary", done})
+	<-done
+	v, _ := silo.Call[string](ctx, s, id, cached{"granary"})
+	fmt.Println(v)
+	// Output: GRANARY
 }
