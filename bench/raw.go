@@ -74,6 +74,7 @@ func (s *rawSystem) send(e rawEnv) {
 
 func (s *rawSystem) loop(p *rawPart) {
 	var spare []rawEnv
+	yielded := false
 	for {
 		p.mu.Lock()
 		batch, closed := p.q, p.closed
@@ -83,10 +84,19 @@ func (s *rawSystem) loop(p *rawPart) {
 			if closed {
 				return
 			}
-			<-p.wake
 			spare = batch
+			// The design's own scheduling choice, as Granary makes it: out
+			// of work after a busy round, let the goroutines just answered
+			// run before parking, so their next messages come as one batch.
+			if !yielded {
+				yielded = true
+				runtime.Gosched()
+				continue
+			}
+			<-p.wake
 			continue
 		}
+		yielded = false
 		for i := range batch {
 			e := &batch[i]
 			st := p.states[e.key]
