@@ -3,7 +3,9 @@ package silo_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,5 +115,47 @@ func TestRandomizedOneTurnAtATimeFIFOExactlyOnce(t *testing.T) {
 	st := s.Stats()
 	assert.Empty(t, st.DeadLetters)
 	t.Logf("handoffs during the run: %d", st.Handoffs)
+	require.NoError(t, s.Shutdown(ctx))
+}
+
+// The watchdog hands partitions off from turns that are just ending: with a
+// threshold far below a turn's length and the CPU oversubscribed, handoffs
+// race turn ends all the time. Every message is still handled once, and the
+// silo's bookkeeping of the goroutines it started stays balanced (a handoff
+// used to count its new turn goroutine only after the turn could already have
+// ended and counted itself out, which panicked the WaitGroup).
+func TestHandoffsRacingTurnEnds(t *testing.T) {
+	var handled atomic.Int64
+	s := newSilo(t, silo.Config{Partitions: 2, HandoffThreshold: 20 * time.Microsecond, Logger: newTextLogger(io.Discard)}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "w", func(grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) {
+				busyWork(30 * time.Microsecond) // about the threshold: ends as it is handed off
+				handled.Add(1)
+				return nil, nil
+			}
+		}))
+	})
+	stop := make(chan struct{})
+	var hogs sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) { // oversubscribe: turns get preempted mid-way
+		hogs.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+			}
+		})
+	}
+	ctx := ctxT(t)
+	const n = 4000
+	for i := range n {
+		require.NoError(t, s.Tell(ctx, grain.NewIntID("w", int64(i%64)), i))
+	}
+	require.Eventually(t, func() bool { return handled.Load() == n }, 20*time.Second, time.Millisecond)
+	close(stop)
+	hogs.Wait()
+	require.Positive(t, s.Stats().Handoffs)
 	require.NoError(t, s.Shutdown(ctx))
 }

@@ -81,15 +81,18 @@ func (w *worker) detachAt(x uint64, slow bool) bool {
 	if slow {
 		w.slow.Store(time.Now().UnixNano())
 	}
+	p := w.p
+	// w's goroutine goes on as a turn, off the partition, and is counted
+	// among the turns before the CAS: the moment the CAS succeeds, the turn
+	// may end and count itself out (run's turns.Done). The new owner takes
+	// w's place among the owners. The caller is an owner (the watchdog, or
+	// w itself), so no Wait can be at zero.
+	p.s.turns.Add(1)
 	if !w.word.CompareAndSwap(x, x&^stateMask|wDetached) {
+		p.s.turns.Done()
 		w.slow.Store(0)
 		return false
 	}
-	p := w.p
-	// w's goroutine goes on as a turn, off the partition; the new owner
-	// takes its place among the owners. w is still counted as an owner, so
-	// no Wait can be at zero.
-	p.s.turns.Add(1)
 	p.handoffs.Add(1)
 	go p.run(newWorker(p, false), w)
 	return true
