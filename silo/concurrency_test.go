@@ -135,16 +135,11 @@ func TestHandoffsRacingTurnEnds(t *testing.T) {
 			}
 		}))
 	})
-	stop := make(chan struct{})
+	var stop atomic.Bool
 	var hogs sync.WaitGroup
 	for range runtime.GOMAXPROCS(0) { // oversubscribe: turns get preempted mid-way
 		hogs.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			for !stop.Load() {
 			}
 		})
 	}
@@ -154,7 +149,7 @@ func TestHandoffsRacingTurnEnds(t *testing.T) {
 		require.NoError(t, s.Tell(ctx, grain.NewIntID("w", int64(i%64)), i))
 	}
 	require.Eventually(t, func() bool { return handled.Load() == n }, 20*time.Second, time.Millisecond)
-	close(stop)
+	stop.Store(true)
 	hogs.Wait()
 	require.Positive(t, s.Stats().Handoffs)
 	require.NoError(t, s.Shutdown(ctx))
