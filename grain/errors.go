@@ -21,6 +21,8 @@ var (
 	ErrInvalidID = errors.New("granary: invalid grain id")
 	// ErrUnknownKind: no grain kind of that name is registered with the silo.
 	ErrUnknownKind = errors.New("granary: unknown grain kind")
+	// ErrNilContext: a nil context.Context was passed. Nothing is done.
+	ErrNilContext = errors.New("granary: nil context")
 	// ErrNilMessage: a nil message was sent. Nothing is enqueued.
 	ErrNilMessage = errors.New("granary: nil message")
 	// ErrWrongReplyType: the reply of a typed call is not of the type asked for.

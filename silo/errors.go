@@ -19,4 +19,6 @@ var (
 	ErrCallCycle = grain.ErrCallCycle
 	// ErrTimeout: a call got no reply in time.
 	ErrTimeout = grain.ErrTimeout
+	// ErrNilContext: a nil ctx was passed; nothing was sent or stopped.
+	ErrNilContext = grain.ErrNilContext
 )

@@ -23,6 +23,9 @@ import (
 // Called from a turn with the turn's ctx, the message carries the calling
 // grain as its sender.
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
+	if ctx == nil {
+		return grain.ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -58,6 +61,9 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // at once with a *grain.CallCycleError) and lets the partition serve other
 // grains while the turn waits. Most code uses the typed Call instead.
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
+	if ctx == nil {
+		return nil, grain.ErrNilContext
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -134,6 +134,9 @@ func (s *Silo) Start() error {
 //
 // Shutdown on a silo never started just marks it closed.
 func (s *Silo) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return grain.ErrNilContext // before anything stops: a bad call changes nothing
+	}
 	if !s.beginStop(opShutdown) {
 		select {
 		case <-s.done:

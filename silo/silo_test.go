@@ -71,6 +71,28 @@ func TestBadInputIsRefusedAtTheCallSite(t *testing.T) {
 	assert.Empty(t, st.DeadLetters)
 }
 
+// A nil ctx is bad input like any other: a typed error, not a panic in the
+// caller, and nothing sent or stopped.
+func TestNilContextIsRefused(t *testing.T) {
+	s := newSilo(t, silo.Config{}, nil)
+	id := grain.NewID("counter", "a")
+	var nilCtx context.Context
+	require.ErrorIs(t, s.Tell(nilCtx, id, incr{1}), silo.ErrNilContext)
+	_, err := s.Ask(nilCtx, id, get{})
+	require.ErrorIs(t, err, silo.ErrNilContext)
+	_, err = silo.Call[int](nilCtx, s, id, get{})
+	require.ErrorIs(t, err, silo.ErrNilContext)
+	require.ErrorIs(t, s.Deactivate(nilCtx, id), silo.ErrNilContext)
+	require.ErrorIs(t, s.Stop(nilCtx, id), silo.ErrNilContext)
+	require.ErrorIs(t, s.Shutdown(nilCtx), silo.ErrNilContext)
+
+	ctx := ctxT(t)
+	n, err := silo.Call[int](ctx, s, id, get{})
+	require.NoError(t, err, "the silo still runs")
+	assert.Zero(t, n, "nothing was sent")
+	assert.Equal(t, uint64(1), s.Stats().Handled)
+}
+
 func TestWrongReplyType(t *testing.T) {
 	s := newSilo(t, silo.Config{}, nil)
 	ctx := ctxT(t)
