@@ -1,6 +1,13 @@
 package silo
 
-import "github.com/granary-go/granary/grain"
+import (
+	"fmt"
+
+	"github.com/granary-go/granary/grain"
+)
+
+// errNilSilo is what a method reached through a nil *Silo returns.
+var errNilSilo = fmt.Errorf("%w: nil *Silo", grain.ErrSiloClosed)
 
 // The sentinels callers of a silo match most, re-exported from package
 // grain (they are the same values, so errors.Is works with either name).

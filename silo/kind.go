@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"sync/atomic"
@@ -90,11 +91,18 @@ func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive =
 // for an identity when it is activated. It must be called before Start.
 //
 // Errors: ErrAlreadyStarted after Start, ErrSiloClosed after Shutdown or
-// Close, ErrAlreadyRegistered for a taken
-// name, ErrEmptyKind / ErrInvalidKind for a bad name, ErrInvalidConfig for a
-// nil factory or a bad option.
+// Close (or for a nil s), ErrAlreadyRegistered for a taken name,
+// ErrEmptyKind / ErrInvalidKind for a bad name, ErrInvalidConfig for a nil
+// factory or a bad option. Nil options are skipped.
 func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, opts ...KindOption) error {
+	if s == nil {
+		return errNilSilo
+	}
 	if err := grain.NewID(name, "-").Validate(); err != nil {
+		var ie *grain.IDError
+		if errors.As(err, &ie) { // say what was wrong with the name, not with a made-up ID
+			return fmt.Errorf("%w: kind %q", ie.Err, name)
+		}
 		return err
 	}
 	if factory == nil {
@@ -114,7 +122,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		return g
 	}
 	for _, o := range opts {
-		o(k)
+		if o != nil {
+			o(k)
+		}
 	}
 	if k.maxBacklog <= 0 {
 		return fmt.Errorf("%w: kind %q backlog %d", grain.ErrInvalidConfig, name, k.maxBacklog)

@@ -29,6 +29,9 @@ func (s *Silo) Stop(ctx context.Context, id grain.ID) error {
 // request sends a system message for id on its partition's control lane,
 // which the owner reads before any user message.
 func (s *Silo) request(ctx context.Context, id grain.ID, op ctlOp) error {
+	if s == nil {
+		return errNilSilo
+	}
 	if ctx == nil {
 		return grain.ErrNilContext
 	}

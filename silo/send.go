@@ -23,6 +23,9 @@ import (
 // Called from a turn with the turn's ctx, the message carries the calling
 // grain as its sender.
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
+	if s == nil {
+		return errNilSilo
+	}
 	if ctx == nil {
 		return grain.ErrNilContext
 	}
@@ -61,6 +64,9 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // at once with a *grain.CallCycleError) and lets the partition serve other
 // grains while the turn waits. Most code uses the typed Call instead.
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
+	if s == nil {
+		return nil, errNilSilo
+	}
 	if ctx == nil {
 		return nil, grain.ErrNilContext
 	}
@@ -171,6 +177,9 @@ func (s *Silo) timer(d time.Duration) *time.Timer {
 // See Silo.Ask for everything else.
 func Call[T any](ctx context.Context, c grain.Caller, id grain.ID, msg any) (T, error) {
 	var zero T
+	if c == nil {
+		return zero, fmt.Errorf("%w: nil Caller", grain.ErrSiloClosed)
+	}
 	v, err := c.Ask(ctx, id, msg)
 	if err != nil {
 		return zero, err

@@ -71,6 +71,31 @@ func TestBadInputIsRefusedAtTheCallSite(t *testing.T) {
 	assert.Empty(t, st.DeadLetters)
 }
 
+// A nil silo, caller or kind option is refused or skipped, never a panic in
+// the caller.
+func TestNilSiloCallerAndOption(t *testing.T) {
+	ctx := ctxT(t)
+	id := grain.NewID("counter", "a")
+	var ns *silo.Silo
+	require.ErrorIs(t, silo.Register(ns, "counter", func(grain.ID) *counter { return &counter{} }), silo.ErrSiloClosed)
+	require.ErrorIs(t, ns.Tell(ctx, id, get{}), silo.ErrSiloClosed)
+	_, err := ns.Ask(ctx, id, get{})
+	require.ErrorIs(t, err, silo.ErrSiloClosed)
+	require.ErrorIs(t, ns.Stop(ctx, id), silo.ErrSiloClosed)
+	_, err = silo.Call[int](ctx, nil, id, get{})
+	require.ErrorIs(t, err, silo.ErrSiloClosed)
+
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }, nil, silo.WithIdleTimeout(time.Minute)))
+		err := silo.Register(s, "", func(grain.ID) *counter { return &counter{} })
+		require.ErrorIs(t, err, grain.ErrEmptyKind)
+		require.EqualError(t, err, `granary: empty grain kind: kind ""`)
+	})
+	n, err := silo.Call[int](ctx, s, id, incr{2})
+	require.NoError(t, err)
+	assert.Equal(t, 2, n)
+}
+
 // A nil ctx is bad input like any other: a typed error, not a panic in the
 // caller, and nothing sent or stopped.
 func TestNilContextIsRefused(t *testing.T) {
