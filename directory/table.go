@@ -1,6 +1,10 @@
 package directory
 
-import "github.com/granary-go/granary/grain"
+import (
+	"unsafe"
+
+	"github.com/granary-go/granary/grain"
+)
 
 // Table is one partition's activation table: at most one *T per identity.
 //
@@ -60,6 +64,24 @@ func (t *Table[T]) find(id grain.ID, h uint64) int {
 		}
 		if s.h == h && *t.idOf(s.v) == id {
 			return int(i)
+		}
+	}
+}
+
+// HomeAddr returns the address of the slot where a lookup of hash h begins,
+// for a caller that prefetches it.
+func (t *Table[T]) HomeAddr(h uint64) uintptr {
+	return uintptr(unsafe.Pointer(&t.slots[t.home(h)]))
+}
+
+// Guess returns the first entry of h's probe run whose hash is h, without
+// comparing identities: an entry to prefetch, not an answer (Get is).
+func (t *Table[T]) Guess(h uint64) *T {
+	mask := uint64(len(t.slots) - 1)
+	for i := t.home(h); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if s.v == nil || s.h == h {
+			return s.v
 		}
 	}
 }

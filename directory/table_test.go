@@ -154,3 +154,17 @@ func BenchmarkTableGet(b *testing.B) {
 		}
 	}
 }
+
+// Guess finds an entry with the hash, or nil; HomeAddr points into the table.
+// Both are only for prefetching, so a wrong guess on a collision is allowed.
+func TestTableGuessAndHomeAddr(t *testing.T) {
+	tb := newTable()
+	a, b := &entry{grain.NewID("k", "a")}, &entry{grain.NewID("k", "b")}
+	require.True(t, tb.Put(a.id, 7, a))
+	require.True(t, tb.Put(b.id, 7, b)) // same hash: Guess may give either
+	g := tb.Guess(7)
+	require.True(t, g == a || g == b)
+	require.Nil(t, tb.Guess(12345))
+	require.NotZero(t, tb.HomeAddr(7))
+	require.Equal(t, tb.HomeAddr(7), tb.HomeAddr(7))
+}

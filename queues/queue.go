@@ -220,6 +220,17 @@ func (b *Batch[T, C]) Next() *T {
 	return nil
 }
 
+// Peek returns a pointer to the message n places after the one Next
+// returns next (n = 0 is that one), if it lies in the same segment, else nil.
+// It removes nothing: a consumer uses it to look ahead, to start loading
+// what the coming messages will touch.
+func (b *Batch[T, C]) Peek(n int) *T {
+	if b.seg == nil || b.i+n >= b.seg.n {
+		return nil
+	}
+	return &b.seg.items[b.i+n]
+}
+
 // Empty reports whether Pop has nothing more to return.
 func (b *Batch[T, C]) Empty() bool {
 	for b.seg != nil && b.i >= b.seg.n {

@@ -160,3 +160,24 @@ func TestBatchNextReadsInPlace(t *testing.T) {
 	b, _ = q.Drain(nil)
 	require.Equal(t, []int{-1}, drain(&b))
 }
+
+// Peek looks ahead within the current segment without consuming.
+func TestBatchPeek(t *testing.T) {
+	q := queues.New[int, int](0)
+	for i := range 300 {
+		require.NoError(t, q.Push(i))
+	}
+	b, _ := q.Drain(nil)
+	require.Equal(t, 0, *b.Peek(0))
+	require.Equal(t, 5, *b.Peek(5))
+	require.Nil(t, b.Peek(256), "past the first segment")
+	require.Equal(t, 0, *b.Next(), "Peek consumed nothing")
+	require.Equal(t, 1, *b.Peek(0))
+	for range 255 {
+		b.Next()
+	}
+	require.Nil(t, b.Peek(0), "the next message is in the next segment")
+	require.Equal(t, 256, *b.Next())
+	require.Equal(t, 257, *b.Peek(0), "Peek follows Next into the new segment")
+	require.Nil(t, b.Peek(43), "past the last message")
+}

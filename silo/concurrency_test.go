@@ -154,3 +154,29 @@ func TestHandoffsRacingTurnEnds(t *testing.T) {
 	require.Positive(t, s.Stats().Handoffs)
 	require.NoError(t, s.Shutdown(ctx))
 }
+
+// A partition with more activations than the prefetching threshold still
+// delivers every message to its own grain (the prefetch path reads the
+// directory without comparing identities; delivery must not).
+func TestManyGrainsInOnePartition(t *testing.T) {
+	s := newSilo(t, silo.Config{Partitions: 1}, nil)
+	ctx := ctxT(t)
+	const grains = 20000
+	rng := rand.New(rand.NewPCG(1, 2))
+	want := make([]int, grains)
+	for round := range 3 {
+		for k := range grains {
+			if round > 0 {
+				k = rng.IntN(grains)
+			}
+			want[k]++
+			require.NoError(t, s.Tell(ctx, grain.NewIntID("counter", int64(k)), incr{1}))
+		}
+	}
+	for k := range grains {
+		n, err := silo.Call[int](ctx, s, grain.NewIntID("counter", int64(k)), get{})
+		require.NoError(t, err)
+		require.Equal(t, want[k], n, "grain %d", k)
+	}
+	require.Equal(t, grains, s.Stats().Activations["counter"])
+}

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"runtime"
+	"unsafe"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/granary-go/granary/directory"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
+	"github.com/granary-go/granary/internal/prefetch"
 	"github.com/granary-go/granary/queues"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -99,6 +101,31 @@ func (p *partition) run(w, from *worker) {
 	}
 }
 
+// How far ahead of the message being delivered the owner prefetches: the
+// directory slot of the message slotAhead places on (its address needs only
+// the hash), and the activation record of the message actAhead places on
+// (its address is in the slot, prefetched by then). With many grains, most
+// deliveries would otherwise miss the cache on both, one after the other.
+//
+// Below prefetchMin activations the partition's records mostly stay in
+// cache, and prefetching would only cost its few instructions per message
+// (about 5 % of `tell` with 5,000 grains a partition, where `zipf`, with
+// 50,000, gains 15–25 %).
+const (
+	slotAhead   = 8
+	actAhead    = 4
+	prefetchMin = 16384
+)
+
+func (p *partition) prefetchAhead() {
+	far := p.batch.Peek(slotAhead - 1)
+	if far == nil {
+		return // near the end of a segment: the few left go unprefetched
+	}
+	near := p.batch.Peek(actAhead - 1)
+	prefetch.LineAndRecord(p.dir.HomeAddr(far.Hash), uintptr(unsafe.Pointer(p.dir.Guess(near.Hash))))
+}
+
 // step does one round: control messages, then user messages, then one turn
 // of each ready activation, then refills from the queue (blocking if there
 // is nothing to do). It returns false when w no longer owns the partition.
@@ -112,7 +139,11 @@ func (p *partition) step(w *worker) bool {
 		}
 	}
 	// Messages are read in place (see runTurn for why that is safe).
+	prefetching := p.dir.Len() >= prefetchMin
 	for env := p.batch.Next(); env != nil; env = p.batch.Next() {
+		if prefetching {
+			p.prefetchAhead()
+		}
 		if !p.deliver(w, env) {
 			return false
 		}
