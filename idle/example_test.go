@@ -1,0 +1,31 @@
+package idle_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/granary-go/granary/idle"
+)
+
+// A wheel tracks idle deadlines with O(1) work per message: Touch on every
+// message, Advance once per tick to collect what expired.
+func ExampleWheel() {
+	w, _ := idle.NewWheel[string](time.Second, 0, 0)
+	cart, player := &idle.Entry[string]{Value: "cart"}, &idle.Entry[string]{Value: "player"}
+	w.Touch(cart, 3*time.Second)   // idle from 3 s on
+	w.Touch(player, 5*time.Second) // idle from 5 s on
+	w.Touch(player, 9*time.Second) // a message came: 4 s more
+
+	for _, now := range []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second} {
+		var names []string
+		for _, e := range w.Advance(now, nil) {
+			names = append(names, e.Value)
+		}
+		fmt.Println(now, names, w.Len())
+	}
+	// Output:
+	// 2s [] 2
+	// 4s [cart] 1
+	// 8s [] 1
+	// 10s [player] 0
+}
