@@ -353,7 +353,8 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 	default:
 		return nil, 0, grain.ErrSiloClosed
 	}
-	if _, ok := s.kindOf.get(id.Kind(), s.kinds); !ok {
+	k, ok := s.kindOf.get(id.Kind(), s.kinds)
+	if !ok {
 		if err := id.Validate(); err != nil {
 			return nil, 0, err
 		}
@@ -366,7 +367,7 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 	if msg == nil {
 		return nil, 0, grain.ErrNilMessage
 	}
-	h := id.Hash()
+	h := id.HashWithKind(k.hash)
 	loc := s.locator.LocateHash(h)
 	if loc.Silo != s.cfg.Name {
 		return nil, 0, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)
