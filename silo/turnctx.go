@@ -35,6 +35,9 @@ func (ti *turnInfo) chain() queues.Chain {
 
 // turnFrom returns the turn ctx runs in, or nil outside any turn.
 func turnFrom(ctx context.Context) *turnInfo {
+	if tc, ok := ctx.(*turnCtx); ok { // the turn's own ctx, as most sends from a turn pass
+		return &tc.info
+	}
 	ti, _ := ctx.Value(turnKey{}).(*turnInfo)
 	return ti
 }
