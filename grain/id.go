@@ -131,16 +131,8 @@ func (id *ID) UnmarshalText(b []byte) error {
 // keys never collide: fold is a bijection in b. Hash is stable across
 // processes and releases; the silo maps an ID to its partition with
 // Hash() % partitions.
-func (id ID) Hash() uint64 { return id.HashWithKind(KindHash(id.kind)) }
-
-// KindHash returns the xxhash64 of a kind's name: the part of Hash that is
-// the same for every identity of the kind.
-func KindHash(kind string) uint64 { return xxhash.Sum64String(kind) }
-
-// HashWithKind returns Hash given kh = KindHash(id.Kind()), for a runtime
-// that keeps each kind's hash: for an int key it then costs a few
-// multiplications and no pass over the kind's bytes.
-func (id ID) HashWithKind(kh uint64) uint64 {
+func (id ID) Hash() uint64 {
+	kh := xxhash.Sum64String(id.kind)
 	if id.isInt {
 		return fold(kh, uint64(id.ikey))
 	}

@@ -114,13 +114,3 @@ func FuzzParseID(f *testing.F) {
 		require.Equal(t, id, again)
 	})
 }
-
-// HashWithKind with the kind's hash is Hash.
-func TestHashWithKind(t *testing.T) {
-	for _, id := range []grain.ID{
-		grain.NewID("player", "p1"), grain.NewIntID("player", 42), grain.NewIntID("c", -1),
-		grain.NewID("a-rather-long-kind-name-for-a-grain", "and-a-rather-long-key-as-well-0123456789"),
-	} {
-		assert.Equal(t, id.Hash(), id.HashWithKind(grain.KindHash(id.Kind())), "%v", id)
-	}
-}

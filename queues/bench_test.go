@@ -68,13 +68,5 @@ func BenchmarkHash(b *testing.B) {
 				_ = id.Hash()
 			}
 		})
-		// What a silo pays: it keeps each kind's hash.
-		kh := grain.KindHash(id.Kind())
-		b.Run(id.String()+"/kind-hash-known", func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				_ = id.HashWithKind(kh)
-			}
-		})
 	}
 }

@@ -28,7 +28,6 @@ const (
 // kind is a registered grain kind. Immutable after Register.
 type kind struct {
 	name           string
-	hash           uint64 // grain.KindHash(name)
 	factory        func(grain.ID) grain.Grain
 	idleTimeout    time.Duration // < 0: never
 	sup            activation.Supervision
@@ -111,7 +110,6 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	k := &kind{
 		name:        name,
-		hash:        grain.KindHash(name),
 		idleTimeout: s.cfg.IdleTimeout,
 		sup:         s.cfg.Supervision,
 		maxBacklog:  s.cfg.MaxBacklog,

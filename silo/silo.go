@@ -353,8 +353,7 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 	default:
 		return nil, 0, grain.ErrSiloClosed
 	}
-	k, ok := s.kindOf.get(id.Kind(), s.kinds)
-	if !ok {
+	if _, ok := s.kindOf.get(id.Kind(), s.kinds); !ok {
 		if err := id.Validate(); err != nil {
 			return nil, 0, err
 		}
@@ -367,7 +366,7 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 	if msg == nil {
 		return nil, 0, grain.ErrNilMessage
 	}
-	h := id.HashWithKind(k.hash)
+	h := id.Hash()
 	loc := s.locator.LocateHash(h)
 	if loc.Silo != s.cfg.Name {
 		return nil, 0, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)
