@@ -13,15 +13,14 @@ const DefaultSlots = 512
 type Entry[T any] struct {
 	Value      T
 	deadline   time.Duration
-	slot       int // slot index it is filed in, -1 when not filed
-	prev, next *Entry[T]
+	prev, next *Entry[T] // nil when not filed
 }
 
 // Deadline returns the entry's deadline.
 func (e *Entry[T]) Deadline() time.Duration { return e.deadline }
 
 // Tracked reports whether the entry is filed in a wheel.
-func (e *Entry[T]) Tracked() bool { return e.slot >= 0 && e.prev != nil }
+func (e *Entry[T]) Tracked() bool { return e.prev != nil }
 
 // Wheel is a hashed timing wheel of entries. See the package doc.
 type Wheel[T any] struct {
@@ -46,7 +45,7 @@ func NewWheel[T any](quantum time.Duration, slots int, now time.Duration) (*Whee
 	w := &Wheel[T]{quantum: quantum, slots: make([]Entry[T], slots)}
 	for i := range w.slots {
 		h := &w.slots[i]
-		h.prev, h.next, h.slot = h, h, i
+		h.prev, h.next = h, h
 	}
 	w.cursor = int64(now / quantum)
 	return w, nil
@@ -97,14 +96,15 @@ func (w *Wheel[T]) Advance(now time.Duration, expired []*Entry[T]) []*Entry[T] {
 		from = to - int64(len(w.slots)) + 1
 	}
 	for t := from; t <= to; t++ {
-		h := &w.slots[t%int64(len(w.slots))]
+		slot := t % int64(len(w.slots))
+		h := &w.slots[slot]
 		for e := h.next; e != h; {
 			next := e.next
 			if dt := w.tick(e.deadline); dt <= to {
 				w.unlink(e)
 				w.n--
 				expired = append(expired, e)
-			} else if int(dt%int64(len(w.slots))) != e.slot {
+			} else if dt%int64(len(w.slots)) != slot { // filed here, due elsewhere
 				w.unlink(e) // its deadline moved: re-file lazily
 				w.file(e)
 			}
@@ -129,7 +129,6 @@ func (w *Wheel[T]) tick(d time.Duration) int64 {
 func (w *Wheel[T]) file(e *Entry[T]) {
 	s := int(w.tick(e.deadline) % int64(len(w.slots)))
 	h := &w.slots[s]
-	e.slot = s
 	e.prev, e.next = h.prev, h
 	h.prev.next = e
 	h.prev = e
@@ -138,5 +137,5 @@ func (w *Wheel[T]) file(e *Entry[T]) {
 func (w *Wheel[T]) unlink(e *Entry[T]) {
 	e.prev.next = e.next
 	e.next.prev = e.prev
-	e.prev, e.next, e.slot = nil, nil, -1
+	e.prev, e.next = nil, nil
 }
