@@ -18,7 +18,6 @@ import (
 // in an extra record allocated on first use.
 type act struct {
 	activation.Activation // owner
-	p                     *partition
 	k                     *kind
 	g                     grain.Grain // written by the activate turn, then read-only until a restart
 	idle                  idle.Entry[*act]
@@ -88,7 +87,7 @@ func (a *act) DeactivateOnIdle() {
 
 func (a *act) DelayDeactivation(d time.Duration) {
 	x := a.extra()
-	until := a.p.s.since() + d
+	until := a.k.s.since() + d
 	x.mu.Lock()
 	x.keepUntil = max(x.keepUntil, until)
 	x.mu.Unlock()
@@ -115,7 +114,7 @@ func (a *act) StopTimer(name string) {
 	x.mu.Unlock()
 }
 
-func (a *act) Now() time.Time { return a.p.s.clock.Now() }
+func (a *act) Now() time.Time { return a.k.s.clock.Now() }
 
 // takeRequests returns and clears the turn's requests. Owner only, after the
 // turn finished.

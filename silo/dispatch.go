@@ -81,7 +81,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 // turn or readies it. With an activation cap, the least recently used idle
 // grain is asked to deactivate first.
 func (p *partition) activate(k *kind, id grain.ID, h uint64) *act {
-	a := &act{p: p, k: k}
+	a := &act{k: k}
 	a.ID = id
 	a.idle.Value = a
 	p.dir.Put(id, h, a)

@@ -27,6 +27,7 @@ const (
 
 // kind is a registered grain kind. Immutable after Register.
 type kind struct {
+	s              *Silo
 	name           string
 	factory        func(grain.ID) grain.Grain
 	idleTimeout    time.Duration // < 0: never
@@ -109,6 +110,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		return fmt.Errorf("%w: nil factory for kind %q", grain.ErrInvalidConfig, name)
 	}
 	k := &kind{
+		s:           s,
 		name:        name,
 		idleTimeout: s.cfg.IdleTimeout,
 		sup:         s.cfg.Supervision,
