@@ -3,14 +3,14 @@ package activation
 import "github.com/granary-go/granary/grain"
 
 // Activation is the runtime's record of one live grain: its identity, where
-// it is in its lifecycle, the messages waiting for its next turn, and its
-// restart history. A runtime embeds it in its own per-activation record. The
-// zero Activation is Activating with an empty mailbox.
+// it is in its lifecycle, and the messages waiting for its next turn. A
+// runtime embeds it in its own per-activation record, and keeps a Restarts
+// history apart for the few grains that restart. The zero Activation is
+// Activating with an empty mailbox.
 type Activation struct {
-	ID       grain.ID
-	Mailbox  Mailbox
-	Restarts Restarts
-	state    State
+	ID      grain.ID
+	Mailbox Mailbox
+	state   State
 }
 
 // State returns the lifecycle state.

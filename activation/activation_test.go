@@ -132,3 +132,19 @@ func TestSupervisionValidate(t *testing.T) {
 	require.ErrorIs(t, activation.Supervision{Window: -1}.Validate(), grain.ErrInvalidConfig)
 	require.ErrorIs(t, activation.Supervision{MinBackoff: 2, MaxBackoff: 1}.Validate(), grain.ErrInvalidConfig)
 }
+
+// Restart is what Decide does once the Decider chose Restart.
+func TestSupervisionRestartMatchesDecide(t *testing.T) {
+	s := activation.Supervision{MaxRestarts: 2, Window: time.Minute}.WithDefaults()
+	id := grain.NewID("k", "a")
+	panicked := &grain.PanicError{ID: id, Value: "x"}
+	var viaDecide, viaRestart activation.Restarts
+	for i := range 4 {
+		now := time.Duration(i) * time.Second
+		d1, b1 := s.Decide(&viaDecide, id, panicked, now)
+		d2, b2 := s.Restart(&viaRestart, now)
+		require.Equal(t, d1, d2, "restart %d", i)
+		require.Equal(t, b1, b2, "restart %d", i)
+	}
+	require.Equal(t, viaDecide.Count(), viaRestart.Count())
+}

@@ -145,6 +145,13 @@ func (s Supervision) Decide(r *Restarts, id grain.ID, err error, now time.Durati
 	if d != Restart {
 		return d, 0
 	}
+	return s.Restart(r, now)
+}
+
+// Restart is Decide once the Decider has chosen Restart: it applies the
+// restart limit and the backoff to the history r. A runtime that keeps r
+// only for grains that have restarted calls the Decider, then Restart.
+func (s Supervision) Restart(r *Restarts, now time.Duration) (Directive, time.Duration) {
 	if r.h == nil {
 		r.h = &restartHistory{}
 	}

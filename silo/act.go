@@ -40,7 +40,8 @@ type actExtra struct {
 	keepUntil  time.Duration
 	timerOps   []timerOp
 
-	timers map[string]*grainTimer // owner
+	timers   map[string]*grainTimer // owner
+	restarts activation.Restarts    // owner: for supervision's restart limit
 
 	deactTimer clock.Timer // owner: gives up on an OnDeactivate that overruns
 

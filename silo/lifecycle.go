@@ -157,7 +157,12 @@ func (p *partition) afterMessage(a *act, res *turnResult) bool {
 	}
 	p.applyTimers(a, ops)
 	if res.err != nil && a.State() == activation.Active && !a.busy() {
-		d, backoff := a.k.sup.Decide(&a.Restarts, a.ID, res.err, p.now)
+		// The history lives in the extra record, made only for a grain
+		// that restarts: most grains never fail, and many that fail resume.
+		d, backoff := a.k.sup.Decider.Decide(a.ID, res.err), time.Duration(0)
+		if d == activation.Restart {
+			d, backoff = a.k.sup.Restart(&a.extra().restarts, p.now)
+		}
 		switch d {
 		case activation.Restart:
 			p.restart(a, backoff)
