@@ -11,6 +11,13 @@ type Activation struct {
 	ID      grain.ID
 	Mailbox Mailbox
 	state   State
+	// Marks is a set of bits the runtime owns; this package never reads or
+	// writes it. It sits where padding would be, as does Turns: an
+	// activation record is kept small because a silo holds millions.
+	Marks uint8
+	// Turns counts the activation's turns in flight (more than one only
+	// when the runtime interleaves turns). The runtime keeps it.
+	Turns int32
 }
 
 // State returns the lifecycle state.

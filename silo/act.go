@@ -12,24 +12,45 @@ import (
 	"github.com/granary-go/granary/idle"
 )
 
-// act is the silo's record of one activation: 160 bytes, because a silo may
-// hold millions. Fields marked "owner" belong to the partition's owner
-// goroutine. What few grains use (timers, turn requests, interleaving) lives
+// act is the silo's record of one activation: 128 bytes on 64-bit
+// platforms, two cache lines, because a silo may hold millions and a
+// delivery touches the record of every message's grain. Fields marked
+// "owner" belong to the partition's owner goroutine. What few grains use (timers, turn requests, interleaving) lives
 // in an extra record allocated on first use.
 type act struct {
 	activation.Activation // owner
 	k                     *kind
 	g                     grain.Grain // written by the activate turn, then read-only until a restart
 	idle                  idle.Entry[*act]
-
-	running   int32 // owner: turns in flight (more than 1 only when interleaving)
-	inReady   bool  // owner: listed in the partition's ready queue
-	stopping  bool  // owner: stopped by supervision; refuses messages
-	overfull  bool  // owner: listed in the partition's overloaded set
-	deactWant bool  // owner: deactivate once no turn runs
-
-	x atomic.Pointer[actExtra]
+	x                     atomic.Pointer[actExtra]
+	// Owner: turns in flight are Activation.Turns, and these flags live in
+	// Activation.Marks, in what would otherwise be padding.
 }
+
+// The owner's flags, in Activation.Marks.
+const (
+	markReady     uint8 = 1 << iota // listed in the partition's ready queue
+	markStopping                    // stopped by supervision; refuses messages
+	markOverfull                    // listed in the partition's overloaded set
+	markDeactWant                   // deactivate once no turn runs
+)
+
+func (a *act) setMark(m uint8, on bool) {
+	if on {
+		a.Marks |= m
+	} else {
+		a.Marks &^= m
+	}
+}
+
+func (a *act) isReady() bool           { return a.Marks&markReady != 0 }
+func (a *act) setInReady(on bool)      { a.setMark(markReady, on) }
+func (a *act) isStopping() bool        { return a.Marks&markStopping != 0 }
+func (a *act) setStopping(on bool)     { a.setMark(markStopping, on) }
+func (a *act) isOverfull() bool        { return a.Marks&markOverfull != 0 }
+func (a *act) setOverfullMark(on bool) { a.setMark(markOverfull, on) }
+func (a *act) wantsDeactivate() bool   { return a.Marks&markDeactWant != 0 }
+func (a *act) setDeactWant(on bool)    { a.setMark(markDeactWant, on) }
 
 // actExtra is the part of an activation only some grains need.
 type actExtra struct {
@@ -143,4 +164,4 @@ func (a *act) keepUntil() time.Duration {
 }
 
 // busy reports whether a turn of the activation runs.
-func (a *act) busy() bool { return a.running > 0 }
+func (a *act) busy() bool { return a.Turns > 0 }

@@ -62,7 +62,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {
 				_ = c.a.Transition(activation.Activating)
 			} else {
-				c.a.deactWant = true
+				c.a.setDeactWant(true)
 			}
 			p.makeReady(c.a)
 		}
@@ -80,13 +80,13 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.deactivationOverran(c.a)
 	case opDeactivate, opStop:
 		a, ok := p.dir.Get(c.first.Target, c.first.Hash)
-		if !ok || a.stopping || a.State() >= activation.Deactivating {
+		if !ok || a.isStopping() || a.State() >= activation.Deactivating {
 			return true // not active, or already on its way out
 		}
 		if c.op == opStop {
 			p.halt(a)
 		} else {
-			a.deactWant = true
+			a.setDeactWant(true)
 			p.makeReady(a)
 		}
 	}
@@ -100,12 +100,12 @@ func (p *partition) collectIdle() {
 	for _, e := range exp {
 		a := e.Value
 		switch {
-		case a.State() != activation.Active || a.busy() || a.Mailbox.Len() > 0 || a.deactWant:
+		case a.State() != activation.Active || a.busy() || a.Mailbox.Len() > 0 || a.wantsDeactivate():
 			p.touch(a)
 		case a.keepUntil() > p.now:
 			p.wheel.Touch(&a.idle, a.keepUntil())
 		default:
-			a.deactWant = true
+			a.setDeactWant(true)
 			p.makeReady(a)
 		}
 	}
@@ -126,10 +126,10 @@ func (p *partition) stopped() bool {
 	}
 	if p.mode == modeDraining {
 		p.dir.All(func(_ grain.ID, a *act) bool {
-			if !a.busy() && a.Mailbox.Len() == 0 && !a.inReady {
+			if !a.busy() && a.Mailbox.Len() == 0 && !a.isReady() {
 				switch a.State() {
 				case activation.Active, activation.Backoff:
-					a.deactWant = true
+					a.setDeactWant(true)
 					p.makeReady(a)
 				}
 			}
@@ -166,7 +166,7 @@ func (p *partition) closeAll() {
 	for _, a := range all {
 		p.stopTimers(a)
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
-		a.deactWant = false
+		a.setDeactWant(false)
 		p.remove(a) // a turn still running finds its activation gone (finish)
 	}
 	for req := range p.orphans {

@@ -37,7 +37,7 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 // enqueue gives env to a: at once if a is idle, else into its mailbox,
 // applying the backlog limit.
 func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
-	if a.stopping {
+	if a.isStopping() {
 		reason := grain.ReasonStopped // an explicit Stop
 		if _, q := p.quarantine[a.ID]; q {
 			reason = grain.ReasonQuarantined // a stop by supervision
@@ -45,7 +45,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		p.s.deadLetter(*env, reason, nil)
 		return true
 	}
-	if a.State() == activation.Active && !a.deactWant && !a.busy() && a.Mailbox.Len() == 0 {
+	if a.State() == activation.Active && !a.wantsDeactivate() && !a.busy() && a.Mailbox.Len() == 0 {
 		if p.lru != nil {
 			p.lru.Get(a.ID)
 		}
@@ -54,7 +54,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	// A busy grain (its first turn included: activation and first message
 	// run as one) may take env now if its turn waits in a call that lets
 	// env in.
-	if a.busy() && !a.deactWant && a.State() <= activation.Active && p.canInterleave(a, env) {
+	if a.busy() && !a.wantsDeactivate() && a.State() <= activation.Active && p.canInterleave(a, env) {
 		p.interleave(a, *env)
 		return true
 	}
@@ -104,7 +104,7 @@ func (p *partition) evict() {
 		}
 		if a.State() == activation.Active && !a.busy() && a.Mailbox.Len() == 0 {
 			p.lru.Remove(id) // out of the count now; gone once OnDeactivate ran
-			a.deactWant = true
+			a.setDeactWant(true)
 			p.makeReady(a)
 			over--
 			continue
@@ -114,10 +114,10 @@ func (p *partition) evict() {
 }
 
 func (p *partition) makeReady(a *act) {
-	if a.inReady {
+	if a.isReady() {
 		return
 	}
-	a.inReady = true
+	a.setInReady(true)
 	p.ready = append(p.ready, a)
 }
 
@@ -130,7 +130,7 @@ func (p *partition) runReady(w *worker) bool {
 		if p.rhead == len(p.ready) {
 			p.ready, p.rhead = p.ready[:0], 0
 		}
-		a.inReady = false
+		a.setInReady(false)
 		if !p.advance(w, a) {
 			return false
 		}
@@ -160,14 +160,14 @@ func (p *partition) advance(w *worker, a *act) bool {
 		}
 		return p.runTurn(w, a, tkActivate, &queues.Envelope{})
 	case activation.Active:
-		if a.deactWant {
+		if a.wantsDeactivate() {
 			return p.beginDeactivate(w, a)
 		}
 		env, ok := p.mbPop(a)
 		if !ok {
 			return true
 		}
-		if a.overfull && a.Mailbox.Len() < a.k.maxBacklog {
+		if a.isOverfull() && a.Mailbox.Len() < a.k.maxBacklog {
 			p.setOverfull(a, false)
 		}
 		if a.Mailbox.Len() > 0 {
@@ -175,7 +175,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 		}
 		return p.runTurn(w, a, tkMessage, &env)
 	case activation.Backoff:
-		if a.deactWant { // shutdown or eviction while backing off: no instance to deactivate
+		if a.wantsDeactivate() { // shutdown or eviction while backing off: no instance to deactivate
 			_ = a.Transition(activation.Deactivating)
 			p.remove(a)
 		}
@@ -188,7 +188,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 // grain that waits in a call. The turn token keeps the two turns' code from
 // running at the same time.
 func (p *partition) interleave(a *act, env queues.Envelope) {
-	a.running++
+	a.Turns++
 	p.inflight++
 	w := newWorker(p, true)
 	if env.Request != nil {

@@ -12,7 +12,7 @@ import (
 // restart, stop, deactivation, removal, and the backlog bookkeeping.
 
 func (p *partition) beginDeactivate(w *worker, a *act) bool {
-	a.deactWant = false
+	a.setDeactWant(false)
 	_ = a.Transition(activation.Deactivating)
 	p.stopTimers(a)
 	p.wheel.Remove(&a.idle)
@@ -60,7 +60,7 @@ func (p *partition) remove(a *act) {
 		p.lru.Remove(a.ID)
 	}
 	p.stopTimers(a)
-	if a.overfull {
+	if a.isOverfull() {
 		p.setOverfull(a, false)
 	}
 	if a.Mailbox.Len() == 0 {
@@ -69,7 +69,7 @@ func (p *partition) remove(a *act) {
 	switch {
 	case p.mode == modeClosing:
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
-	case a.stopping:
+	case a.isStopping():
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	default:
 		var waiting []queues.Envelope
@@ -94,7 +94,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	if res.req != nil && (res.kind == tkMessage || res.ranMsg) {
 		defer res.req.Resolve(res.reply, res.err) // after the turn's effects, whatever path finish takes
 	}
-	a.running--
+	a.Turns--
 	p.inflight--
 	p.nHandled++
 	if a.State() == activation.Gone { // a Close removed it while the turn ran
@@ -139,7 +139,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 		p.remove(a)
 		return
 	}
-	if a.deactWant || a.Mailbox.Len() > 0 {
+	if a.wantsDeactivate() || a.Mailbox.Len() > 0 {
 		p.makeReady(a)
 	}
 }
@@ -172,7 +172,7 @@ func (p *partition) afterMessage(a *act, res *turnResult) bool {
 		}
 	}
 	if deact {
-		a.deactWant = true
+		a.setDeactWant(true)
 	}
 	return true
 }
@@ -232,17 +232,17 @@ func (p *partition) stop(a *act) {
 // halt deactivates a and makes every message waiting for it, or arriving
 // before it is gone, a dead letter.
 func (p *partition) halt(a *act) {
-	a.stopping = true
+	a.setStopping(true)
 	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
-	a.deactWant = true
+	a.setDeactWant(true)
 	p.makeReady(a)
 }
 
 func (p *partition) setOverfull(a *act, full bool) {
-	if a.overfull == full {
+	if a.isOverfull() == full {
 		return
 	}
-	a.overfull = full
+	a.setOverfullMark(full)
 	p.ovMu.Lock()
 	if full {
 		p.ov[a.ID] = struct{}{}

@@ -31,11 +31,11 @@ func TestReadyQueueStaysBounded(t *testing.T) {
 		env := queues.Envelope{Target: id, Hash: id.Hash(), Msg: 1}
 		p.deliver(w, &env) // activates and runs
 		acts[i], _ = p.dir.Get(id, env.Hash)
-		acts[i].running++ // pretend a turn runs, so messages wait
+		acts[i].Turns++ // pretend a turn runs, so messages wait
 		for range backlog {
 			p.deliver(w, &env)
 		}
-		acts[i].running--
+		acts[i].Turns--
 		p.makeReady(acts[i])
 	}
 	maxLen := 0

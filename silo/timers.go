@@ -51,7 +51,7 @@ func (p *partition) fire(w *worker, c ctl) bool {
 	if cur, ok := p.dir.Get(a.ID, h); !ok || cur != a || a.extra().timers[c.tm.tick.Name] != c.tm {
 		return true
 	}
-	if a.State() != activation.Active || a.deactWant || a.stopping || p.mode != modeRunning {
+	if a.State() != activation.Active || a.wantsDeactivate() || a.isStopping() || p.mode != modeRunning {
 		return true // a grain on its way out takes no more ticks
 	}
 	return p.enqueue(w, a, &queues.Envelope{Target: a.ID, Hash: h, Msg: c.tm.msg, Meta: c.tm.meta})

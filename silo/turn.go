@@ -40,7 +40,7 @@ type turnResult struct {
 // The outcome is written to w.res, not returned: a result copied out of a
 // call costs a store-forwarding stall per turn.
 func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope) bool {
-	a.running++
+	a.Turns++
 	p.inflight++
 	w.req = env.Request
 	if k != tkMessage {

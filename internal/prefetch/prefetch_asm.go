@@ -9,7 +9,7 @@ package prefetch
 func Line(addr uintptr)
 
 // LineAndRecord prefetches the line holding line and, unless rec is 0, the
-// three lines from rec on (a record of up to 192 bytes): two lookups' worth
+// two lines from rec on (a record of up to 128 bytes): two lookups' worth
 // of prefetching in one call.
 //
 //go:noescape
