@@ -2,10 +2,10 @@ package silo
 
 import (
 	"runtime"
-	"unsafe"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/granary-go/granary/directory"
 	"github.com/granary-go/granary/grain"

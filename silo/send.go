@@ -23,16 +23,7 @@ import (
 // Called from a turn with the turn's ctx, the message carries the calling
 // grain as its sender.
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
-	if s == nil {
-		return errNilSilo
-	}
-	if ctx == nil {
-		return grain.ErrNilContext
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	p, h, err := s.check(id, msg)
+	p, h, err := s.admit(ctx, id, msg)
 	if err != nil {
 		return err
 	}
@@ -64,16 +55,7 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // at once with a *grain.CallCycleError) and lets the partition serve other
 // grains while the turn waits. Most code uses the typed Call instead.
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
-	if s == nil {
-		return nil, errNilSilo
-	}
-	if ctx == nil {
-		return nil, grain.ErrNilContext
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	p, h, err := s.check(id, msg)
+	p, h, err := s.admit(ctx, id, msg)
 	if err != nil {
 		return nil, err
 	}

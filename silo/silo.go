@@ -342,6 +342,22 @@ func (s *Silo) watch(stop <-chan struct{}) {
 	}
 }
 
+// admit runs the checks every send and system message starts with — a
+// silo and a ctx to use, a ctx not done yet, a valid target and message —
+// and returns the target's partition and identity hash.
+func (s *Silo) admit(ctx context.Context, id grain.ID, msg any) (*partition, uint64, error) {
+	if s == nil {
+		return nil, 0, errNilSilo
+	}
+	if ctx == nil {
+		return nil, 0, grain.ErrNilContext
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, err
+	}
+	return s.check(id, msg)
+}
+
 // check validates a send, so that nothing bad is ever enqueued, and returns
 // the target's partition and identity hash.
 func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
