@@ -10,9 +10,11 @@
 //
 // and Transition rejects every other move. Its Mailbox holds the messages that
 // arrived while a turn was running. Run executes one turn on the calling
-// goroutine, recovers a panic into a *grain.PanicError, and measures the
-// turn. Supervision decides, from a pure function of the failure history and
-// the clock reading it is given, what a failure does to the activation.
+// goroutine and recovers a panic into a *grain.PanicError (the silo times
+// turns with its watchdog, not per turn). Supervision decides, from a pure
+// function of the failure history and the clock reading it is given, what a
+// failure does to the activation; a runtime keeps the history (Restarts)
+// only for grains that restart.
 //
 // Concurrency: nothing in this package is safe for concurrent use. An
 // Activation is owned by its partition; Run is called by whichever goroutine
