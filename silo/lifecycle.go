@@ -92,7 +92,7 @@ func (p *partition) remove(a *act) {
 // readies the activation, and runReady takes the next step.
 func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	if res.req != nil && (res.kind == tkMessage || res.ranMsg) {
-		defer res.req.Resolve(res.reply, res.err) // after the turn's effects, whatever path finish takes
+		defer p.resolve(res.req, res.reply, res.err) // after the turn's effects, whatever path finish takes
 	}
 	a.Turns--
 	p.inflight--
@@ -142,6 +142,14 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	if a.wantsDeactivate() || a.Mailbox.Len() > 0 {
 		p.makeReady(a)
 	}
+}
+
+// resolve answers an ask whose turn finish has just counted. The count is
+// published first, so a caller holding its reply finds its turn in
+// Stats().Handled (other turns are published once per round).
+func (p *partition) resolve(req *queues.Request, v any, err error) {
+	p.handled.Store(p.nHandled)
+	req.Resolve(v, err)
 }
 
 // afterMessage applies what a turn asked for (timers, deactivation), keeps

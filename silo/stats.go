@@ -9,6 +9,8 @@ type Stats struct {
 	// activating and deactivating.
 	Activations map[string]int
 	// Handled counts finished turns: messages, activations, deactivations.
+	// The turn of a call is counted by the time its caller has the reply;
+	// other turns are published once per round of their partition.
 	Handled uint64
 	// QueueDepth is the number of items waiting in each partition's queue.
 	QueueDepth []int
