@@ -123,12 +123,11 @@ func (h *deadHub) close() {
 	h.subs.Store(&empty)
 }
 
-// deadLetter records that env cannot be delivered: it fails the ask, if it
-// is one, with an error naming the reason, and publishes the dead letter.
+// deadLetter records that env cannot be delivered: it publishes the dead
+// letter, then fails the ask, if it is one, with an error naming the reason.
 func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error) {
-	if env.Request != nil {
-		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
-	}
+	// Counted and offered to subscribers before an ask's caller hears of
+	// it: a caller holding the error finds the dead letter in Stats.
 	s.dead.publish(DeadLetter{
 		Target: env.Target,
 		Sender: env.Sender(),
@@ -138,4 +137,7 @@ func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error)
 		Err:    cause,
 		Time:   s.clock.Now(),
 	})
+	if env.Request != nil {
+		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
+	}
 }

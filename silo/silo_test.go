@@ -292,7 +292,9 @@ func TestActivationFailure(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	require.ErrorIs(t, err, cause)
 	require.ErrorIs(t, err, grain.ErrActivation)
-	assert.Equal(t, 0, s.Stats().Activations["flaky"], "nothing left in the directory")
+	st := s.Stats()
+	assert.Equal(t, 0, st.Activations["flaky"], "nothing left in the directory")
+	assert.Equal(t, uint64(1), st.DeadLetters[grain.ReasonActivationFailed], "counted before the caller hears")
 	d := <-dl.C
 	assert.Equal(t, grain.ReasonActivationFailed, d.Reason)
 

@@ -18,7 +18,8 @@ type Stats struct {
 	// grain and wait in its mailbox (behind a running turn, an activation,
 	// a restart or a deactivation).
 	Backlog []int
-	// DeadLetters counts dead letters by reason.
+	// DeadLetters counts dead letters by reason. A dead letter is counted
+	// before an ask's caller gets its error, or a Tell its ErrOverloaded.
 	DeadLetters map[grain.Reason]uint64
 	// DeadLetterDrops counts dead letters a slow subscriber missed.
 	DeadLetterDrops uint64
