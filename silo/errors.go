@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/granary-go/granary/grain"
@@ -29,3 +30,9 @@ var (
 	// ErrNilContext: a nil ctx was passed; nothing was sent or stopped.
 	ErrNilContext = grain.ErrNilContext
 )
+
+// ErrShutdownFromTurn is what Shutdown returns when called from a grain's
+// turn (of any silo): a shutdown waits for every turn to end, the calling
+// one included, so it cannot be waited for there. The shutdown has begun;
+// the silo stops once the calling turn has returned, and Done reports when.
+var ErrShutdownFromTurn = errors.New("granary: Shutdown called from a turn: begun, not waited for")

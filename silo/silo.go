@@ -132,10 +132,15 @@ func (s *Silo) Start() error {
 // handlers that ignore their ctx. Every pending ask has returned, or returns
 // at once, when Shutdown does.
 //
-// Shutdown on a silo never started just marks it closed.
+// Shutdown on a silo never started just marks it closed. Called from a
+// grain's turn, it cannot wait for that turn: it begins the shutdown and
+// returns ErrShutdownFromTurn at once.
 func (s *Silo) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return grain.ErrNilContext // before anything stops: a bad call changes nothing
+	}
+	if s.fromTurn(ctx) {
+		return s.shutdownFromTurn(ctx)
 	}
 	if !s.beginStop(opShutdown) {
 		select {
@@ -160,9 +165,15 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 // fail with ErrSiloClosed, and OnDeactivate does not run. Close returns once
 // the partitions have stopped and the turns in progress have noticed their
 // ctx — waiting at most Config.DeactivationTimeout for handlers that ignore
-// it. It returns nil, and is safe to call more than once and after Shutdown.
+// it; called from a grain's turn, it cannot wait for that turn, and returns
+// once the partitions have stopped. It returns nil, and is safe to call more
+// than once and after Shutdown.
 func (s *Silo) Close() error {
-	s.closeNow(s.cfg.DeactivationTimeout)
+	grace := s.cfg.DeactivationTimeout
+	if s.fromTurn(nil) {
+		grace = noWait
+	}
+	s.closeNow(grace)
 	return nil
 }
 
@@ -224,6 +235,10 @@ func (s *Silo) allStopped() <-chan struct{} {
 	return ch
 }
 
+// noWait as a grace: Close was called from a turn, which it must not wait
+// for (nor warn about).
+const noWait time.Duration = -1
+
 // finishStop waits for the partition owners and the watchdog, then up to
 // grace for turns still running off their partitions (handlers that have
 // been told to stop), and marks the silo stopped.
@@ -236,15 +251,17 @@ func (s *Silo) finishStop(grace time.Duration) {
 	close(s.stopWatch)
 	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.cancel()
-	turnsDone := make(chan struct{})
-	go func() {
-		s.turns.Wait()
-		close(turnsDone)
-	}()
-	select {
-	case <-turnsDone:
-	case <-time.After(grace):
-		s.cfg.Logger.Warn("granary: silo stopped with turns still running; their handlers ignore ctx")
+	if grace != noWait {
+		turnsDone := make(chan struct{})
+		go func() {
+			s.turns.Wait()
+			close(turnsDone)
+		}()
+		select {
+		case <-turnsDone:
+		case <-time.After(grace):
+			s.cfg.Logger.Warn("granary: silo stopped with turns still running; their handlers ignore ctx")
+		}
 	}
 	s.dead.close()
 	s.state.Store(stateStopped)

@@ -1,0 +1,76 @@
+package silo
+
+import (
+	"context"
+	"reflect"
+	"runtime"
+	"time"
+
+	"github.com/granary-go/granary/activation"
+)
+
+// Stopping a silo from one of its own turns. Shutdown and Close wait for the
+// turns in progress; called from a turn, they would wait for the turn that
+// is waiting for them. So they first ask whether they run inside a turn:
+// the turn's own ctx says so precisely (and of which silo); a caller that
+// passed another ctx, or none (Close), is found by its stack — every turn
+// runs user code under activation.Run, Activate or Deactivate. The stack
+// cannot tell which silo's turn it is, so a turn of another silo counts too:
+// then the stop is merely not waited for, which is never a deadlock.
+
+// fromTurn reports whether the caller runs inside a grain's turn.
+func (s *Silo) fromTurn(ctx context.Context) bool {
+	if ctx != nil {
+		if ti := turnFrom(ctx); ti != nil && ti.a.k.s == s {
+			return true
+		}
+	}
+	pcs := make([]uintptr, 1024) // a deep handler still has its turn in sight; stops are rare
+	n := runtime.Callers(3, pcs) // above fromTurn and its caller
+	hooks := [...]string{funcName(activation.Run), funcName(activation.Activate), funcName(activation.Deactivate)}
+	frames := runtime.CallersFrames(pcs[:n])
+	for {
+		f, more := frames.Next()
+		for _, h := range hooks {
+			if f.Function == h {
+				return true
+			}
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+func funcName(f any) string {
+	return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name()
+}
+
+// shutdownFromTurn begins a graceful stop and leaves the waiting to a
+// goroutine of its own, bounded by ctx's deadline if it has one (read now:
+// the turn's ctx must not be kept past the turn).
+func (s *Silo) shutdownFromTurn(ctx context.Context) error {
+	deadline, bounded := ctx.Deadline()
+	if s.beginStop(opShutdown) {
+		go func() {
+			var expired <-chan time.Time
+			if bounded {
+				t := time.NewTimer(time.Until(deadline))
+				defer t.Stop()
+				expired = t.C
+			}
+			select {
+			case <-s.allStopped():
+				s.finishStop(0)
+			case <-expired:
+				s.closeNow(0)
+			}
+		}()
+	}
+	return ErrShutdownFromTurn
+}
+
+// Done returns a channel closed once the silo has stopped: every partition,
+// and the turns it waited for, done. For a program that starts its
+// shutdown from a grain (see ErrShutdownFromTurn).
+func (s *Silo) Done() <-chan struct{} { return s.done }
