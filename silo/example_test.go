@@ -143,3 +143,25 @@ func Example_pipeToSelf() {
 	fmt.Println(v)
 	// Output: GRANARY
 }
+
+// An admin grain stops the silo it runs in. Shutdown cannot wait there — it
+// would wait for the very turn that called it — so it begins the shutdown
+// and says so; the program waits on Done.
+func ExampleSilo_Done() {
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "admin", func(grain.ID) grain.Func {
+		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+			return nil, s.Shutdown(ctx)
+		}
+	})
+	_ = s.Start()
+	ctx := context.Background()
+
+	_, err := s.Ask(ctx, grain.NewID("admin", "root"), "shut down")
+	fmt.Println(errors.Is(err, silo.ErrShutdownFromTurn))
+	<-s.Done()
+	fmt.Println(errors.Is(s.Tell(ctx, grain.NewID("admin", "root"), "hello"), silo.ErrSiloClosed))
+	// Output:
+	// true
+	// true
+}
