@@ -46,6 +46,7 @@ type Queue[T, C any] struct {
 	limit      int
 	wake       chan struct{}
 	space      chan struct{} // closed by the next Drain; made when a push finds the lane full
+	drains     uint64
 }
 
 // New returns an empty queue whose message lane holds at most limit items
@@ -120,6 +121,22 @@ func (q *Queue[T, C]) PushControl(c C) {
 	}
 }
 
+// PushControlAt is PushControl for an item that must know where it stands
+// among the messages: mk gets, under the queue's lock, how many messages
+// are queued ahead of it. The Drain that takes the item takes those
+// messages as the first ones of its Batch (see Batch.Taken), so the
+// consumer can tell the messages sent before the item from those sent
+// after, though it reads the item first.
+func (q *Queue[T, C]) PushControlAt(mk func(ahead int) C) {
+	q.mu.Lock()
+	signal := q.n == 0 && len(q.ctl) == 0
+	q.ctl = append(q.ctl, mk(q.n))
+	q.mu.Unlock()
+	if signal {
+		q.signal()
+	}
+}
+
 func (q *Queue[T, C]) signal() {
 	select {
 	case q.wake <- struct{}{}:
@@ -137,7 +154,8 @@ func (q *Queue[T, C]) Wake() <-chan struct{} { return q.wake }
 // (pass back the previous result, cleared, to reuse its array).
 func (q *Queue[T, C]) Drain(ctl []C) (Batch[T, C], []C) {
 	q.mu.Lock()
-	b := Batch[T, C]{q: q, seg: q.head}
+	q.drains++
+	b := Batch[T, C]{q: q, seg: q.head, seq: q.drains}
 	gotCtl := q.ctl
 	q.head, q.tail, q.n = nil, nil, 0
 	q.ctl = ctl[:0]
@@ -185,10 +203,19 @@ func (q *Queue[T, C]) recycle(s *segment[T]) {
 // Batch is the messages one Drain took, consumed in order with Pop. The zero
 // Batch is empty. A Batch belongs to the queue's consumer.
 type Batch[T, C any] struct {
-	q   *Queue[T, C]
-	seg *segment[T]
-	i   int
+	q    *Queue[T, C]
+	seg  *segment[T]
+	i    int
+	past int    // messages of the segments already recycled
+	seq  uint64 // which Drain made it
 }
+
+// Seq numbers the Drains of a queue: 1 for the first, and so on (0 for the
+// zero Batch).
+func (b *Batch[T, C]) Seq() uint64 { return b.seq }
+
+// Taken returns how many messages Next and Pop have returned so far.
+func (b *Batch[T, C]) Taken() int { return b.past + b.i }
 
 // Pop removes and returns the next message of the batch.
 func (b *Batch[T, C]) Pop() (T, bool) {
@@ -214,6 +241,7 @@ func (b *Batch[T, C]) Next() *T {
 			return p
 		}
 		done := b.seg
+		b.past += done.n
 		b.seg, b.i = done.next, 0
 		b.q.recycle(done)
 	}
@@ -235,6 +263,7 @@ func (b *Batch[T, C]) Peek(n int) *T {
 func (b *Batch[T, C]) Empty() bool {
 	for b.seg != nil && b.i >= b.seg.n {
 		done := b.seg
+		b.past += done.n
 		b.seg, b.i = done.next, 0
 		b.q.recycle(done)
 	}

@@ -66,10 +66,29 @@ type actExtra struct {
 
 	deactTimer clock.Timer // owner: gives up on an OnDeactivate that overruns
 
+	stopAt stopPoint // owner: where an explicit Stop stands among the messages
+
 	// For interleaving (reentrant kinds, call-chain reentrancy): the turn
 	// token, and how many turns wait in a call holding none.
 	token   fifoToken
 	waiting atomic.Int32
+}
+
+// stopPoint is where a Silo.Stop request stood in its partition's message
+// stream: the first ahead messages of the batch numbered seq were sent
+// before it. Messages after it are not the stopped instance's: they wait
+// for a fresh one. A stop by supervision has none: what arrives until the
+// grain is gone is a dead letter.
+type stopPoint struct {
+	set   bool
+	seq   uint64
+	ahead int
+}
+
+// after reports whether the message at index i of batch seq was sent after
+// the stop.
+func (sp stopPoint) after(seq uint64, i int) bool {
+	return sp.set && (seq > sp.seq || seq == sp.seq && i >= sp.ahead)
 }
 
 type timerOp struct {
@@ -165,3 +184,9 @@ func (a *act) keepUntil() time.Duration {
 
 // busy reports whether a turn of the activation runs.
 func (a *act) busy() bool { return a.Turns > 0 }
+
+// stoppedExplicitly reports whether a is stopping because of Silo.Stop.
+func (a *act) stoppedExplicitly() bool {
+	x := a.x.Load()
+	return x != nil && x.stopAt.set
+}

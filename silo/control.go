@@ -33,6 +33,7 @@ type ctl struct {
 	res   turnResult
 	tm    *grainTimer
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
+	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt)
 }
 
 type mode uint8
@@ -78,17 +79,15 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.closeAll()
 	case opDeactTimeout:
 		p.deactivationOverran(c.a)
-	case opDeactivate, opStop:
+	case opStop:
+		p.stopRequested(c)
+	case opDeactivate:
 		a, ok := p.dir.Get(c.first.Target, c.first.Hash)
 		if !ok || a.isStopping() || a.State() >= activation.Deactivating {
 			return true // not active, or already on its way out
 		}
-		if c.op == opStop {
-			p.halt(a)
-		} else {
-			a.setDeactWant(true)
-			p.makeReady(a)
-		}
+		a.setDeactWant(true)
+		p.makeReady(a)
 	}
 	return true
 }

@@ -19,6 +19,10 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 	}
 	a, ok := p.dir.Get(env.Target, env.Hash)
 	if !ok {
+		if p.stopsAhead != nil && p.stoppedAhead(env) {
+			p.s.deadLetter(*env, grain.ReasonStopped, nil)
+			return true
+		}
 		if until, q := p.quarantine[env.Target]; q {
 			if p.now < until {
 				p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
@@ -37,7 +41,7 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 // enqueue gives env to a: at once if a is idle, else into its mailbox,
 // applying the backlog limit.
 func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
-	if a.isStopping() {
+	if a.isStopping() && !p.sentAfterStop(a) {
 		reason := grain.ReasonStopped // an explicit Stop
 		if _, q := p.quarantine[a.ID]; q {
 			reason = grain.ReasonQuarantined // a stop by supervision
@@ -75,6 +79,14 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	}
 	p.mbPush(a, *env)
 	return true
+}
+
+// sentAfterStop reports whether the message being delivered (the last one
+// taken from the batch) was sent after an explicit Stop of a: then it waits
+// in a's mailbox for the fresh activation that follows a (see remove).
+func (p *partition) sentAfterStop(a *act) bool {
+	x := a.x.Load()
+	return x != nil && x.stopAt.after(p.batch.Seq(), p.batch.Taken()-1)
 }
 
 // activate creates the activation of id; the caller runs its activation

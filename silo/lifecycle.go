@@ -69,9 +69,9 @@ func (p *partition) remove(a *act) {
 	switch {
 	case p.mode == modeClosing:
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
-	case a.isStopping():
+	case a.isStopping() && !a.stoppedExplicitly():
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
-	default:
+	default: // after an explicit Stop, only messages sent after it are left
 		var waiting []queues.Envelope
 		p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
 		if len(waiting) == 0 {
@@ -235,6 +235,44 @@ func (p *partition) stop(a *act) {
 	p.s.stops.Add(1)
 	p.quarantine[a.ID] = p.now + a.k.sup.Quarantine
 	p.halt(a)
+}
+
+// stopRequested carries out Silo.Stop. The messages queued ahead of the
+// request are the first c.ahead of the batch drained with it (read after
+// it): they, and those already in the grain's mailbox, were sent before the
+// Stop and become dead letters; later ones wait for a fresh instance.
+func (p *partition) stopRequested(c ctl) {
+	sp := stopPoint{set: true, seq: p.batch.Seq(), ahead: c.ahead}
+	a, ok := p.dir.Get(c.first.Target, c.first.Hash)
+	if !ok {
+		// Not active; messages ahead of the request may be about to
+		// activate it. They were sent before the Stop.
+		if c.ahead > 0 {
+			if p.stopsAhead == nil {
+				p.stopsAhead = make(map[grain.ID]stopPoint)
+			}
+			p.stopsAhead[c.first.Target] = sp
+		}
+		return
+	}
+	if _, q := p.quarantine[a.ID]; q && a.isStopping() {
+		return // stopped by supervision: everything until it is gone is a dead letter anyway
+	}
+	a.extra().stopAt = sp
+	if a.isStopping() || a.State() >= activation.Deactivating {
+		// Already on its way out: what waits for it was sent before this Stop.
+		a.setStopping(true)
+		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
+		return
+	}
+	p.halt(a)
+}
+
+// stoppedAhead reports whether env, not for an active grain, was sent before
+// a Stop of its grain read in this batch (see stopRequested).
+func (p *partition) stoppedAhead(env *queues.Envelope) bool {
+	sp, ok := p.stopsAhead[env.Target]
+	return ok && !sp.after(p.batch.Seq(), p.batch.Taken()-1)
 }
 
 // halt deactivates a and makes every message waiting for it, or arriving

@@ -541,6 +541,47 @@ func TestStopRequestDeadLettersQueuedMessages(t *testing.T) {
 	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
 }
 
+// Stop draws a line in the grain's message stream: what was sent before it
+// is a dead letter, what is sent after it waits for the stopped instance to
+// be gone and goes to a fresh one — wherever each message was (mailbox or
+// partition queue) when the owner read the Stop.
+func TestMessagesSentAfterStopGoToAFreshInstance(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	id := e.id("a")
+	gate := e.blockGrain(t, "a", 5)
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{1})) // before the Stop
+	waitBacklog(t, e.s, 1)                           // behind the blocked turn, which has begun
+	require.NoError(t, e.s.Stop(e.ctx, id))
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{2})) // after it
+	got := make(chan any, 1)
+	go func() { got <- e.call(t, "a", get{}) }()
+	close(gate)
+	assert.Equal(t, 2, <-got, "the fresh instance had only what was sent after the Stop")
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
+	assert.Equal(t, uint64(1), e.s.Stats().DeadLetters[grain.ReasonStopped])
+}
+
+// The line holds however the owner's reads fall: tells sent just before a
+// Stop are handled by the old instance or are dead letters, never seen by
+// the next; a call right after it always reaches a fresh instance.
+func TestCallRightAfterStopIsAlwaysAnswered(t *testing.T) {
+	s := newSilo(t, silo.Config{}, nil)
+	ctx := ctxT(t)
+	id := grain.NewID("counter", "a")
+	const rounds, tells = 200, 3
+	for i := range rounds {
+		for range tells {
+			require.NoError(t, s.Tell(ctx, id, incr{1}))
+		}
+		require.NoError(t, s.Stop(ctx, id))
+		n, err := silo.Call[int](ctx, s, id, get{})
+		require.NoError(t, err, "round %d", i)
+		require.Zero(t, n, "round %d: a fresh instance, which got nothing sent before the Stop", i)
+		require.NoError(t, s.Stop(ctx, id))
+	}
+	assert.LessOrEqual(t, s.Stats().DeadLetters[grain.ReasonStopped], uint64(rounds*tells))
+}
+
 // With the real clock and no IdleQuantum set, the idle wheel's tick follows
 // the shortest idle timeout, so a short timeout is honoured closely.
 func TestIdleQuantumFollowsShortTimeouts(t *testing.T) {

@@ -34,6 +34,7 @@ type partition struct {
 	lru        *simplelru.LRU[grain.ID, *act] // nil when the silo has no cap
 	limit      int
 	quarantine map[grain.ID]time.Duration
+	stopsAhead map[grain.ID]stopPoint // Stops of inactive grains read with the current batch; nil when none
 	ready      []*act
 	rhead      int
 	batch      queues.Batch[queues.Envelope, ctl]
@@ -155,6 +156,7 @@ func (p *partition) step(w *worker) bool {
 	if p.mode != modeRunning && p.stopped() {
 		return false
 	}
+	p.stopsAhead = nil // they concern only the batch read with them, now done
 	p.batch, p.ctls = p.q.Drain(p.ctls[:0])
 	p.cpos = 0
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) && p.nHandled != p.waitedAt {

@@ -17,11 +17,12 @@ func (s *Silo) Deactivate(ctx context.Context, id grain.ID) error {
 	return s.request(ctx, id, opDeactivate)
 }
 
-// Stop stops the grain id ahead of the messages queued for it: they, and any
-// that arrive before it is gone, become dead letters with reason stopped
-// (asks among them fail with ErrGrainStopped); once its current turn, if
-// any, has finished, OnDeactivate runs. The next message after that
-// activates a fresh instance. It returns at once.
+// Stop stops the grain id ahead of the messages queued for it: every message
+// sent to it before Stop — waiting in its mailbox or still in its
+// partition's queue — becomes a dead letter with reason stopped (asks among
+// them fail with ErrGrainStopped); once its current turn, if any, has
+// finished, OnDeactivate runs. Messages sent after Stop wait for the grain
+// to be gone and go to a fresh instance. It returns at once.
 func (s *Silo) Stop(ctx context.Context, id grain.ID) error {
 	return s.request(ctx, id, opStop)
 }
@@ -33,6 +34,8 @@ func (s *Silo) request(ctx context.Context, id grain.ID, op ctlOp) error {
 	if err != nil {
 		return err
 	}
-	p.q.PushControl(ctl{op: op, first: queues.Envelope{Target: id, Hash: h}})
+	p.q.PushControlAt(func(ahead int) ctl {
+		return ctl{op: op, first: queues.Envelope{Target: id, Hash: h}, ahead: ahead}
+	})
 	return nil
 }
