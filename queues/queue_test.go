@@ -181,3 +181,31 @@ func TestBatchPeek(t *testing.T) {
 	require.Equal(t, 257, *b.Peek(0), "Peek follows Next into the new segment")
 	require.Nil(t, b.Peek(43), "past the last message")
 }
+
+// A control item pushed with PushControlAt learns how many messages are
+// ahead of it; the consumer, which reads it first, finds them as the first
+// ones of the batch drained with it, across segments.
+func TestControlPositionAndBatchTaken(t *testing.T) {
+	q := queues.New[int, int](0)
+	const before, after = 300, 10 // more than a segment ahead
+	for i := range before {
+		require.NoError(t, q.Push(i))
+	}
+	q.PushControlAt(func(ahead int) int { return ahead })
+	for i := range after {
+		require.NoError(t, q.Push(before + i))
+	}
+	b, ctl := q.Drain(nil)
+	require.Equal(t, []int{before}, ctl)
+	assert.Equal(t, uint64(1), b.Seq())
+	for i := range before + after {
+		v, ok := b.Pop()
+		require.True(t, ok)
+		assert.Equal(t, i, v)
+		assert.Equal(t, i+1, b.Taken(), "the message just taken is number %d", i)
+	}
+	assert.True(t, b.Empty())
+	b2, _ := q.Drain(nil)
+	assert.Equal(t, uint64(2), b2.Seq())
+	assert.Zero(t, b2.Taken())
+}
