@@ -18,15 +18,19 @@ import (
 // cannot tell which silo's turn it is, so a turn of another silo counts too:
 // then the stop is merely not waited for, which is never a deadlock.
 
-// fromTurn reports whether the caller runs inside a grain's turn.
+// fromTurn reports whether the caller, passing ctx, runs inside a grain's
+// turn.
 func (s *Silo) fromTurn(ctx context.Context) bool {
-	if ctx != nil {
-		if ti := turnFrom(ctx); ti != nil && ti.a.k.s == s {
-			return true
-		}
+	if ti := turnFrom(ctx); ti != nil && ti.a.k.s == s {
+		return true
 	}
+	return onTurnStack()
+}
+
+// onTurnStack reports whether a grain's turn is on the caller's stack.
+func onTurnStack() bool {
 	pcs := make([]uintptr, 1024) // a deep handler still has its turn in sight; stops are rare
-	n := runtime.Callers(3, pcs) // above fromTurn and its caller
+	n := runtime.Callers(2, pcs)
 	hooks := [...]string{funcName(activation.Run), funcName(activation.Activate), funcName(activation.Deactivate)}
 	frames := runtime.CallersFrames(pcs[:n])
 	for {

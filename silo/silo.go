@@ -170,7 +170,7 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 // than once and after Shutdown.
 func (s *Silo) Close() error {
 	grace := s.cfg.DeactivationTimeout
-	if s.fromTurn(nil) {
+	if onTurnStack() {
 		grace = noWait
 	}
 	s.closeNow(grace)
