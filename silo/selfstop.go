@@ -55,22 +55,28 @@ func funcName(f any) string {
 // the turn's ctx must not be kept past the turn).
 func (s *Silo) shutdownFromTurn(ctx context.Context) error {
 	deadline, bounded := ctx.Deadline()
-	if s.beginStop(opShutdown) {
-		go func() {
-			var expired <-chan time.Time
-			if bounded {
-				t := time.NewTimer(time.Until(deadline))
-				defer t.Stop()
-				expired = t.C
-			}
-			select {
-			case <-s.allStopped():
-				s.finishStop(0)
-			case <-expired:
-				s.closeNow(0)
-			}
-		}()
+	if !s.beginStop(opShutdown) {
+		select {
+		case <-s.done:
+			return nil // stopped already (or never started): nothing to wait for
+		default:
+			return ErrShutdownFromTurn
+		}
 	}
+	go func() {
+		var expired <-chan time.Time
+		if bounded {
+			t := time.NewTimer(time.Until(deadline))
+			defer t.Stop()
+			expired = t.C
+		}
+		select {
+		case <-s.allStopped():
+			s.finishStop(0)
+		case <-expired:
+			s.closeNow(0)
+		}
+	}()
 	return ErrShutdownFromTurn
 }
 

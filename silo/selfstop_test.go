@@ -114,3 +114,30 @@ func TestCloseFromATurnDoesNotWaitForItself(t *testing.T) {
 	ended(t, s)
 	assert.Zero(t, deactivated.Load(), "Close runs no OnDeactivate")
 }
+
+// A turn stopping another silo: the stack cannot tell whose turn it is, so
+// that stop is not waited for either; a silo never started, or stopped
+// already, has nothing to wait for.
+func TestShutdownOfAnotherSiloFromATurn(t *testing.T) {
+	var deactivated atomic.Int32
+	other := newSilo(t, silo.Config{}, nil)
+	idle, err := silo.New(silo.Config{})
+	require.NoError(t, err)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "admin", func(grain.ID) *admin { return &admin{&deactivated} }))
+	})
+	ctx := ctxT(t)
+	background := func(context.Context) (context.Context, context.CancelFunc) { return context.Background(), func() {} }
+
+	_, err = s.Ask(ctx, grain.NewID("admin", "root"), shutdownWith{other, background})
+	require.ErrorIs(t, err, silo.ErrShutdownFromTurn)
+	ended(t, other)
+	_, err = s.Ask(ctx, grain.NewID("admin", "root"), shutdownWith{other, background})
+	require.NoError(t, err, "stopped already")
+	_, err = s.Ask(ctx, grain.NewID("admin", "root"), shutdownWith{idle, background})
+	require.NoError(t, err, "never started")
+	ended(t, idle)
+	_, err = silo.Call[int](ctx, s, grain.NewID("admin", "root"), "still here?")
+	require.Error(t, err, "the calling silo runs on")
+	require.NotErrorIs(t, err, silo.ErrSiloClosed)
+}
