@@ -72,6 +72,7 @@ type actExtra struct {
 	// token, and how many turns wait in a call holding none.
 	token   fifoToken
 	waiting atomic.Int32
+	callMu  sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
 }
 
 // stopPoint is where a Silo.Stop request stood in its partition's message

@@ -84,15 +84,8 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		// This call may be re-entered: give up the turn token and say so
 		// before the request can reach anyone (see docs/calls.md).
 		x := ti.a.extra()
-		if ti.holdsToken {
-			x.token.unlock()
-		}
-		x.waiting.Add(1)
-		defer func() {
-			x.token.lock()
-			ti.holdsToken = true
-			x.waiting.Add(-1)
-		}()
+		ti.leaveToken(x)
+		defer ti.retakeToken(x)
 	}
 	if err := s.push(ctx, p, &env, ti); err != nil {
 		return nil, err

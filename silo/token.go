@@ -45,3 +45,57 @@ func (t *fifoToken) unlock() {
 	}
 	t.mu.Unlock()
 }
+
+// A turn that calls out while others may interleave gives the token up for
+// the call and takes it back after. A handler may make several such calls at
+// once, from goroutines of its own (a fan-out): the first to start gives the
+// token up, the last to finish takes it back — one goroutine at a time, and
+// giving it up again if another call began meanwhile. The turn's own code
+// after it has waited for those goroutines runs with the token; the
+// goroutines themselves run beside interleaved turns, as they run beside
+// each other. x.callMu guards the calls, retaking and holdsToken of every
+// turn of the grain; it is never held while waiting for the token, which an
+// interleaved turn holding it may need x.callMu to give back. x.waiting
+// counts the grain's turns with calls in flight.
+
+// leaveToken is called as a call from ti's turn begins.
+func (ti *turnInfo) leaveToken(x *actExtra) {
+	x.callMu.Lock()
+	defer x.callMu.Unlock()
+	ti.calls++
+	if ti.calls > 1 {
+		return
+	}
+	x.waiting.Add(1)
+	if ti.holdsToken {
+		x.token.unlock()
+		ti.holdsToken = false
+	} // else it is being taken back: the taker sees this call and gives it up
+}
+
+// retakeToken is called as a call from ti's turn ends.
+func (ti *turnInfo) retakeToken(x *actExtra) {
+	x.callMu.Lock()
+	ti.calls--
+	if ti.calls > 0 {
+		x.callMu.Unlock()
+		return
+	}
+	x.waiting.Add(-1)
+	if ti.retaking { // another goroutine of the turn is taking it back
+		x.callMu.Unlock()
+		return
+	}
+	ti.retaking = true
+	x.callMu.Unlock()
+
+	x.token.lock()
+	x.callMu.Lock()
+	ti.retaking = false
+	if ti.calls > 0 {
+		x.token.unlock() // a call began meanwhile: its end takes it back
+	} else {
+		ti.holdsToken = true
+	}
+	x.callMu.Unlock()
+}

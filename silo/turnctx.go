@@ -23,6 +23,8 @@ type turnInfo struct {
 	// their start; an ordinary turn only once it comes back from a call
 	// that let others interleave. Turns never interleaved never touch it.
 	holdsToken bool
+	calls      int  // calls in flight that let others interleave (see leaveToken)
+	retaking   bool // a goroutine of the turn waits to take the token back
 }
 
 // chain returns the call chain of the request the turn handles.
