@@ -67,7 +67,10 @@ type Config struct {
 	DeactivationTimeout time.Duration
 	// MaxActivations caps the activations in the silo (split evenly across
 	// partitions); a new activation past the cap first deactivates the least
-	// recently used idle grain of its partition. 0 means no cap.
+	// recently used idle grain of its partition. The cap is soft: a grain
+	// being evicted counts in Stats until its OnDeactivate has run, and when
+	// every grain of the partition is busy the new one is activated anyway —
+	// a message is never refused for it. 0 means no cap.
 	MaxActivations int
 	// MaxBacklog is the default per-grain backlog limit of a kind.
 	MaxBacklog int
