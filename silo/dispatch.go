@@ -212,7 +212,15 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		defer p.s.turns.Done()
 		<-claim
 		c := ctl{op: opTurnDone, a: a}
+		exited := true
+		defer func() {
+			if exited { // the handler called runtime.Goexit (see goexit.go)
+				p.endGoexited(w, a, &c.res)
+				p.q.PushControl(c)
+			}
+		}()
 		p.execute(w, a, tkMessage, &env, true, &c.res)
+		exited = false
 		p.q.PushControl(c)
 	}()
 }

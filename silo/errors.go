@@ -36,3 +36,9 @@ var (
 // one included, so it cannot be waited for there. The shutdown has begun;
 // the silo stops once the calling turn has returned, and Done reports when.
 var ErrShutdownFromTurn = errors.New("granary: Shutdown called from a turn: begun, not waited for")
+
+// ErrGoexit is the panic value of a turn whose handler called
+// runtime.Goexit — as t.FailNow (require.*) does inside a handler under
+// test. The turn fails as if it had panicked: its caller gets a
+// *grain.PanicError wrapping ErrGoexit, and the kind's supervision applies.
+var ErrGoexit = errors.New("granary: the handler called runtime.Goexit")

@@ -88,6 +88,12 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 // off the partition, and its ask (if it is one) is recorded so that a Close
 // can answer it.
 func (p *partition) run(w, from *worker) {
+	exited := true // until the loop ends: a handler that called runtime.Goexit unwinds past it
+	defer func() {
+		if exited {
+			p.goexited(w)
+		}
+	}()
 	p.cur.Store(w)
 	p.now = p.s.since()
 	if from != nil && from.req != nil {
@@ -95,6 +101,7 @@ func (p *partition) run(w, from *worker) {
 	}
 	for p.step(w) {
 	}
+	exited = false
 	if w.word.Load()&stateMask == wDetached {
 		p.s.turns.Done() // this goroutine ends as a turn handed off, not an owner
 	} else {

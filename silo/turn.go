@@ -63,6 +63,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 // copy of the envelope.
 func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envelope) bool {
 	res := &w.res
+	w.a, w.env = a, env // for a turn that ends in runtime.Goexit (see goexit.go)
 	w.begin()
 	p.execute(w, a, k, &env, false, res)
 	var first *queues.Envelope // an activation turn's message, if it did not run

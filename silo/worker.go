@@ -30,6 +30,8 @@ type worker struct {
 	word atomic.Uint64
 	seq  uint64          // turns started; written by the worker only
 	req  *queues.Request // the ask of the turn running, for a Close after a handoff
+	a    *act            // an activation or deactivation turn's activation (see goexit.go)
+	env  queues.Envelope // and its own copy of its envelope
 	slow atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
 	tc   turnCtx
 	gc   grain.Context

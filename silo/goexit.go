@@ -1,0 +1,72 @@
+package silo
+
+import (
+	"runtime/debug"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// A handler may end its goroutine with runtime.Goexit — t.FailNow does,
+// and so require.* in a test — instead of returning or panicking. No
+// recover sees it: the goroutine unwinds and is gone. Left alone, the turn
+// would never end: its caller would wait for its deadline, the grain would
+// stay busy for good, and a graceful shutdown would wait for it. So the
+// goroutines that run turns (partition.run, and interleaved turns) defer a
+// check that they returned, and end a turn cut short this way as a failed
+// one: a *grain.PanicError wrapping ErrGoexit, as if it had panicked.
+
+// goexited ends the turn w was running when its goroutine exited, and gives
+// the partition to a new owner if w still owned it.
+func (p *partition) goexited(w *worker) {
+	if w.word.Load()&stateMask == wIdle {
+		// Not in a turn: an owner-side callback (a Decider, a Logger)
+		// exited. Keep the partition served.
+		p.s.cfg.Logger.Error("granary: a callback ended its partition's goroutine with runtime.Goexit; a new one takes over")
+		p.s.owners.Add(1) // this goroutine is still counted: never at zero
+		go p.run(newWorker(p, false), nil)
+		p.s.owners.Done()
+		return
+	}
+	w.detach() // a new owner takes the partition, if w still had it; w ends as a turn
+	a := w.a
+	if w.res.kind == tkMessage { // its activation is in its ctx (a message turn keeps the hot path free of the store)
+		a = turnCtxOf(w, w.res.req).info.a
+	}
+	c := ctl{op: opTurnDone, a: a, res: w.res}
+	p.endGoexited(w, a, &c.res)
+	if c.res.kind != tkMessage && !c.res.ranMsg && w.env.Msg != nil {
+		c.first = w.env // an activation's first message, which did not run
+	}
+	p.q.PushControl(c)
+	p.s.turns.Done()
+}
+
+// endGoexited turns res into the outcome of a turn cut short by
+// runtime.Goexit, and gives back the grain's turn token if the turn held it.
+func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
+	res.reply = nil
+	res.err = &grain.PanicError{ID: a.ID, Value: ErrGoexit, Stack: debug.Stack()}
+	tc := turnCtxOf(w, res.req)
+	if x := a.x.Load(); x != nil {
+		x.callMu.Lock()
+		held := tc.info.holdsToken
+		tc.info.holdsToken = false
+		x.callMu.Unlock()
+		if held {
+			x.token.unlock()
+		}
+	}
+	tc.release()
+}
+
+// turnCtxOf returns the ctx of a message or activation turn w runs for req:
+// the ask's own, or w's (see partition.turnCtxFor).
+func turnCtxOf(w *worker, req *queues.Request) *turnCtx {
+	if req != nil {
+		if tc, ok := req.Local.(*turnCtx); ok {
+			return tc
+		}
+	}
+	return &w.tc
+}
