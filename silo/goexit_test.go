@@ -15,7 +15,7 @@ import (
 
 // quitter ends its goroutine with runtime.Goexit where told to, as a
 // handler under test does when a require.* assertion in it fails.
-type quitter struct{ activations *int }
+type quitter struct{}
 
 type (
 	quitNow       struct{}
