@@ -38,7 +38,9 @@ func (d Directive) String() string {
 // Decider chooses the directive for a failed turn. err is the turn's error:
 // a *grain.PanicError for a panic, else what the handler returned. Returning
 // Resume for an error means it is not a failure at all: the caller gets it and
-// nothing else happens.
+// nothing else happens. A runtime calls it from its own goroutines, one
+// failure at a time per grain; it should be quick and must not block. The
+// silo recovers a Decider that panics and applies DefaultDecider instead.
 type Decider interface {
 	Decide(id grain.ID, err error) Directive
 }

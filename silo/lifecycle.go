@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -152,6 +153,21 @@ func (p *partition) resolve(req *queues.Request, v any, err error) {
 	req.Resolve(v, err)
 }
 
+// decide asks the kind's Decider what to do about a failed turn. It is the
+// program's code, run on the partition's goroutine: a Decider that panics
+// is logged and the default directive applies, rather than the panic taking
+// the process down.
+func (p *partition) decide(a *act, err error) (d activation.Directive) {
+	defer func() {
+		if r := recover(); r != nil {
+			p.s.cfg.Logger.Error("granary: Decider panicked; the default directive applies",
+				"grain", a.ID.String(), "panic", fmt.Sprint(r), "err", err)
+			d = activation.DefaultDecider(a.ID, err)
+		}
+	}()
+	return a.k.sup.Decider.Decide(a.ID, err)
+}
+
 // afterMessage applies what a turn asked for (timers, deactivation), keeps
 // the idle clock, and applies the supervision policy to a failure. It
 // reports false if the grain restarted (nothing more to do for this turn).
@@ -167,7 +183,7 @@ func (p *partition) afterMessage(a *act, res *turnResult) bool {
 	if res.err != nil && a.State() == activation.Active && !a.busy() {
 		// The history lives in the extra record, made only for a grain
 		// that restarts: most grains never fail, and many that fail resume.
-		d, backoff := a.k.sup.Decider.Decide(a.ID, res.err), time.Duration(0)
+		d, backoff := p.decide(a, res.err), time.Duration(0)
 		if d == activation.Restart {
 			d, backoff = a.k.sup.Restart(&a.extra().restarts, p.now)
 		}

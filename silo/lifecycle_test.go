@@ -146,6 +146,25 @@ func (e *lifeEnv) call(t *testing.T, key string, msg any) any {
 	return v
 }
 
+// A Decider is the program's code, run on the partition's goroutine: one
+// that panics is logged and the default directive applies (a panic
+// restarts the grain, an error resumes it); the process goes on.
+func TestPanickingDeciderFallsBackToTheDefault(t *testing.T) {
+	var logs syncBuffer
+	buggy := activation.Supervision{Decider: activation.DeciderFunc(func(grain.ID, error) activation.Directive {
+		panic("decider bug")
+	})}
+	e := newLife(t, silo.Config{Logger: newTextLogger(&logs)}, silo.WithSupervision(buggy))
+	e.call(t, "a", incr{5})
+	_, err := e.s.Ask(e.ctx, e.id("a"), fail{errors.New("nope")})
+	require.Error(t, err)
+	assert.Equal(t, 5, e.call(t, "a", get{}), "an error resumes: same state")
+	_, err = e.s.Ask(e.ctx, e.id("a"), boom{"x"})
+	require.ErrorIs(t, err, grain.ErrPanic)
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "a panic restarts: a fresh instance")
+	assert.Contains(t, logs.String(), "Decider panicked")
+}
+
 func TestResumeKeepsState(t *testing.T) {
 	resume := activation.Supervision{Decider: activation.DeciderFunc(func(grain.ID, error) activation.Directive { return activation.Resume })}
 	e := newLife(t, silo.Config{}, silo.WithSupervision(resume))
