@@ -10,6 +10,21 @@ import (
 // errNilSilo is what a method reached through a nil *Silo returns.
 var errNilSilo = fmt.Errorf("%w: nil *Silo", grain.ErrSiloClosed)
 
+// errNotNew is what a Silo not made by New returns: its zero value has no
+// partitions to run (unlike net/http.Server, a silo needs New).
+var errNotNew = fmt.Errorf("%w: a Silo must be made by silo.New", grain.ErrSiloClosed)
+
+// made reports why s cannot be used, if it cannot: nil, or not made by New.
+func (s *Silo) made() error {
+	switch {
+	case s == nil:
+		return errNilSilo
+	case s.done == nil:
+		return errNotNew
+	}
+	return nil
+}
+
 // The sentinels callers of a silo match most, re-exported from package
 // grain (they are the same values, so errors.Is works with either name).
 var (

@@ -96,8 +96,8 @@ func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive =
 // ErrEmptyKind / ErrInvalidKind for a bad name, ErrInvalidConfig for a nil
 // factory or a bad option. Nil options are skipped.
 func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, opts ...KindOption) error {
-	if s == nil {
-		return errNilSilo
+	if err := s.made(); err != nil {
+		return err
 	}
 	if err := grain.NewID(name, "-").Validate(); err != nil {
 		var ie *grain.IDError

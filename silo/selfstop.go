@@ -83,4 +83,11 @@ func (s *Silo) shutdownFromTurn(ctx context.Context) error {
 // Done returns a channel closed once the silo has stopped: every partition,
 // and the turns it waited for, done. For a program that starts its
 // shutdown from a grain (see ErrShutdownFromTurn).
-func (s *Silo) Done() <-chan struct{} { return s.done }
+func (s *Silo) Done() <-chan struct{} {
+	if s.made() != nil { // nothing runs, nothing to wait for
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return s.done
+}

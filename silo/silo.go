@@ -96,6 +96,9 @@ func New(cfg Config) (*Silo, error) {
 // Start starts the partitions. It returns ErrAlreadyStarted if called twice,
 // and ErrSiloClosed after Shutdown or Close.
 func (s *Silo) Start() error {
+	if err := s.made(); err != nil {
+		return err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.state.Load() {
@@ -136,6 +139,9 @@ func (s *Silo) Start() error {
 // grain's turn, it cannot wait for that turn: it begins the shutdown and
 // returns ErrShutdownFromTurn at once.
 func (s *Silo) Shutdown(ctx context.Context) error {
+	if err := s.made(); err != nil {
+		return err
+	}
 	if ctx == nil {
 		return grain.ErrNilContext // before anything stops: a bad call changes nothing
 	}
@@ -166,9 +172,12 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 // the partitions have stopped and the turns in progress have noticed their
 // ctx — waiting at most Config.DeactivationTimeout for handlers that ignore
 // it; called from a grain's turn, it cannot wait for that turn, and returns
-// once the partitions have stopped. It returns nil, and is safe to call more
-// than once and after Shutdown.
+// once the partitions have stopped. It returns nil (ErrSiloClosed for a Silo
+// not made by New), and is safe to call more than once and after Shutdown.
 func (s *Silo) Close() error {
+	if err := s.made(); err != nil {
+		return err
+	}
 	grace := s.cfg.DeactivationTimeout
 	if onTurnStack() {
 		grace = noWait
@@ -382,6 +391,9 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 	switch s.state.Load() {
 	case stateRunning:
 	case stateNew:
+		if s.done == nil {
+			return nil, 0, errNotNew
+		}
 		return nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
 	default:
 		return nil, 0, grain.ErrSiloClosed

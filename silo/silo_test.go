@@ -118,6 +118,29 @@ func TestNilContextIsRefused(t *testing.T) {
 	assert.Equal(t, uint64(1), s.Stats().Handled, "a call's turn is counted once its caller has the reply")
 }
 
+// A Silo must come from New; its zero value refuses everything with
+// ErrSiloClosed, saying so, instead of panicking.
+func TestZeroSiloIsRefused(t *testing.T) {
+	var s silo.Silo
+	ctx := ctxT(t)
+	id := grain.NewID("counter", "a")
+	notNew := func(err error) {
+		t.Helper()
+		require.ErrorIs(t, err, silo.ErrSiloClosed)
+		assert.Contains(t, err.Error(), "silo.New")
+	}
+	notNew(silo.Register(&s, "counter", func(grain.ID) *counter { return &counter{} }))
+	notNew(s.Start())
+	notNew(s.Tell(ctx, id, incr{1}))
+	_, err := s.Ask(ctx, id, get{})
+	notNew(err)
+	notNew(s.Stop(ctx, id))
+	notNew(s.Shutdown(ctx))
+	notNew(s.Close())
+	<-s.Done() // nothing runs: already done
+	assert.Zero(t, s.Stats().Handled)
+}
+
 func TestWrongReplyType(t *testing.T) {
 	s := newSilo(t, silo.Config{}, nil)
 	ctx := ctxT(t)
