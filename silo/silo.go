@@ -31,6 +31,7 @@ const (
 // Shutdown (graceful) or Close (immediate). A silo cannot be restarted.
 //
 // A Silo is safe for concurrent use. Two silos in one process share nothing.
+// Make one with New: the zero value refuses every call with ErrSiloClosed.
 type Silo struct {
 	cfg     Config
 	kinds   map[string]*kind // written by Register before Start, then read-only
