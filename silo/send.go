@@ -58,6 +58,9 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	p, h, err := s.admit(ctx, id, msg)
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) { // past before it was sent: still a timeout
+			return nil, &grain.TimeoutError{ID: id, Cause: err}
+		}
 		return nil, err
 	}
 	env := queues.Envelope{Target: id, Hash: h, Msg: msg}

@@ -253,6 +253,14 @@ func TestCallHonoursDeadlineAndCancellation(t *testing.T) {
 	require.ErrorIs(t, err, grain.ErrTimeout)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
+	// A deadline already past when the call is made: the same TimeoutError,
+	// and nothing is sent.
+	past, cancel4 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	defer cancel4()
+	_, err = s.Ask(past, id, incr{1})
+	require.ErrorAs(t, err, &te)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
 	// The handler's ctx ends with the caller's deadline.
 	started := make(chan struct{})
 	dctx2, cancel3 := context.WithTimeout(ctx, 20*time.Millisecond)
