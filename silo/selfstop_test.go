@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,4 +141,46 @@ func TestShutdownOfAnotherSiloFromATurn(t *testing.T) {
 	_, err = silo.Call[int](ctx, s, grain.NewID("admin", "root"), "still here?")
 	require.Error(t, err, "the calling silo runs on")
 	require.NotErrorIs(t, err, silo.ErrSiloClosed)
+}
+
+// Stops from turns racing stops from outside: the silo stops, and soon. A
+// Close from outside once held the silo's lock while it waited for the
+// turns — among them one blocked in a Close of its own that needed the lock
+// — for all of DeactivationTimeout.
+func TestStopsFromTurnsRacingStopsFromOutside(t *testing.T) {
+	for range 50 {
+		// With a grace this long, a stop waiting for a turn that waits for
+		// it would outlast the test.
+		s, err := silo.New(silo.Config{DeactivationTimeout: time.Hour})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "admin", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch msg {
+				case "shutdown":
+					return nil, s.Shutdown(ctx)
+				case "close":
+					return nil, s.Close()
+				}
+				return nil, nil
+			}
+		}))
+		require.NoError(t, s.Start())
+		ctx := ctxT(t)
+		var wg sync.WaitGroup
+		for k := range 4 {
+			wg.Go(func() { _, _ = s.Ask(ctx, grain.NewIntID("admin", int64(k)), "shutdown") })
+			wg.Go(func() { _, _ = s.Ask(ctx, grain.NewIntID("admin", int64(k+10)), "close") })
+			wg.Go(func() { _ = s.Tell(ctx, grain.NewIntID("admin", int64(k+20)), "hello") })
+		}
+		wg.Go(func() { _ = s.Shutdown(ctx) })
+		wg.Go(func() { _ = s.Close() })
+		all := make(chan struct{})
+		go func() { wg.Wait(); close(all) }()
+		select {
+		case <-all:
+		case <-time.After(20 * time.Second):
+			t.Fatal("a stop never returned")
+		}
+		ended(t, s)
+	}
 }

@@ -42,8 +42,9 @@ type Silo struct {
 	sincer  clock.Sincer // clock's, if it has one: the owners read it every round
 	epoch   time.Time
 
-	mu    sync.Mutex
-	state atomic.Int32
+	mu        sync.Mutex
+	state     atomic.Int32
+	finishing bool // a finishStop is under way (mu)
 
 	base   context.Context // cancelled at Close: the ctx of tells and hooks
 	cancel context.CancelFunc
@@ -251,14 +252,22 @@ const noWait time.Duration = -1
 
 // finishStop waits for the partition owners and the watchdog, then up to
 // grace for turns still running off their partitions (handlers that have
-// been told to stop), and marks the silo stopped.
+// been told to stop), and marks the silo stopped. One caller does it; the
+// others wait for it to be done — but a Close from a turn (grace noWait)
+// does not, since the one finishing may be waiting for that very turn. No
+// lock is held while waiting, for the same reason.
 func (s *Silo) finishStop(grace time.Duration) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.state.Load() == stateStopped {
+	if s.finishing || s.state.Load() == stateStopped {
+		s.mu.Unlock()
+		if grace != noWait {
+			<-s.done
+		}
 		return
 	}
+	s.finishing = true
 	close(s.stopWatch)
+	s.mu.Unlock()
 	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.cancel()
 	if grace != noWait {
@@ -274,8 +283,10 @@ func (s *Silo) finishStop(grace time.Duration) {
 		}
 	}
 	s.dead.close()
+	s.mu.Lock()
 	s.state.Store(stateStopped)
 	close(s.done)
+	s.mu.Unlock()
 }
 
 // since returns the silo clock's time since Start, the time base of idle
