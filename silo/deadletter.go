@@ -39,13 +39,24 @@ type DeadLetters struct {
 func (d *DeadLetters) Dropped() uint64 { return d.dropped.Load() }
 
 // Cancel ends the subscription and closes C.
-func (d *DeadLetters) Cancel() { d.s.dead.remove(d) }
+func (d *DeadLetters) Cancel() {
+	if d.s.made() != nil {
+		return // closed at birth
+	}
+	d.s.dead.remove(d)
+}
 
 // SubscribeDeadLetters subscribes to dead letters with a buffer of the given
 // size (at least 1). Cancel the subscription when done with it.
+// On a nil Silo, or one not made by New, C is closed at once: nothing will
+// ever be a dead letter there.
 func (s *Silo) SubscribeDeadLetters(buffer int) *DeadLetters {
 	d := &DeadLetters{c: make(chan DeadLetter, max(buffer, 1)), s: s}
 	d.C = d.c
+	if s.made() != nil {
+		d.once.Do(func() { close(d.c) })
+		return d
+	}
 	s.dead.add(d)
 	return d
 }

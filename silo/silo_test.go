@@ -139,6 +139,16 @@ func TestZeroSiloIsRefused(t *testing.T) {
 	notNew(s.Close())
 	<-s.Done() // nothing runs: already done
 	assert.Zero(t, s.Stats().Handled)
+	dl := s.SubscribeDeadLetters(1)
+	_, open := <-dl.C
+	assert.False(t, open, "no dead letter will ever come")
+	dl.Cancel()
+
+	var nilSilo *silo.Silo
+	assert.Zero(t, nilSilo.Stats().Handled)
+	_, open = <-nilSilo.SubscribeDeadLetters(1).C
+	assert.False(t, open)
+	<-nilSilo.Done()
 }
 
 func TestWrongReplyType(t *testing.T) {

@@ -36,6 +36,9 @@ type Stats struct {
 
 // Stats returns a snapshot of the silo's counters. Safe for concurrent use.
 func (s *Silo) Stats() Stats {
+	if s.made() != nil {
+		return Stats{Activations: map[string]int{}, DeadLetters: map[grain.Reason]uint64{}}
+	}
 	if s.state.Load() == stateNew { // Register may be writing kinds
 		s.mu.Lock()
 		defer s.mu.Unlock()
