@@ -58,10 +58,7 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	p, h, err := s.admit(ctx, id, msg)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) { // past before it was sent: still a timeout
-			return nil, &grain.TimeoutError{ID: id, Cause: err}
-		}
-		return nil, err
+		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout
 	}
 	env := queues.Envelope{Target: id, Hash: h, Msg: msg}
 	ti := turnFrom(ctx)
@@ -129,17 +126,22 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			return r.Value, r.Err
 		default:
 		}
-		err := context.Cause(ctx)
-		if errors.Is(err, context.DeadlineExceeded) {
-			return nil, &grain.TimeoutError{ID: id, Cause: err}
-		}
-		return nil, err
+		return nil, asTimeout(id, context.Cause(ctx))
 	case <-expired:
 		return nil, &grain.TimeoutError{ID: id, Cause: errDefaultTimeout}
 	}
 }
 
 var errDefaultTimeout = errors.New("granary: default call timeout (Config.CallTimeout)")
+
+// asTimeout reports a call's ended deadline as a *grain.TimeoutError; other
+// errors pass unchanged.
+func asTimeout(id grain.ID, err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &grain.TimeoutError{ID: id, Cause: err}
+	}
+	return err
+}
 
 // replyChan returns an empty reply channel, reused from an ask that
 // received its reply. A channel whose ask gave up is never reused: its reply
