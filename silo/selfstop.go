@@ -64,18 +64,12 @@ func (s *Silo) shutdownFromTurn(ctx context.Context) error {
 		}
 	}
 	go func() {
-		var expired <-chan time.Time
+		expired := make(chan struct{}) // never closed without a deadline
 		if bounded {
-			t := time.NewTimer(time.Until(deadline))
+			t := time.AfterFunc(time.Until(deadline), func() { close(expired) })
 			defer t.Stop()
-			expired = t.C
 		}
-		select {
-		case <-s.allStopped():
-			s.finishStop(0)
-		case <-expired:
-			s.closeNow(0)
-		}
+		s.drainOrClose(expired)
 	}()
 	return ErrShutdownFromTurn
 }

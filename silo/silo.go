@@ -155,17 +155,27 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 		case <-s.done:
 			return nil
 		case <-ctx.Done():
-		}
-	} else {
-		select {
-		case <-s.allStopped():
-			s.finishStop(0)
-			return nil
-		case <-ctx.Done():
+			s.closeNow(0)
+			return ctx.Err()
 		}
 	}
-	s.closeNow(0)
+	if s.drainOrClose(ctx.Done()) {
+		return nil
+	}
 	return ctx.Err()
+}
+
+// drainOrClose waits for a graceful stop to finish, or, once end is closed,
+// closes the silo as Close does. It reports whether the stop was graceful.
+func (s *Silo) drainOrClose(end <-chan struct{}) bool {
+	select {
+	case <-s.allStopped():
+		s.finishStop(0)
+		return true
+	case <-end:
+		s.closeNow(0)
+		return false
+	}
 }
 
 // Close stops the silo now: everything queued becomes a dead letter with
