@@ -193,7 +193,7 @@ func TestControlPositionAndBatchTaken(t *testing.T) {
 	}
 	q.PushControlAt(func(ahead int) int { return ahead })
 	for i := range after {
-		require.NoError(t, q.Push(before + i))
+		require.NoError(t, q.Push(before+i))
 	}
 	b, ctl := q.Drain(nil)
 	require.Equal(t, []int{before}, ctl)
