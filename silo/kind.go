@@ -46,6 +46,7 @@ type KindOption func(*kind)
 
 // WithIdleTimeout sets the kind's idle timeout (Config.IdleTimeout by
 // default); a negative d keeps its grains active until evicted or shut down.
+// Register refuses d = 0, which could mean either.
 func WithIdleTimeout(d time.Duration) KindOption { return func(k *kind) { k.idleTimeout = d } }
 
 // WithSupervision sets the kind's failure policy; its zero fields take the
@@ -130,6 +131,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	if k.maxBacklog <= 0 {
 		return fmt.Errorf("%w: kind %q backlog %d", grain.ErrInvalidConfig, name, k.maxBacklog)
+	}
+	if k.idleTimeout == 0 { // only an option sets it so: the silo's default is positive
+		return fmt.Errorf("%w: kind %q idle timeout 0 (negative keeps its grains active)", grain.ErrInvalidConfig, name)
 	}
 	if err := k.sup.Validate(); err != nil {
 		return err
