@@ -61,7 +61,8 @@ type Config struct {
 	// means grains are never deactivated for idleness.
 	IdleTimeout time.Duration
 	// IdleQuantum is the granularity of idle collection (see
-	// DefaultIdleQuantum for the default).
+	// DefaultIdleQuantum for the default); at least a millisecond, since
+	// every quantum is a round of work for every partition.
 	IdleQuantum time.Duration
 	// DeactivationTimeout bounds each OnDeactivate.
 	DeactivationTimeout time.Duration
@@ -137,7 +138,7 @@ func (c Config) validate() error {
 		return bad("Partitions", c.Partitions)
 	case c.CallTimeout < 0:
 		return bad("CallTimeout", c.CallTimeout)
-	case c.IdleQuantum < 0:
+	case c.IdleQuantum < 0, c.IdleQuantum > 0 && c.IdleQuantum < time.Millisecond:
 		return bad("IdleQuantum", c.IdleQuantum)
 	case c.DeactivationTimeout < 0:
 		return bad("DeactivationTimeout", c.DeactivationTimeout)

@@ -222,6 +222,7 @@ func TestInvalidConfig(t *testing.T) {
 		{MaxActivations: -5},
 		{HandoffThreshold: -1},
 		{QueueCapacity: -1},
+		{IdleQuantum: time.Microsecond},
 	} {
 		_, err := silo.New(cfg)
 		require.ErrorIs(t, err, grain.ErrInvalidConfig, "%+v", cfg)
