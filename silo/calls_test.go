@@ -370,3 +370,38 @@ func TestTimersStopOnDeactivationAndDoNotKeepAlive(t *testing.T) {
 	assert.Equal(t, 1, s.Stats().Activations["alive"])
 	assert.Equal(t, 0, s.Stats().Activations["ticker"])
 }
+
+// keeper hands its turn's ctx to whoever asks, as a handler that starts a
+// goroutine with it would.
+type keeper struct{ kept chan context.Context }
+
+func (k keeper) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	k.kept <- ctx
+	return nil, nil
+}
+
+// A call's handler ctx ends with its turn, as an http.Request's context ends
+// with ServeHTTP: one kept past the turn is done and Canceled, and a send
+// with it fails at once instead of passing for a send from the turn.
+func TestACallsCtxEndsWithItsTurn(t *testing.T) {
+	kept := make(chan context.Context, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "keeper", func(grain.ID) keeper { return keeper{kept} }))
+		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
+	})
+	ctx := ctxT(t)
+	_, err := s.Ask(ctx, grain.NewID("keeper", "a"), "keep")
+	require.NoError(t, err)
+	old := <-kept
+	<-old.Done()
+	require.ErrorIs(t, old.Err(), context.Canceled)
+	derived, cancel := context.WithCancel(old)
+	defer cancel()
+	<-derived.Done()
+	require.ErrorIs(t, s.Tell(old, grain.NewID("counter", "b"), incr{1}), context.Canceled)
+	_, err = s.Ask(old, grain.NewID("counter", "b"), get{})
+	require.ErrorIs(t, err, context.Canceled)
+	n, err := silo.Call[int](ctx, s, grain.NewID("counter", "b"), get{})
+	require.NoError(t, err)
+	assert.Zero(t, n, "nothing was sent with the ended ctx")
+}

@@ -110,20 +110,17 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	runtime.Gosched()
 	select {
 	case r := <-done:
-		s.replies.Put(done)
-		return r.Value, r.Err
+		return s.answered(ask, done, r)
 	default:
 	}
 	select {
 	case r := <-done:
-		s.replies.Put(done) // received: nothing will send on it again
-		return r.Value, r.Err
+		return s.answered(ask, done, r)
 	case <-ctx.Done():
 		// A reply may have raced the deadline: prefer it.
 		select {
 		case r := <-done:
-			s.replies.Put(done)
-			return r.Value, r.Err
+			return s.answered(ask, done, r)
 		default:
 		}
 		return nil, asTimeout(id, context.Cause(ctx))
@@ -133,6 +130,14 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 }
 
 var errDefaultTimeout = errors.New("granary: default call timeout (Config.CallTimeout)")
+
+// answered ends an ask that has its reply: the reply channel goes back to
+// the pool (nothing will send on it again), and the handler's ctx is over.
+func (s *Silo) answered(ask *askCtx, done chan queues.Result, r queues.Result) (any, error) {
+	s.replies.Put(done)
+	ask.tc.ended.Store(true)
+	return r.Value, r.Err
+}
 
 // asTimeout reports a call's ended deadline as a *grain.TimeoutError; other
 // errors pass unchanged.

@@ -19,11 +19,12 @@ type turnInfo struct {
 	a   *act
 	req *queues.Request // the ask being handled; nil for a tell, a tick or a hook
 	w   *worker
+	// calls in flight that let others interleave (see leaveToken)
+	calls int
 	// holdsToken: the turn holds a.token. Interleaved turns take it at
 	// their start; an ordinary turn only once it comes back from a call
 	// that let others interleave. Turns never interleaved never touch it.
 	holdsToken bool
-	calls      int  // calls in flight that let others interleave (see leaveToken)
 	retaking   bool // a goroutine of the turn waits to take the token back
 }
 
@@ -38,6 +39,9 @@ func (ti *turnInfo) chain() queues.Chain {
 // turnFrom returns the turn ctx runs in, or nil outside any turn.
 func turnFrom(ctx context.Context) *turnInfo {
 	if tc, ok := ctx.(*turnCtx); ok { // the turn's own ctx, as most sends from a turn pass
+		if tc.ended.Load() {
+			return nil // an ask's turn that is over: whoever holds its ctx is not in it
+		}
 		return &tc.info
 	}
 	ti, _ := ctx.Value(turnKey{}).(*turnInfo)
@@ -55,6 +59,12 @@ type turnCtx struct {
 	base   context.Context // the silo's lifetime: set once per worker
 	info   turnInfo
 	m      atomic.Pointer[merged] // made on the first Done, if parent can end
+	// ended: the call this ctx served is over — its caller has the reply
+	// (set by the caller, not by the owner, whose hot path has no room for
+	// another atomic store). An ask's ctx is never reused, so it stays done
+	// and Canceled, and no longer a turn to the send path, for a goroutine
+	// that kept it. A worker's, reused turn after turn, cannot.
+	ended atomic.Bool
 }
 
 // merged is the Done channel of a turn whose ctx has two sources.
@@ -129,11 +139,19 @@ func (c *turnCtx) Deadline() (time.Time, bool) {
 }
 
 func (c *turnCtx) Done() <-chan struct{} {
-	if c.parent == nil || c.parent.Done() == nil {
-		return c.base.Done()
-	}
 	if m := c.m.Load(); m != nil {
 		return m.done
+	}
+	if c.ended.Load() { // asked for only after its turn: done already
+		m := &merged{done: make(chan struct{})}
+		m.cancel(context.Canceled)
+		if !c.m.CompareAndSwap(nil, m) {
+			return c.m.Load().done
+		}
+		return m.done
+	}
+	if c.parent == nil || c.parent.Done() == nil {
+		return c.base.Done()
 	}
 	m := &merged{done: make(chan struct{})}
 	if !c.m.CompareAndSwap(nil, m) {
@@ -153,6 +171,9 @@ func (c *turnCtx) Err() error {
 		defer m.mu.Unlock()
 		return m.err
 	}
+	if c.ended.Load() {
+		return context.Canceled
+	}
 	if c.parent != nil {
 		if err := c.parent.Err(); err != nil {
 			return err
@@ -163,6 +184,9 @@ func (c *turnCtx) Err() error {
 
 func (c *turnCtx) Value(key any) any {
 	if key == (turnKey{}) {
+		if c.ended.Load() {
+			return nil
+		}
 		return &c.info
 	}
 	if c.parent != nil {
