@@ -23,7 +23,10 @@
 // (SubscribeDeadLetters, Stats); an ask that cannot be answered fails at once
 // with an error naming why. A panic in a handler reaches the caller as a
 // *grain.PanicError, and the kind's supervision policy decides whether the
-// grain resumes, restarts or stops. See docs/lifecycle.md.
+// grain resumes, restarts or stops; a handler that ends its goroutine with
+// runtime.Goexit (t.FailNow in a test) fails its turn the same way
+// (ErrGoexit). Shutdown and Close never wait for the turn that called them.
+// See docs/lifecycle.md.
 //
 // Concurrency: a Silo is safe for concurrent use by any number of
 // goroutines. Config and KindOption values are copied at New and Register.
