@@ -61,7 +61,7 @@ func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
 }
 
 // turnCtxOf returns the ctx of a message or activation turn w runs for req:
-// the ask's own, or w's (see partition.turnCtxFor).
+// the ask's own, or w's. partition.turnCtxFor resets it as the turn begins.
 func turnCtxOf(w *worker, req *queues.Request) *turnCtx {
 	if req != nil {
 		if tc, ok := req.Local.(*turnCtx); ok {

@@ -146,13 +146,13 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 // worker's, reset.
 func (p *partition) turnCtxFor(w *worker, a *act, req *queues.Request, interleaved bool) *turnCtx {
 	info := turnInfo{a: a, req: req, w: w, holdsToken: interleaved}
+	tc := turnCtxOf(w, req)
 	if req != nil {
-		tc := req.Local.(*turnCtx)
 		tc.reset(req.Ctx, info)
-		return tc
+	} else {
+		tc.resetNoParent(info)
 	}
-	w.tc.resetNoParent(info)
-	return &w.tc
+	return tc
 }
 
 // setContext points the worker's grain.Context at the turn, and returns
