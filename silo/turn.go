@@ -111,7 +111,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.DeactivationTimeout)
 		defer cancel()
 		tc = &turnCtx{base: p.s.base}
-		tc.reset(ctx, turnInfo{a: a, w: w, holdsToken: interleaved})
+		tc.reset(ctx, a, nil, w, interleaved)
 	} else {
 		tc = p.turnCtxFor(w, a, env.Request, interleaved)
 	}
@@ -145,13 +145,12 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 // turnCtxFor returns the context of the turn: the ask's own, or the
 // worker's, reset.
 func (p *partition) turnCtxFor(w *worker, a *act, req *queues.Request, interleaved bool) *turnCtx {
-	info := turnInfo{a: a, req: req, w: w, holdsToken: interleaved}
 	tc := turnCtxOf(w, req)
+	var parent context.Context
 	if req != nil {
-		tc.reset(req.Ctx, info)
-	} else {
-		tc.resetNoParent(info)
+		parent = req.Ctx
 	}
+	tc.reset(parent, a, req, w, interleaved)
 	return tc
 }
 

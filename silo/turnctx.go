@@ -102,14 +102,19 @@ func newAsk(ctx context.Context, chain queues.Chain, base context.Context, done 
 	return a
 }
 
-func (c *turnCtx) reset(parent context.Context, info turnInfo) {
-	c.parent, c.info = parent, info
-}
-
-// resetNoParent resets c for a turn whose only lifetime is the silo's (a
-// tell, a tick, an activation without a caller).
-func (c *turnCtx) resetNoParent(info turnInfo) {
-	c.parent, c.info = nil, info
+// reset readies c for a turn of a, worked by w, handling req (nil for a
+// tell, a tick or a hook) with parent as its caller's ctx (nil when its only
+// lifetime is the silo's). It stores field by field: a turnInfo built
+// whole and copied in is read back from the stack while its halves are still
+// in flight, a store-forwarding stall that cost 8 % of a tell's CPU.
+func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *worker, interleaved bool) {
+	c.parent = parent
+	c.info.a = a
+	c.info.req = req
+	c.info.w = w
+	c.info.calls = 0
+	c.info.holdsToken = interleaved
+	c.info.retaking = false
 }
 
 // release ends the turn's context: a merged Done channel, if one was made,
