@@ -209,7 +209,11 @@ func (s *Silo) closeNow(grace time.Duration) {
 		// was cancelled finishes after the partition has begun closing, so
 		// nothing queued behind it runs.
 		for _, p := range s.parts {
-			p.q.PushControl(ctl{op: opClose})
+			select {
+			case <-p.done: // stopped already (Close after Shutdown): nothing to close
+			default:
+				p.q.PushControl(ctl{op: opClose})
+			}
 		}
 		s.cancel()
 	}

@@ -189,6 +189,9 @@ func TestSiloLifecycle(t *testing.T) {
 	require.ErrorIs(t, s.Start(), grain.ErrSiloClosed, "not reusable")
 	require.NoError(t, s.Shutdown(ctx), "second shutdown")
 	require.NoError(t, s.Close(), "close after shutdown")
+	for i, d := range s.Stats().QueueDepth {
+		assert.Zero(t, d, "partition %d of a stopped silo has nothing waiting", i)
+	}
 }
 
 func TestCloseBeforeStart(t *testing.T) {
