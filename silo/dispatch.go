@@ -41,6 +41,14 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 // enqueue gives env to a: at once if a is idle, else into its mailbox,
 // applying the backlog limit.
 func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
+	if p.callsBackWaitingTurn(a, env) {
+		// Part of the turn in progress, which a stop or a deactivation lets
+		// finish: only this instance can answer it, so it runs here
+		// whatever is pending. Queued behind the stop, it would wait for
+		// the instance that waits for it, until the chain's deadline.
+		p.interleave(a, *env)
+		return true
+	}
 	if a.isStopping() && !p.sentAfterStop(a) {
 		reason := grain.ReasonStopped // an explicit Stop
 		if _, q := p.quarantine[a.ID]; q {
@@ -223,6 +231,13 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		exited = false
 		p.q.PushControl(c)
 	}()
+}
+
+// callsBackWaitingTurn reports whether env is a call back into a, on the
+// call chain of a turn of a's that waits for it, and allowed to re-enter
+// (call-chain reentrancy, or a reentrant kind).
+func (p *partition) callsBackWaitingTurn(a *act, env *queues.Envelope) bool {
+	return env.Request != nil && env.Request.Interleave && a.waiting() > 0 && a.State() <= activation.Active
 }
 
 // canInterleave: a busy grain may run env now only while its turn waits in

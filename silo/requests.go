@@ -23,6 +23,11 @@ func (s *Silo) Deactivate(ctx context.Context, id grain.ID) error {
 // them fail with ErrGrainStopped); once its current turn, if any, has
 // finished, OnDeactivate runs. Messages sent after Stop wait for the grain
 // to be gone and go to a fresh instance. It returns at once.
+//
+// The current turn finishes with what it waits for: with Deactivate as with
+// Stop, a call back into the grain on the call chain of a turn that waits
+// (call-chain reentrancy, or a reentrant kind) runs on the instance waiting
+// for it.
 func (s *Silo) Stop(ctx context.Context, id grain.ID) error {
 	return s.request(ctx, id, opStop)
 }
