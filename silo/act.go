@@ -68,11 +68,25 @@ type actExtra struct {
 
 	stopAt stopPoint // owner: where an explicit Stop stands among the messages
 
+	// owner: a failure's directive (Restart or Stop) that waits for the
+	// grain's last turn to end, because a turn failed while another waited
+	// in a call
+	deferred  bool
+	directive activation.Directive
+
 	// For interleaving (reentrant kinds, call-chain reentrancy): the turn
 	// token, and how many turns wait in a call holding none.
 	token   fifoToken
 	waiting atomic.Int32
 	callMu  sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
+}
+
+// deferDirective keeps d for when the grain's last turn ends; of several,
+// a Stop wins over a Restart.
+func (x *actExtra) deferDirective(d activation.Directive) {
+	if !x.deferred || d == activation.Stop {
+		x.deferred, x.directive = true, d
+	}
 }
 
 // stopPoint is where a Silo.Stop request stood in its partition's message

@@ -180,23 +180,49 @@ func (p *partition) afterMessage(a *act, res *turnResult) bool {
 		p.tickDone(a, res.tick)
 	}
 	p.applyTimers(a, ops)
-	if res.err != nil && a.State() == activation.Active && !a.busy() {
-		// The history lives in the extra record, made only for a grain
-		// that restarts: most grains never fail, and many that fail resume.
-		d, backoff := p.decide(a, res.err), time.Duration(0)
-		if d == activation.Restart {
-			d, backoff = a.k.sup.Restart(&a.extra().restarts, p.now)
+	// Activating too: an interleaved turn can end while the activation turn,
+	// which ran the first message, waits in a call.
+	if res.err != nil && a.State() <= activation.Active {
+		if d := p.decide(a, res.err); d != activation.Resume {
+			if a.busy() {
+				// Another turn of the grain waits in a call (reentrancy):
+				// the instance cannot be dropped from under it, so the
+				// directive waits for the grain's last turn to end.
+				a.extra().deferDirective(d)
+			} else if !p.supervise(a, d) {
+				return false
+			}
 		}
-		switch d {
-		case activation.Restart:
-			p.restart(a, backoff)
-			return false
-		case activation.Stop:
-			p.stop(a)
+	}
+	if !a.busy() && a.State() == activation.Active {
+		if x := a.x.Load(); x != nil && x.deferred {
+			x.deferred = false
+			if !a.isStopping() && !p.supervise(a, x.directive) {
+				return false
+			}
 		}
 	}
 	if deact {
 		a.setDeactWant(true)
+	}
+	return true
+}
+
+// supervise carries out a failure's directive, Restart within the kind's
+// restart limit. It reports false if the grain restarted.
+func (p *partition) supervise(a *act, d activation.Directive) bool {
+	// The history lives in the extra record, made only for a grain that
+	// restarts: most grains never fail, and many that fail resume.
+	backoff := time.Duration(0)
+	if d == activation.Restart {
+		d, backoff = a.k.sup.Restart(&a.extra().restarts, p.now)
+	}
+	switch d {
+	case activation.Restart:
+		p.restart(a, backoff)
+		return false
+	case activation.Stop:
+		p.stop(a)
 	}
 	return true
 }
@@ -234,6 +260,7 @@ func (p *partition) restart(a *act, backoff time.Duration) {
 	if x := a.x.Load(); x != nil {
 		x.mu.Lock()
 		x.deactivate, x.keepUntil, x.timerOps = false, 0, nil
+		x.deferred = false
 		x.mu.Unlock()
 	}
 	p.s.restarts.Add(1)
