@@ -209,3 +209,41 @@ func TestControlPositionAndBatchTaken(t *testing.T) {
 	assert.Equal(t, uint64(2), b2.Seq())
 	assert.Zero(t, b2.Taken())
 }
+
+// fill pushes n messages and consumes them, so their segments come back as
+// spares.
+func fill(t *testing.T, q *queues.Queue[int, string], n int) {
+	t.Helper()
+	for i := range n {
+		require.NoError(t, q.Push(i))
+	}
+	b, _ := q.Drain(nil)
+	for range n {
+		_, ok := b.Pop()
+		require.True(t, ok)
+	}
+	_, ok := b.Pop()
+	require.False(t, ok)
+}
+
+// A burst leaves spare segments behind; Trim returns those the queue did
+// not draw on since the previous Trim, so a quiet queue gives them all back
+// in one period and a busy one keeps what it uses.
+func TestTrimReturnsUnusedSpareSegments(t *testing.T) {
+	q := queues.New[int, string](0)
+	fill(t, q, 40*256) // a burst of 40 segments
+	spare := queues.Spare(q)
+	require.Greater(t, spare, 30)
+
+	q.Trim() // the first period's low-water mark is unknown: keep all
+	assert.Equal(t, spare, queues.Spare(q))
+	fill(t, q, 3*256) // steady traffic: draws on a few spares
+	q.Trim()
+	kept := queues.Spare(q)
+	assert.Less(t, kept, spare, "what was not drawn on in the period goes")
+	assert.GreaterOrEqual(t, kept, 3, "what the period drew on stays")
+
+	q.Trim() // a quiet period: every spare goes
+	assert.Zero(t, queues.Spare(q))
+	fill(t, q, 256) // and the queue still works
+}

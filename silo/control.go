@@ -95,6 +95,10 @@ func (p *partition) control(w *worker, c ctl) bool {
 // collectIdle deactivates the grains whose idle deadline passed.
 func (p *partition) collectIdle() {
 	p.now = p.s.since()
+	if p.rhead == len(p.ready) { // a quiet moment: let a burst's ready list go
+		p.ready, p.rhead = reuse(p.ready, 0), 0
+	}
+	p.q.Trim()
 	exp := p.wheel.Advance(p.now, p.expired[:0])
 	for _, e := range exp {
 		a := e.Value
@@ -109,7 +113,7 @@ func (p *partition) collectIdle() {
 		}
 	}
 	clear(exp)
-	p.expired = exp[:0]
+	p.expired = reuse(exp, len(exp))
 	for id, until := range p.quarantine {
 		if until <= p.now {
 			delete(p.quarantine, id)

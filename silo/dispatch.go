@@ -148,7 +148,7 @@ func (p *partition) runReady(w *worker) bool {
 		p.ready[p.rhead] = nil
 		p.rhead++
 		if p.rhead == len(p.ready) {
-			p.ready, p.rhead = p.ready[:0], 0
+			p.ready, p.rhead = reuse(p.ready, len(p.ready)), 0
 		}
 		a.setInReady(false)
 		if !p.advance(w, a) {
