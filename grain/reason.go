@@ -12,6 +12,7 @@ const (
 	ReasonShutdown                // the silo shut down or closed before the message was handled
 	ReasonOverload                // the grain's backlog was full
 	ReasonDeactivated             // the grain deactivated before it could handle the message
+	ReasonExpired                 // an ask whose caller gave up (its ctx ended, or the call timed out) before its turn began
 	numReasons
 )
 
@@ -26,6 +27,7 @@ var reasonNames = [...]string{
 	ReasonShutdown:         "shutdown",
 	ReasonOverload:         "overload",
 	ReasonDeactivated:      "deactivated",
+	ReasonExpired:          "expired",
 }
 
 func (r Reason) String() string {

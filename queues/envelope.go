@@ -2,6 +2,7 @@ package queues
 
 import (
 	"context"
+	"sync/atomic"
 
 	"github.com/granary-go/granary/grain"
 )
@@ -70,7 +71,17 @@ type Request struct {
 	// request; it never crosses a silo.
 	Local any
 	done  chan Result
+	// abandoned: the caller no longer waits for the reply
+	abandoned atomic.Bool
 }
+
+// Abandon records that the caller gave up waiting: its ctx ended, or its
+// call timed out. A runtime that has not begun the request's turn yet drops
+// it (as a dead letter) rather than run it for nobody.
+func (r *Request) Abandon() { r.abandoned.Store(true) }
+
+// Abandoned reports whether the caller gave up waiting.
+func (r *Request) Abandoned() bool { return r.abandoned.Load() }
 
 // NewRequest returns a request whose reply can be awaited with Done.
 func NewRequest(ctx context.Context, chain Chain) *Request {

@@ -30,6 +30,9 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 			}
 			delete(p.quarantine, env.Target)
 		}
+		if p.dropExpired(env) {
+			return true // nothing waits for it: no activation for nobody
+		}
 		// The activation turn runs the first message too, so it needs no
 		// mailbox: most grains never have one.
 		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target, env.Hash)
@@ -208,6 +211,9 @@ func (p *partition) advance(w *worker, a *act) bool {
 // grain that waits in a call. The turn token keeps the two turns' code from
 // running at the same time.
 func (p *partition) interleave(a *act, env queues.Envelope) {
+	if p.dropExpired(&env) {
+		return
+	}
 	a.Turns++
 	p.inflight++
 	w := newWorker(p, true)

@@ -50,7 +50,9 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // its handler returned, a *grain.PanicError if it panicked, or an error
 // naming why the message became a dead letter. It waits at most until ctx is
 // done; with no deadline on ctx, Config.CallTimeout applies. A timeout is
-// reported as a *grain.TimeoutError, and the message is never resent.
+// reported as a *grain.TimeoutError, and the message is never resent; if
+// its turn had not begun when the caller gave up, it is not run either, but
+// dropped as a dead letter with reason expired.
 //
 // Called from a turn with the turn's ctx, Ask detects call cycles (failing
 // at once with a *grain.CallCycleError) and lets the partition serve other
@@ -123,8 +125,10 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			return s.answered(ask, done, r)
 		default:
 		}
+		req.Abandon() // a turn not begun yet is dropped, not run for nobody
 		return nil, asTimeout(id, context.Cause(ctx))
 	case <-expired:
+		req.Abandon()
 		return nil, &grain.TimeoutError{ID: id, Cause: errDefaultTimeout}
 	}
 }

@@ -40,6 +40,9 @@ type turnResult struct {
 // The outcome is written to w.res, not returned: a result copied out of a
 // call costs a store-forwarding stall per turn.
 func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope) bool {
+	if k == tkMessage && p.dropExpired(env) {
+		return true
+	}
 	a.Turns++
 	p.inflight++
 	w.req = env.Request
@@ -140,6 +143,19 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		a.extra().token.unlock()
 	}
 	tc.release()
+}
+
+// dropExpired drops an ask whose caller gave up before its turn began, as a
+// dead letter with reason expired, and reports whether it did. As in
+// Orleans (DropExpiredMessages), a grain that falls behind does not spend
+// itself on replies nobody waits for, which would only put it further
+// behind.
+func (p *partition) dropExpired(env *queues.Envelope) bool {
+	if env.Request == nil || !env.Request.Abandoned() {
+		return false
+	}
+	p.s.deadLetter(*env, grain.ReasonExpired, nil)
+	return true
 }
 
 // turnCtxFor returns the context of the turn: the ask's own, or the
