@@ -113,8 +113,12 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 			t := time.NewTicker(match / 2) // a bot retries Join now and then
 			defer t.Stop()
 			for {
-				_, err := s.Ask(playCtx, id, Join{})
-				if err != nil && !errors.Is(err, ErrBusy) && playCtx.Err() == nil {
+				// Asked with ctx, not playCtx: a Join already sent is
+				// answered when play time ends, not given up on (an ask
+				// whose caller gives up before its turn is a dead letter,
+				// reason expired, and the books count every dead letter).
+				_, err := s.Ask(ctx, id, Join{})
+				if err != nil && !errors.Is(err, ErrBusy) {
 					errs <- err
 					return
 				}
