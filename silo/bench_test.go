@@ -140,3 +140,49 @@ func tellRetry(ctx context.Context, s *silo.Silo, id grain.ID, msg any) error {
 		runtime.Gosched()
 	}
 }
+
+// benchRelay answers by calling grain b with its turn's ctx: a call made from a
+// turn.
+type benchRelay struct{}
+
+func (benchRelay) Receive(ctx context.Context, c *grain.Context, _ any) (any, error) {
+	return silo.Call[int](ctx, c.Silo(), grain.NewID("b", "x"), 0)
+}
+
+// BenchmarkNestedCall: a call whose handler calls another grain.
+func BenchmarkNestedCall(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		deadline bool
+	}{{"deadline", true}, {"default-timeout", false}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s, err := silo.New(silo.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
+				b.Fatal(err)
+			}
+			if err := silo.Register(s, "relay", func(grain.ID) benchRelay { return benchRelay{} }); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			if bc.deadline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, time.Hour)
+				defer cancel()
+			}
+			id := grain.NewID("relay", "r")
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := silo.Call[int](ctx, s, id, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -222,7 +222,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	}
 	claim := a.extra().token.reserve() // in arrival order, before the goroutine starts
 	p.s.turns.Add(1)
-	go func() {
+	p.s.runners.launch(func() {
 		defer p.s.turns.Done()
 		<-claim
 		c := ctl{op: opTurnDone, a: a}
@@ -236,7 +236,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		p.execute(w, a, tkMessage, &env, true, &c.res)
 		exited = false
 		p.q.PushControl(c)
-	}()
+	})
 }
 
 // callsBackWaitingTurn reports whether env is a call back into a, on the

@@ -129,6 +129,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		return nil, asTimeout(id, context.Cause(ctx))
 	case <-expired:
 		req.Abandon()
+		ask.tc.timeOut() // the handler's ctx ends with the call, as the caller's would have
 		return nil, &grain.TimeoutError{ID: id, Cause: errDefaultTimeout}
 	}
 }

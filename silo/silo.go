@@ -54,6 +54,7 @@ type Silo struct {
 
 	stopWatch chan struct{}
 	idleTimer clock.Timer
+	runners   *runners // goroutines for handed-off partitions and interleaved turns
 
 	timers    sync.Pool // *time.Timer, for default call timeouts
 	replies   sync.Pool // chan queues.Result, for asks
@@ -80,6 +81,7 @@ func New(cfg Config) (*Silo, error) {
 		locator: directory.Local{Silo: cfg.Name, Partitioner: pt},
 		clock:   cfg.Clock,
 		done:    make(chan struct{}),
+		runners: newRunners(idleRunnersPerPartition * cfg.Partitions),
 	}
 	s.sincer, _ = cfg.Clock.(clock.Sincer)
 	limit := 0
@@ -284,6 +286,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 	s.mu.Unlock()
 	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.cancel()
+	allDone := false
 	if grace != noWait {
 		turnsDone := make(chan struct{})
 		go func() {
@@ -292,10 +295,12 @@ func (s *Silo) finishStop(grace time.Duration) {
 		}()
 		select {
 		case <-turnsDone:
+			allDone = true
 		case <-time.After(grace):
 			s.cfg.Logger.Warn("granary: silo stopped with turns still running; their handlers ignore ctx")
 		}
 	}
+	s.runners.stop(allDone) // the waiting ones go; with no turn left, all of them
 	s.dead.close()
 	s.mu.Lock()
 	s.state.Store(stateStopped)

@@ -65,6 +65,19 @@ type turnCtx struct {
 	// and Canceled, and no longer a turn to the send path, for a goroutine
 	// that kept it. A worker's, reused turn after turn, cannot.
 	ended atomic.Bool
+	// timedOut: the caller gave up at the silo's default call timeout
+	// (Config.CallTimeout), which its own ctx knows nothing of; the
+	// handler's ctx ends then too, with DeadlineExceeded, as if the
+	// caller's ctx had had that deadline. Set by the caller.
+	timedOut atomic.Bool
+}
+
+// timeOut ends c for a caller that gave up at the default call timeout.
+func (c *turnCtx) timeOut() {
+	c.timedOut.Store(true)
+	if m := c.m.Load(); m != nil {
+		m.cancel(context.DeadlineExceeded)
+	}
 }
 
 // merged is the Done channel of a turn whose ctx has two sources.
@@ -155,7 +168,10 @@ func (c *turnCtx) Done() <-chan struct{} {
 		}
 		return m.done
 	}
-	if c.parent == nil || c.parent.Done() == nil {
+	// An ask's ctx can also end at the default call timeout, whatever its
+	// parent: only a tell's or a hook's (no request) is the silo's alone.
+	isAsk := c.info.req != nil
+	if c.parent == nil || (c.parent.Done() == nil && !isAsk) {
 		return c.base.Done()
 	}
 	m := &merged{done: make(chan struct{})}
@@ -167,6 +183,9 @@ func (c *turnCtx) Done() <-chan struct{} {
 	m.stop[0] = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
 	m.stop[1] = context.AfterFunc(base, func() { m.cancel(base.Err()) })
 	m.mu.Unlock()
+	if c.timedOut.Load() { // the caller gave up before m was there to cancel
+		m.cancel(context.DeadlineExceeded)
+	}
 	return m.done
 }
 
@@ -183,6 +202,9 @@ func (c *turnCtx) Err() error {
 		if err := c.parent.Err(); err != nil {
 			return err
 		}
+	}
+	if c.timedOut.Load() {
+		return context.DeadlineExceeded
 	}
 	return c.base.Err()
 }

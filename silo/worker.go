@@ -96,6 +96,7 @@ func (w *worker) detachAt(x uint64, slow bool) bool {
 		return false
 	}
 	p.handoffs.Add(1)
-	go p.run(newWorker(p, false), w)
+	nw := newWorker(p, false)
+	p.s.runners.launch(func() { p.run(nw, w) })
 	return true
 }
