@@ -97,3 +97,33 @@ func TestAsksWhoseCallerGaveUpAreNotRun(t *testing.T) {
 	assert.Equal(t, int32(2), acts.Load(), "busy and blocker; fresh was never activated for nobody")
 	assert.Equal(t, uint64(4), s.Stats().DeadLetters[grain.ReasonExpired])
 }
+
+// waitsForCtx waits in its turn until its ctx ends, and reports how.
+type waitsForCtx struct{ ended chan error }
+
+func (g waitsForCtx) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "wait" {
+		<-ctx.Done()
+		g.ended <- ctx.Err()
+	}
+	return "free", nil
+}
+
+// A caller whose ctx has no deadline gives up at Config.CallTimeout; the
+// handler's ctx ends then too, with DeadlineExceeded, as if the caller's
+// ctx had had that deadline (Orleans' CancelRequestOnTimeout). A handler
+// waiting on ctx (an HTTP request, a downstream call) lets the grain go
+// instead of holding it for a caller that is gone.
+func TestHandlerCtxEndsAtTheDefaultCallTimeout(t *testing.T) {
+	ended := make(chan error, 1)
+	s := newSilo(t, silo.Config{CallTimeout: 20 * time.Millisecond}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "w", func(grain.ID) waitsForCtx { return waitsForCtx{ended: ended} }))
+	})
+	id := grain.NewID("w", "1")
+	_, err := s.Ask(context.Background(), id, "wait")
+	require.ErrorIs(t, err, grain.ErrTimeout)
+	require.ErrorIs(t, <-ended, context.DeadlineExceeded)
+	v, err := silo.Call[string](ctxT(t), s, id, "next")
+	require.NoError(t, err)
+	assert.Equal(t, "free", v)
+}
