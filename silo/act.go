@@ -73,11 +73,18 @@ type actExtra struct {
 	// in a call
 	deferred  bool
 	directive activation.Directive
+	// owner: DeactivateOnIdle asked for by a turn that ended while another
+	// waited in a call; applied when the grain's last turn ends
+	deactWhenIdle bool
 
 	// For interleaving (reentrant kinds, call-chain reentrancy): the turn
 	// token, and how many turns wait in a call holding none.
 	token   fifoToken
 	waiting atomic.Int32
+	// activating: OnActivate runs. A reentrant kind's messages do not
+	// interleave with it — the grain's state may not be loaded yet — but
+	// calls back on its call chain still do, or they would deadlock.
+	activating atomic.Bool
 	callMu  sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
 }
 

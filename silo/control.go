@@ -25,6 +25,7 @@ const (
 	opDeactivate                    // Silo.Deactivate: deactivate a grain ahead of its queued messages
 	opStop                          // Silo.Stop: stop a grain; its queued messages become dead letters
 	opDeactTimeout                  // an OnDeactivate overran its timeout
+	opWaiting                       // a turn of a reentrant grain began waiting in a call
 )
 
 type ctl struct {
@@ -79,6 +80,10 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.closeAll()
 	case opDeactTimeout:
 		p.deactivationOverran(c.a)
+	case opWaiting:
+		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a {
+			p.flushMailbox(c.a)
+		}
 	case opStop:
 		p.stopRequested(c)
 	case opDeactivate:

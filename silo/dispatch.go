@@ -68,10 +68,13 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	}
 	// A busy grain (its first turn included: activation and first message
 	// run as one) may take env now if its turn waits in a call that lets
-	// env in.
-	if a.busy() && !a.wantsDeactivate() && a.State() <= activation.Active && p.canInterleave(a, env) {
-		p.interleave(a, *env)
-		return true
+	// env in — after what waits in its mailbox, which came first.
+	if a.busy() && !a.wantsDeactivate() && !a.isStopping() && a.State() <= activation.Active && p.canInterleave(a, env) {
+		p.flushMailbox(a)
+		if a.Mailbox.Len() == 0 || !a.k.reentrant {
+			p.interleave(a, *env)
+			return true
+		}
 	}
 	if a.Mailbox.Len() >= a.k.maxBacklog {
 		switch a.k.overflow {
@@ -239,6 +242,26 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	})
 }
 
+// flushMailbox runs the messages waiting in the mailbox of a reentrant
+// grain as interleaved turns, in order, if its turns wait in calls. They
+// went to the mailbox because no turn waited when they came (one ran, or
+// OnActivate did); left there once every turn waits, they would wait for
+// turns that may be waiting for them. Called when a message comes (ahead of
+// it) and when a turn of the grain begins waiting (opWaiting).
+func (p *partition) flushMailbox(a *act) {
+	if !a.k.reentrant || a.Mailbox.Len() == 0 || !a.busy() || a.wantsDeactivate() || a.isStopping() ||
+		a.State() > activation.Active || a.waiting() == 0 || a.x.Load().activating.Load() {
+		return
+	}
+	for a.Mailbox.Len() > 0 {
+		env, _ := p.mbPop(a)
+		p.interleave(a, env)
+	}
+	if a.isOverfull() {
+		p.setOverfull(a, false)
+	}
+}
+
 // callsBackWaitingTurn reports whether env is a call back into a, on the
 // call chain of a turn of a's that waits for it, and allowed to re-enter
 // (call-chain reentrancy, or a reentrant kind).
@@ -252,5 +275,8 @@ func (p *partition) canInterleave(a *act, env *queues.Envelope) bool {
 	if a.waiting() == 0 {
 		return false
 	}
-	return a.k.reentrant || (env.Request != nil && env.Request.Interleave)
+	if env.Request != nil && env.Request.Interleave {
+		return true // a call back on the waiting turn's chain
+	}
+	return a.k.reentrant && !a.x.Load().activating.Load()
 }

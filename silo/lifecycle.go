@@ -194,11 +194,22 @@ func (p *partition) afterMessage(a *act, res *turnResult) bool {
 			}
 		}
 	}
+	if deact && a.busy() {
+		// Another turn waits in a call: the grain is not idle yet, and
+		// goes on serving what interleaves with that turn — which the turn
+		// may be waiting for. It deactivates once its last turn ends.
+		a.extra().deactWhenIdle = true
+		deact = false
+	}
 	if !a.busy() && a.State() == activation.Active {
-		if x := a.x.Load(); x != nil && x.deferred {
-			x.deferred = false
-			if !a.isStopping() && !p.supervise(a, x.directive) {
-				return false
+		if x := a.x.Load(); x != nil && (x.deferred || x.deactWhenIdle) {
+			deact = deact || x.deactWhenIdle
+			x.deactWhenIdle = false
+			if x.deferred {
+				x.deferred = false
+				if !a.isStopping() && !p.supervise(a, x.directive) {
+					return false
+				}
 			}
 		}
 	}
@@ -260,7 +271,7 @@ func (p *partition) restart(a *act, backoff time.Duration) {
 	if x := a.x.Load(); x != nil {
 		x.mu.Lock()
 		x.deactivate, x.keepUntil, x.timerOps = false, 0, nil
-		x.deferred = false
+		x.deferred, x.deactWhenIdle = false, false
 		x.mu.Unlock()
 	}
 	p.s.restarts.Add(1)

@@ -86,7 +86,11 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		// This call may be re-entered: give up the turn token and say so
 		// before the request can reach anyone (see docs/calls.md).
 		x := ti.a.extra()
-		ti.leaveToken(x)
+		if ti.leaveToken(x) && ti.a.k.reentrant {
+			// Messages that came while no turn waited are in the mailbox:
+			// the owner lets them in now (partition.flushMailbox).
+			ti.w.p.q.PushControl(ctl{op: opWaiting, a: ti.a})
+		}
 		defer ti.retakeToken(x)
 	}
 	if err := s.push(ctx, p, &env, ti); err != nil {

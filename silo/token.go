@@ -58,19 +58,21 @@ func (t *fifoToken) unlock() {
 // interleaved turn holding it may need x.callMu to give back. x.waiting
 // counts the grain's turns with calls in flight.
 
-// leaveToken is called as a call from ti's turn begins.
-func (ti *turnInfo) leaveToken(x *actExtra) {
+// leaveToken is called as a call from ti's turn begins. It reports whether
+// the turn began waiting (its first call in flight).
+func (ti *turnInfo) leaveToken(x *actExtra) bool {
 	x.callMu.Lock()
 	defer x.callMu.Unlock()
 	ti.calls++
 	if ti.calls > 1 {
-		return
+		return false
 	}
 	x.waiting.Add(1)
 	if ti.holdsToken {
 		x.token.unlock()
 		ti.holdsToken = false
 	} // else it is being taken back: the taker sees this call and gives it up
+	return true
 }
 
 // retakeToken is called as a call from ti's turn ends.

@@ -126,7 +126,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil {
 			a.g = g
-			err = activation.Activate(tc, g, &w.gc)
+			err = p.activateHook(w, a, tc)
 		}
 		if err != nil {
 			res.err = err // finish fails the first message with the rest
@@ -143,6 +143,18 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		a.extra().token.unlock()
 	}
 	tc.release()
+}
+
+// activateHook runs a's OnActivate, marked as running for a reentrant kind
+// (see actExtra.activating).
+func (p *partition) activateHook(w *worker, a *act, tc *turnCtx) error {
+	if !a.k.reentrant {
+		return activation.Activate(tc, a.g, &w.gc)
+	}
+	x := a.extra()
+	x.activating.Store(true)
+	defer x.activating.Store(false)
+	return activation.Activate(tc, a.g, &w.gc)
 }
 
 // dropExpired drops an ask whose caller gave up before its turn began, as a

@@ -1,0 +1,177 @@
+package silo_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// host is a reentrant grain. "work" waits for a gate (running, not waiting
+// in a call), then calls the waiter grain, which answers only once host
+// has handled a "ping" — sent while work still ran, so it waited in host's
+// mailbox. "idle" asks to deactivate on idle.
+type host struct {
+	mu       *sync.Mutex
+	log      *[]string
+	gate     <-chan struct{}
+	pinged   chan<- struct{}
+	activate func(ctx context.Context, c *grain.Context) error
+}
+
+func (h *host) note(s string) {
+	h.mu.Lock()
+	*h.log = append(*h.log, s)
+	h.mu.Unlock()
+}
+
+func (h *host) OnActivate(ctx context.Context, c *grain.Context) error {
+	if h.activate != nil {
+		return h.activate(ctx, c)
+	}
+	return nil
+}
+
+func (h *host) OnDeactivate(context.Context, *grain.Context) error {
+	h.note("deactivate")
+	return nil
+}
+
+func (h *host) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	h.note(msg.(string))
+	switch msg {
+	case "work":
+		<-h.gate
+		return silo.Call[string](ctx, c.Silo(), grain.NewID("waiter", "w"), "wait for ping")
+	case "ping":
+		h.pinged <- struct{}{}
+	case "idle":
+		c.DeactivateOnIdle()
+	}
+	return "ok", nil
+}
+
+// pingWaiter answers once told the ping was handled.
+type pingWaiter struct {
+	got    chan<- struct{}
+	pinged <-chan struct{}
+}
+
+func (w pingWaiter) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	w.got <- struct{}{}
+	select {
+	case <-w.pinged:
+		return "pinged", nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type reentryEnv struct {
+	s      *silo.Silo
+	ctx    context.Context
+	id     grain.ID
+	gate   chan struct{}
+	got    chan struct{}
+	mu     sync.Mutex
+	log    []string
+	builds int
+}
+
+func newReentry(t *testing.T, activate func(ctx context.Context, c *grain.Context) error) *reentryEnv {
+	e := &reentryEnv{ctx: ctxT(t), id: grain.NewID("host", "h"), gate: make(chan struct{}), got: make(chan struct{}, 4)}
+	pinged := make(chan struct{}, 4)
+	e.s = newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "host", func(grain.ID) *host {
+			e.mu.Lock()
+			e.builds++
+			e.mu.Unlock()
+			return &host{mu: &e.mu, log: &e.log, gate: e.gate, pinged: pinged, activate: activate}
+		}, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "waiter", func(grain.ID) pingWaiter { return pingWaiter{got: e.got, pinged: pinged} }))
+		require.NoError(t, silo.Register(s, "gated", func(grain.ID) gated { return gated{in: e.got, gate: e.gate} }))
+	})
+	return e
+}
+
+func (e *reentryEnv) logged() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.log...)
+}
+
+// A message that reached a reentrant grain while its turn ran — not yet
+// waiting, so it waited in the mailbox — is let in once the turn waits in a
+// call. It used to wait for the turn to end: when that turn waited for it,
+// until the call's deadline.
+func TestReentrantMailboxIsLetInOnceATurnWaits(t *testing.T) {
+	e := newReentry(t, nil)
+	worked := make(chan error, 1)
+	go func() { _, err := silo.Call[string](e.ctx, e.s, e.id, "work"); worked <- err }()
+	require.Eventually(t, func() bool { return len(e.logged()) == 1 }, 5*time.Second, time.Millisecond, "work runs")
+	require.NoError(t, e.s.Tell(e.ctx, e.id, "ping")) // work runs: to the mailbox
+	require.NoError(t, e.s.Tell(e.ctx, e.id, "second"))
+	waitBacklog(t, e.s, 2) // the watchdog handed the partition off: both reached the mailbox
+	close(e.gate)          // work calls the waiter, which waits for the ping
+	<-e.got
+	require.NoError(t, e.s.Tell(e.ctx, e.id, "third")) // work waits: straight in, after the mailbox
+	require.NoError(t, <-worked)
+	_, err := silo.Call[string](e.ctx, e.s, e.id, "last")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"work", "ping", "second", "third", "last"}, e.logged(), "in arrival order")
+}
+
+// DeactivateOnIdle from a turn that ends while another waits in a call
+// deactivates the grain once its last turn ends — it is not idle before —
+// and messages that come meanwhile still interleave: the waiting turn may
+// be waiting for them. They used to queue for the next activation, which
+// waited for the waiting turn.
+func TestDeactivateOnIdleWaitsForTheLastTurn(t *testing.T) {
+	e := newReentry(t, nil)
+	close(e.gate)
+	worked := make(chan error, 1)
+	go func() { _, err := silo.Call[string](e.ctx, e.s, e.id, "work"); worked <- err }()
+	<-e.got // work waits in its call
+	_, err := silo.Call[string](e.ctx, e.s, e.id, "idle")
+	require.NoError(t, err)
+	require.NoError(t, e.s.Tell(e.ctx, e.id, "ping"))
+	require.NoError(t, <-worked)
+	_, err = silo.Call[string](e.ctx, e.s, e.id, "after")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"work", "idle", "ping", "deactivate", "after"}, e.logged())
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	assert.Equal(t, 2, e.builds, "a fresh instance after the deactivation")
+}
+
+// A reentrant kind's messages do not interleave with OnActivate, which may
+// still be loading the grain's state: one that comes while OnActivate waits
+// in a call waits in the mailbox, and runs once OnActivate has returned.
+func TestReentrantMessagesWaitForOnActivate(t *testing.T) {
+	var e *reentryEnv
+	e = newReentry(t, func(ctx context.Context, c *grain.Context) error {
+		_, err := silo.Call[string](ctx, c.Silo(), grain.NewID("gated", "g"), "x")
+		e.mu.Lock()
+		e.log = append(e.log, "activated")
+		e.mu.Unlock()
+		return err
+	})
+	first := make(chan error, 1)
+	go func() { _, err := silo.Call[string](e.ctx, e.s, e.id, "first"); first <- err }()
+	<-e.got // OnActivate waits in its call
+	require.NoError(t, e.s.Tell(e.ctx, e.id, "ping"))
+	require.Eventually(t, func() bool { // the ping ran (interleaved), or waits in the mailbox
+		return len(e.logged()) > 0 || e.s.Stats().Backlog[0] == 1
+	}, 5*time.Second, time.Millisecond)
+	close(e.gate)
+	require.NoError(t, <-first)
+	_, err := silo.Call[string](e.ctx, e.s, e.id, "last")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"activated", "first", "ping", "last"}, e.logged())
+}
