@@ -39,6 +39,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "relay", func(grain.ID) benchRelay { return benchRelay{} }); err != nil {
+		b.Fatal(err)
+	}
 	if err := s.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -72,7 +75,11 @@ func BenchmarkTell(b *testing.B) {
 }
 
 // BenchmarkCall: a request/reply round trip to an active grain.
-func BenchmarkCall(b *testing.B) {
+func BenchmarkCall(b *testing.B) { benchCalls(b, grain.NewID("b", "x")) }
+
+// benchCalls measures call round trips to id, with a deadline on the
+// caller's ctx and without one (the default call timeout).
+func benchCalls(b *testing.B, id grain.ID) {
 	for _, bc := range []struct {
 		name     string
 		deadline bool
@@ -85,7 +92,6 @@ func BenchmarkCall(b *testing.B) {
 				ctx, cancel = context.WithTimeout(ctx, time.Hour)
 				defer cancel()
 			}
-			id := grain.NewID("b", "x")
 			b.ReportAllocs()
 			for b.Loop() {
 				if _, err := silo.Call[int](ctx, s, id, 0); err != nil {
@@ -150,39 +156,4 @@ func (benchRelay) Receive(ctx context.Context, c *grain.Context, _ any) (any, er
 }
 
 // BenchmarkNestedCall: a call whose handler calls another grain.
-func BenchmarkNestedCall(b *testing.B) {
-	for _, bc := range []struct {
-		name     string
-		deadline bool
-	}{{"deadline", true}, {"default-timeout", false}} {
-		b.Run(bc.name, func(b *testing.B) {
-			s, err := silo.New(silo.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer s.Close()
-			if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
-				b.Fatal(err)
-			}
-			if err := silo.Register(s, "relay", func(grain.ID) benchRelay { return benchRelay{} }); err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				b.Fatal(err)
-			}
-			ctx := context.Background()
-			if bc.deadline {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, time.Hour)
-				defer cancel()
-			}
-			id := grain.NewID("relay", "r")
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := silo.Call[int](ctx, s, id, 0); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
-	}
-}
+func BenchmarkNestedCall(b *testing.B) { benchCalls(b, grain.NewID("relay", "r")) }
