@@ -69,9 +69,10 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	// A busy grain (its first turn included: activation and first message
 	// run as one) may take env now if its turn waits in a call that lets
 	// env in — after what waits in its mailbox, which came first.
-	if a.busy() && !a.wantsDeactivate() && !a.isStopping() && a.State() <= activation.Active && p.canInterleave(a, env) {
+	if a.busy() && !a.wantsDeactivate() && !a.isStopping() && a.State() <= activation.Active && p.canInterleave(a, env) &&
+		p.interleaveRoom(a) {
 		p.flushMailbox(a)
-		if a.Mailbox.Len() == 0 || !a.k.reentrant {
+		if (a.Mailbox.Len() == 0 && p.interleaveRoom(a)) || !a.k.reentrant {
 			p.interleave(a, *env)
 			return true
 		}
@@ -253,14 +254,21 @@ func (p *partition) flushMailbox(a *act) {
 		a.State() > activation.Active || a.waiting() == 0 || a.x.Load().activating.Load() {
 		return
 	}
-	for a.Mailbox.Len() > 0 {
+	for a.Mailbox.Len() > 0 && p.interleaveRoom(a) {
 		env, _ := p.mbPop(a)
 		p.interleave(a, env)
 	}
-	if a.isOverfull() {
+	if a.isOverfull() && a.Mailbox.Len() < a.k.maxBacklog {
 		p.setOverfull(a, false)
 	}
 }
+
+// interleaveRoom reports whether a may take one more interleaved turn. Each
+// waits for the turn token on a goroutine of its own, so their number is
+// bounded by the kind's backlog limit, as the mailbox is: past it, messages
+// wait in the mailbox under its overflow policy, and go in as turns end
+// (finish calls flushMailbox).
+func (p *partition) interleaveRoom(a *act) bool { return a.Turns <= int32(a.k.maxBacklog) }
 
 // callsBackWaitingTurn reports whether env is a call back into a, on the
 // call chain of a turn of a's that waits for it, and allowed to re-enter

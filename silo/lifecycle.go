@@ -130,6 +130,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 		}
 	}
 	if a.busy() {
+		p.flushMailbox(a) // room for what waits, if interleaving was at its limit
 		return
 	}
 	if p.mode == modeClosing { // Close came while the turn ran

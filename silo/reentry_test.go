@@ -2,7 +2,9 @@ package silo_test
 
 import (
 	"context"
+	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -174,4 +176,67 @@ func TestReentrantMessagesWaitForOnActivate(t *testing.T) {
 	_, err := silo.Call[string](e.ctx, e.s, e.id, "last")
 	require.NoError(t, err)
 	assert.Equal(t, []string{"activated", "first", "ping", "last"}, e.logged())
+}
+
+// holder is reentrant: "wait" waits in a call to a gated grain; "hold"
+// waits for its own gate while holding the turn token.
+type holder struct {
+	hold <-chan struct{}
+	held *atomic.Int32
+}
+
+func (h *holder) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch msg {
+	case "wait":
+		return silo.Call[string](ctx, c.Silo(), grain.NewID("gated", "g"), "x")
+	case "hold":
+		<-h.hold
+		h.held.Add(1)
+	}
+	return "ok", nil
+}
+
+// Interleaved turns each wait for the turn token on a goroutine of their
+// own; the kind's backlog limit bounds them as it bounds the mailbox, so a
+// flood to a reentrant grain whose turn waits is refused past twice the
+// limit instead of taking a goroutine a message. Every message accepted is
+// handled once the gates open.
+func TestInterleavedTurnsAreBoundedByTheBacklogLimit(t *testing.T) {
+	const limit = 5
+	in, gate, hold := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var held atomic.Int32
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "holder", func(grain.ID) *holder { return &holder{hold: hold, held: &held} },
+			silo.WithReentrant(), silo.WithMaxBacklog(limit, silo.RejectNewest)))
+		require.NoError(t, silo.Register(s, "gated", func(grain.ID) gated { return gated{in: in, gate: gate} }))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("holder", "h")
+	waited := make(chan error, 1)
+	go func() { _, err := silo.Call[string](ctx, s, id, "wait"); waited <- err }()
+	<-in // the first turn waits in its call
+	accepted, refused := 0, 0
+	for range 100 {
+		switch err := s.Tell(ctx, id, "hold"); {
+		case err == nil:
+			accepted++
+		case errors.Is(err, grain.ErrOverloaded):
+			refused++
+		default:
+			t.Fatal(err)
+		}
+		// A round trip to another grain of the partition: the owner has
+		// taken the hold by the time it answers.
+		_, err := s.Ask(ctx, grain.NewID("holder", "other"), "ping")
+		require.NoError(t, err)
+	}
+	backlog := s.Stats().Backlog[0]
+	t.Logf("accepted %d, refused %d, in the mailbox %d", accepted, refused, backlog)
+	assert.GreaterOrEqual(t, backlog, accepted-limit-1, "at most limit+1 turns in flight besides the waiting one")
+	assert.LessOrEqual(t, accepted, 2*limit+2, "interleaved turns and mailbox, each bounded by the limit")
+	assert.Positive(t, refused)
+	close(hold)
+	close(gate)
+	require.NoError(t, <-waited)
+	require.Eventually(t, func() bool { return int(held.Load()) == accepted }, 5*time.Second, time.Millisecond)
 }
