@@ -14,7 +14,7 @@ type DeadLetter struct {
 	Target grain.ID
 	Sender grain.ID // zero when sent from outside any grain
 	Msg    any
-	Ask    bool // the message was an ask; its caller got an error naming Reason
+	Ask    bool // the message was an ask; its caller got an error naming Reason (for expired, it had given up already)
 	Reason grain.Reason
 	Err    error // the cause, where there is one (the activation error, ...)
 	Time   time.Time
