@@ -85,7 +85,7 @@ type actExtra struct {
 	// interleave with it — the grain's state may not be loaded yet — but
 	// calls back on its call chain still do, or they would deadlock.
 	activating atomic.Bool
-	callMu  sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
+	callMu     sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
 }
 
 // deferDirective keeps d for when the grain's last turn ends; of several,
