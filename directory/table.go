@@ -22,7 +22,9 @@ import (
 type Table[T any] struct {
 	slots []slot[T] // a power of two long; nil v marks an empty slot
 	n     int
-	shift uint // 64 - log2(len(slots))
+	shift uint   // 64 - log2(len(slots))
+	mult  uint64 // the multiplier of home, another at each resize
+	sizes int    // resizes so far, which picks mult
 	iter  int  // All calls in progress: no shrinking under them
 	idOf  func(*T) *grain.ID
 }
@@ -49,10 +51,30 @@ func NewTable[T any](idOf func(*T) *grain.ID) *Table[T] {
 	return t
 }
 
-// home is the first slot h probes. The hash is multiplied (Fibonacci
-// hashing) and its top bits taken, because the low bits are shared by every
-// identity of a partition: they chose the partition.
-func (t *Table[T]) home(h uint64) uint64 { return (h * 0x9e3779b97f4a7c15) >> t.shift }
+// home is the first slot h probes. The hash is multiplied and its top bits
+// taken, because the low bits are shared by every identity of a partition:
+// they chose the partition.
+//
+// The multiplier changes at every resize. Entries removed in slot order —
+// a shutdown deactivates a partition's grains in the order All visits them
+// — leave behind those whose homes were the highest; rehashed into half the
+// slots with the same multiplier, their homes would all fall in the top
+// sixteenth of the new table and run together in one cluster, which every
+// later removal then scans: a million grains took 5.7 s to shut down. A
+// new multiplier spreads them again.
+func (t *Table[T]) home(h uint64) uint64 { return (h * t.mult) >> t.shift }
+
+// multiplier returns the multiplier for the table's i-th size: an odd
+// number drawn from splitmix64's sequence, a different one each time. A
+// multiplier used before could meet the keys whose order it set again (the
+// remaining ones of a removal in slot order): cycling five constants did,
+// on the fifth shrink.
+func multiplier(i int) uint64 {
+	z := uint64(i+1) * 0x9e3779b97f4a7c15
+	z = (z ^ z>>30) * 0xbf58476d1ce4e5b9
+	z = (z ^ z>>27) * 0x94d049bb133111eb
+	return (z ^ z>>31) | 1
+}
 
 // find returns the slot of id (hash h), or -1.
 func (t *Table[T]) find(id grain.ID, h uint64) int {
@@ -150,6 +172,8 @@ func (t *Table[T]) removeAt(i uint64) {
 func (t *Table[T]) resize(n int) {
 	old := t.slots
 	t.slots = make([]slot[T], n)
+	t.mult = multiplier(t.sizes)
+	t.sizes++
 	t.shift = 64
 	for m := n; m > 1; m >>= 1 {
 		t.shift--
