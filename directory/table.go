@@ -20,13 +20,13 @@ import (
 // The zero Table is not usable; call NewTable. It is not safe for
 // concurrent use.
 type Table[T any] struct {
-	slots []slot[T] // a power of two long; nil v marks an empty slot
-	n     int
-	shift uint   // 64 - log2(len(slots))
+	slots   []slot[T] // a power of two long; nil v marks an empty slot
+	n       int
+	shift   uint   // 64 - log2(len(slots))
 	mult    uint64 // the multiplier of home, another at each shrink
 	shrinks int    // shrinks so far, which picks mult
-	iter  int  // All calls in progress: no shrinking under them
-	idOf  func(*T) *grain.ID
+	iter    int    // All calls in progress: no shrinking under them
+	idOf    func(*T) *grain.ID
 }
 
 type slot[T any] struct {
