@@ -30,7 +30,7 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 			}
 			delete(p.quarantine, env.Target)
 		}
-		if p.dropExpired(env) {
+		if env.Request != nil && p.dropExpired(env) {
 			return true // nothing waits for it: no activation for nobody
 		}
 		// The activation turn runs the first message too, so it needs no

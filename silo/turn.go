@@ -40,7 +40,7 @@ type turnResult struct {
 // The outcome is written to w.res, not returned: a result copied out of a
 // call costs a store-forwarding stall per turn.
 func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope) bool {
-	if k == tkMessage && p.dropExpired(env) {
+	if k == tkMessage && env.Request != nil && p.dropExpired(env) { // a tell pays one nil check
 		return true
 	}
 	a.Turns++
