@@ -91,6 +91,13 @@ func (p *partition) control(w *worker, c ctl) bool {
 		if !ok || a.isStopping() || a.State() >= activation.Deactivating {
 			return true // not active, or already on its way out
 		}
+		if a.k.reentrant && a.busy() {
+			// Its turns may wait in calls, and for what interleaves with
+			// them: it deactivates once the last one ends, as
+			// DeactivateOnIdle would (see afterMessage).
+			a.extra().deactWhenIdle = true
+			return true
+		}
 		a.setDeactWant(true)
 		p.makeReady(a)
 	}

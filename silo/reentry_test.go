@@ -240,3 +240,20 @@ func TestInterleavedTurnsAreBoundedByTheBacklogLimit(t *testing.T) {
 	require.NoError(t, <-waited)
 	require.Eventually(t, func() bool { return int(held.Load()) == accepted }, 5*time.Second, time.Millisecond)
 }
+
+// Silo.Deactivate of a reentrant grain whose turn waits in a call takes
+// effect once its last turn ends, as DeactivateOnIdle does: meanwhile what
+// comes still interleaves, and the waiting turn may be waiting for it.
+func TestDeactivateFromOutsideWaitsForAReentrantGrainsLastTurn(t *testing.T) {
+	e := newReentry(t, nil)
+	close(e.gate)
+	worked := make(chan error, 1)
+	go func() { _, err := silo.Call[string](e.ctx, e.s, e.id, "work"); worked <- err }()
+	<-e.got // work waits in its call
+	require.NoError(t, e.s.Deactivate(e.ctx, e.id))
+	require.NoError(t, e.s.Tell(e.ctx, e.id, "ping"))
+	require.NoError(t, <-worked)
+	_, err := silo.Call[string](e.ctx, e.s, e.id, "after")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"work", "ping", "deactivate", "after"}, e.logged())
+}

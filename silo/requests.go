@@ -27,7 +27,9 @@ func (s *Silo) Deactivate(ctx context.Context, id grain.ID) error {
 // The current turn finishes with what it waits for: with Deactivate as with
 // Stop, a call back into the grain on the call chain of a turn that waits
 // (call-chain reentrancy, or a reentrant kind) runs on the instance waiting
-// for it.
+// for it. A reentrant grain that is busy when Deactivate comes deactivates
+// once its last turn ends, letting messages in meanwhile, as
+// grain.Context.DeactivateOnIdle does.
 func (s *Silo) Stop(ctx context.Context, id grain.ID) error {
 	return s.request(ctx, id, opStop)
 }
