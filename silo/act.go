@@ -73,8 +73,10 @@ type actExtra struct {
 	// in a call
 	deferred  bool
 	directive activation.Directive
-	// owner: DeactivateOnIdle asked for by a turn that ended while another
-	// waited in a call; applied when the grain's last turn ends
+	// owner: a deactivation asked for while the grain was busy and could be
+	// waited on by what interleaves (DeactivateOnIdle from a turn that ended
+	// while another waited in a call; Silo.Deactivate of a busy reentrant
+	// grain); applied when the grain's last turn ends
 	deactWhenIdle bool
 
 	// For interleaving (reentrant kinds, call-chain reentrancy): the turn
