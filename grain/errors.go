@@ -41,8 +41,9 @@ var (
 	// ErrCallCycle: the call would wait on a grain already waiting in the same
 	// call chain; see *CallCycleError.
 	ErrCallCycle = errors.New("granary: call cycle")
-	// ErrTimeout: a call's deadline passed before the reply came. It also
-	// matches context.DeadlineExceeded when the caller's deadline passed.
+	// ErrTimeout: a call's deadline passed before the reply came. A
+	// *TimeoutError also matches context.DeadlineExceeded, whether the
+	// deadline was the caller's ctx's or the silo's default call timeout.
 	ErrTimeout = errors.New("granary: call timed out")
 	// ErrAlreadyRegistered: a kind of that name is already registered.
 	ErrAlreadyRegistered = errors.New("granary: kind already registered")
@@ -159,11 +160,11 @@ func (e *CallCycleError) Error() string {
 func (e *CallCycleError) Is(target error) bool { return target == ErrCallCycle }
 
 // TimeoutError is what a call returns when no reply came in time. It matches
-// ErrTimeout, and context.DeadlineExceeded when Cause is that. A timed-out call
-// is never resent: the grain handles the message at most once.
+// ErrTimeout and context.DeadlineExceeded (its Cause is, or wraps, that). A
+// timed-out call is never resent: the grain handles the message at most once.
 type TimeoutError struct {
 	ID    ID
-	Cause error // context.DeadlineExceeded, or the silo's default call timeout
+	Cause error // context.DeadlineExceeded, or the silo's default call timeout wrapping it
 }
 
 func (e *TimeoutError) Error() string {

@@ -122,6 +122,7 @@ func TestHandlerCtxEndsAtTheDefaultCallTimeout(t *testing.T) {
 	id := grain.NewID("w", "1")
 	_, err := s.Ask(context.Background(), id, "wait")
 	require.ErrorIs(t, err, grain.ErrTimeout)
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a deadline, the silo's default")
 	require.ErrorIs(t, <-ended, context.DeadlineExceeded)
 	v, err := silo.Call[string](ctxT(t), s, id, "next")
 	require.NoError(t, err)

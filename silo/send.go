@@ -138,7 +138,10 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	}
 }
 
-var errDefaultTimeout = errors.New("granary: default call timeout (Config.CallTimeout)")
+// errDefaultTimeout is the cause of a call that timed out at the silo's
+// default: a deadline too, so it matches context.DeadlineExceeded, as the
+// handler's ctx then reports it.
+var errDefaultTimeout = fmt.Errorf("granary: default call timeout (Config.CallTimeout): %w", context.DeadlineExceeded)
 
 // answered ends an ask that has its reply: the reply channel goes back to
 // the pool (nothing will send on it again), and the handler's ctx is over.
