@@ -157,3 +157,50 @@ func (benchRelay) Receive(ctx context.Context, c *grain.Context, _ any) (any, er
 
 // BenchmarkNestedCall: a call whose handler calls another grain.
 func BenchmarkNestedCall(b *testing.B) { benchCalls(b, grain.NewID("relay", "r")) }
+
+// bouncer tells its peer the ball until the count runs out: a tell made
+// from a turn.
+type bouncer struct{ peer grain.ID }
+
+type ball struct {
+	left int
+	done chan struct{}
+}
+
+func (g bouncer) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	b := msg.(*ball)
+	if b.left--; b.left <= 0 {
+		close(b.done)
+		return nil, nil
+	}
+	return nil, c.Silo().Tell(ctx, g.peer, b)
+}
+
+// BenchmarkTellFromTurn: one hop of a ball two grains tell each other.
+func BenchmarkTellFromTurn(b *testing.B) {
+	s, err := silo.New(silo.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ping, pong := grain.NewID("bouncer", "ping"), grain.NewID("bouncer", "pong")
+	if err := silo.Register(s, "bouncer", func(id grain.ID) bouncer {
+		if id == ping {
+			return bouncer{peer: pong}
+		}
+		return bouncer{peer: ping}
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	bl := &ball{left: b.N, done: make(chan struct{})}
+	b.ResetTimer()
+	if err := s.Tell(ctx, ping, bl); err != nil {
+		b.Fatal(err)
+	}
+	<-bl.done
+}
