@@ -66,13 +66,13 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		}
 		return p.runTurn(w, a, tkMessage, env)
 	}
-	// A busy grain (its first turn included: activation and first message
-	// run as one) may take env now if its turn waits in a call that lets
-	// env in — after what waits in its mailbox, which came first.
-	if a.busy() && !a.wantsDeactivate() && !a.isStopping() && a.State() <= activation.Active && p.canInterleave(a, env) &&
-		p.interleaveRoom(a) {
+	// A busy reentrant grain (its first turn included: activation and
+	// first message run as one) takes env now if a turn waits in a call —
+	// after what waits in its mailbox, which came first. (Calls back on a
+	// waiting turn's chain, of any kind, were let in above.)
+	if p.letsIn(a) && p.interleaveRoom(a) {
 		p.flushMailbox(a)
-		if (a.Mailbox.Len() == 0 && p.interleaveRoom(a)) || !a.k.reentrant {
+		if a.Mailbox.Len() == 0 && p.interleaveRoom(a) {
 			p.interleave(a, *env)
 			return true
 		}
@@ -250,8 +250,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 // turns that may be waiting for them. Called when a message comes (ahead of
 // it) and when a turn of the grain begins waiting (opWaiting).
 func (p *partition) flushMailbox(a *act) {
-	if !a.k.reentrant || a.Mailbox.Len() == 0 || !a.busy() || a.wantsDeactivate() || a.isStopping() ||
-		a.State() > activation.Active || a.waiting() == 0 || a.x.Load().activating.Load() {
+	if a.Mailbox.Len() == 0 || !p.letsIn(a) {
 		return
 	}
 	for a.Mailbox.Len() > 0 && p.interleaveRoom(a) {
@@ -277,14 +276,10 @@ func (p *partition) callsBackWaitingTurn(a *act, env *queues.Envelope) bool {
 	return env.Request != nil && env.Request.Interleave && a.waiting() > 0 && a.State() <= activation.Active
 }
 
-// canInterleave: a busy grain may run env now only while its turn waits in
-// a call that allows it (see docs/calls.md).
-func (p *partition) canInterleave(a *act, env *queues.Envelope) bool {
-	if a.waiting() == 0 {
-		return false
-	}
-	if env.Request != nil && env.Request.Interleave {
-		return true // a call back on the waiting turn's chain
-	}
-	return a.k.reentrant && !a.x.Load().activating.Load()
+// letsIn reports whether a reentrant grain lets any message in now: one of
+// its turns waits in a call, OnActivate is not running, and it is not on
+// its way out (see docs/calls.md).
+func (p *partition) letsIn(a *act) bool {
+	return a.k.reentrant && a.waiting() > 0 && !a.wantsDeactivate() && !a.isStopping() &&
+		a.State() <= activation.Active && !a.x.Load().activating.Load()
 }
