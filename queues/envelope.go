@@ -24,7 +24,9 @@ type Envelope struct {
 	Meta *Meta
 }
 
-// Meta is what some envelopes carry besides the message.
+// Meta is what some envelopes carry besides the message. One Meta may be
+// shared by many envelopes (every tick of a timer, the messages a grain
+// sends), so it must not change once it is in one.
 type Meta struct {
 	Sender grain.ID // the grain that sent the message
 	Tick   *Tick    // set when the message is a timer's tick

@@ -57,6 +57,7 @@ type partition struct {
 	backlog  atomic.Int64 // messages waiting in mailboxes
 	ovMu     sync.Mutex
 	ov       map[grain.ID]struct{} // grains whose backlog is full
+	senders  senderCache           // written by turns that send
 }
 
 func newPartition(s *Silo, idx, limit int) (*partition, error) {

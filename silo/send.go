@@ -31,7 +31,7 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	env := queues.Envelope{Target: id, Hash: h, Msg: msg}
 	ti := turnFrom(ctx)
 	if ti != nil {
-		env.Meta = &queues.Meta{Sender: ti.a.ID}
+		env.Meta = ti.w.p.senders.meta(ti.a)
 	}
 	return s.push(ctx, p, &env, ti)
 }
@@ -67,7 +67,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	var chain queues.Chain
 	reenter := false
 	if ti != nil {
-		env.Meta = &queues.Meta{Sender: ti.a.ID}
+		env.Meta = ti.w.p.senders.meta(ti.a)
 		_, allow := ctx.Value(reentryKey{}).(bool)
 		chain = ti.chain().Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
 		if l, waiting := chain.Find(id); waiting {
