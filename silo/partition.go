@@ -58,6 +58,7 @@ type partition struct {
 	ovMu     sync.Mutex
 	ov       map[grain.ID]struct{} // grains whose backlog is full
 	senders  senderCache           // written by turns that send
+	parked   atomic.Bool           // the owner waits for work (see watchdog)
 }
 
 func newPartition(s *Silo, idx, limit int) (*partition, error) {
@@ -177,7 +178,7 @@ func (p *partition) step(w *worker) bool {
 		p.batch, p.ctls = p.q.Drain(p.ctls)
 	}
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) {
-		<-p.q.Wake()
+		p.park()
 		p.batch, p.ctls = p.q.Drain(p.ctls)
 	}
 	p.now = p.s.since()

@@ -52,7 +52,7 @@ type Silo struct {
 	turns  sync.WaitGroup // turns running off their partition: handed off or interleaved
 	done   chan struct{}  // closed when every goroutine of the silo has returned
 
-	stopWatch chan struct{}
+	dog       watchdog
 	idleTimer clock.Timer
 	runners   *runners // goroutines for handed-off partitions and interleaved turns
 
@@ -117,13 +117,13 @@ func (s *Silo) Start() error {
 	// The silo's own lifetime, not a caller's: cancelled by Close.
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.epoch = s.clock.Now()
+	s.dog = newWatchdog()
 	for _, p := range s.parts {
 		s.owners.Add(1)
 		go p.run(newWorker(p, false), nil)
 	}
-	s.stopWatch = make(chan struct{})
 	s.owners.Add(1)
-	go s.watch(s.stopWatch)
+	go s.watch()
 	s.scheduleIdle()
 	s.state.Store(stateRunning)
 	return nil
@@ -282,7 +282,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 		return
 	}
 	s.finishing = true
-	close(s.stopWatch)
+	close(s.dog.stop)
 	s.mu.Unlock()
 	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.cancel()
@@ -361,41 +361,6 @@ func (s *Silo) scheduleIdle() {
 func (s *Silo) stopIdle() {
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
-	}
-}
-
-// watch is the handoff monitor. Every HandoffThreshold of real time it looks
-// at each partition's owner; an owner still inside the same turn it was in at
-// the last look has held the partition for at least the threshold, so the
-// partition is handed to a new goroutine and the blocked turn finishes on its
-// own. It runs on real time, not the silo clock: it keeps the silo live, it
-// decides nothing a test should observe.
-func (s *Silo) watch(stop <-chan struct{}) {
-	defer s.owners.Done()
-	t := time.NewTicker(s.cfg.HandoffThreshold)
-	defer t.Stop()
-	type seen struct {
-		w *worker
-		x uint64 // state and turn count
-	}
-	last := make([]seen, len(s.parts))
-	for {
-		select {
-		case <-stop:
-			return
-		case <-t.C:
-		}
-		for i, p := range s.parts {
-			w := p.cur.Load()
-			if w == nil {
-				continue
-			}
-			x := w.word.Load()
-			if last[i].w == w && last[i].x == x {
-				w.detachAt(x, true) // still in the turn seen last time: a no-op unless running
-			}
-			last[i] = seen{w, x}
-		}
 	}
 }
 

@@ -1,0 +1,112 @@
+package silo
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// watchdog is the handoff monitor's state. The monitor (Silo.watch) looks
+// at every partition each HandoffThreshold while turns may be running, and
+// sleeps while every partition's owner is parked waiting for work: an idle
+// silo must not wake 200 times a second (nor make an hour of a synctest
+// bubble's time cost 720,000 wake-ups). The first owner to wake from its
+// park wakes it.
+//
+// The two sides meet Dekker-style on sequentially consistent atomics: the
+// monitor sets sleeping and then reads every partition's parked flag; an
+// owner clears its parked flag and then reads sleeping. Whatever the order,
+// either the monitor sees the owner awake and keeps looking, or the owner
+// sees the monitor asleep and wakes it — never neither.
+type watchdog struct {
+	stop     chan struct{}
+	wake     chan struct{} // one token: the monitor's wake-up
+	sleeping atomic.Bool
+}
+
+func newWatchdog() watchdog {
+	return watchdog{stop: make(chan struct{}), wake: make(chan struct{}, 1)}
+}
+
+// kick wakes the monitor if it sleeps. Called by an owner leaving its park.
+func (d *watchdog) kick() {
+	if d.sleeping.Load() && d.sleeping.CompareAndSwap(true, false) {
+		select {
+		case d.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// park waits for work on the partition's queue, marking the owner parked
+// meanwhile for the monitor.
+func (p *partition) park() {
+	p.parked.Store(true)
+	<-p.q.Wake()
+	p.parked.Store(false)
+	p.s.dog.kick()
+}
+
+// watch is the handoff monitor. Every HandoffThreshold of real time it looks
+// at each partition's owner; an owner still inside the same turn it was in at
+// the last look has held the partition for at least the threshold, so the
+// partition is handed to a new goroutine and the blocked turn finishes on its
+// own. It runs on real time, not the silo clock: it keeps the silo live, it
+// decides nothing a test should observe. When a look finds every owner
+// parked, no turn of a partition can be running, and it sleeps until one
+// wakes.
+func (s *Silo) watch() {
+	defer s.owners.Done()
+	d := &s.dog
+	t := time.NewTicker(s.cfg.HandoffThreshold)
+	defer t.Stop()
+	type seen struct {
+		w *worker
+		x uint64 // state and turn count
+	}
+	last := make([]seen, len(s.parts))
+	for {
+		select {
+		case <-d.stop:
+			return
+		case <-t.C:
+		}
+		parked := true
+		for i, p := range s.parts {
+			parked = parked && p.parked.Load()
+			w := p.cur.Load()
+			if w == nil {
+				continue
+			}
+			x := w.word.Load()
+			if last[i].w == w && last[i].x == x {
+				w.detachAt(x, true) // still in the turn seen last time: a no-op unless running
+			}
+			last[i] = seen{w, x}
+		}
+		if !parked || !s.sleepWhileParked() {
+			continue
+		}
+		select {
+		case <-d.stop:
+			return
+		case <-d.wake:
+		}
+		clear(last)
+		t.Reset(s.cfg.HandoffThreshold)
+	}
+}
+
+// sleepWhileParked marks the monitor asleep if every owner is still
+// parked; false if one woke meanwhile.
+func (s *Silo) sleepWhileParked() bool {
+	s.dog.sleeping.Store(true)
+	for _, p := range s.parts {
+		if !p.parked.Load() {
+			// An owner is awake: keep looking. If it kicked meanwhile,
+			// its token only makes the next sleep end early.
+			s.dog.sleeping.Store(false)
+			return false
+		}
+	}
+	return true
+}
