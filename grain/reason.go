@@ -6,12 +6,12 @@ type Reason uint8
 // The reasons a message can become a dead letter.
 const (
 	ReasonUnknown          Reason = iota
-	ReasonStopped                 // the grain was stopped by its supervision policy with the message queued
-	ReasonQuarantined             // the grain is quarantined after a stop
+	ReasonStopped                 // the grain was stopped (silo.Stop, or its supervision policy) with the message sent before
+	ReasonQuarantined             // the grain is quarantined after its supervision policy stopped it
 	ReasonActivationFailed        // the activation the message waited for failed
 	ReasonShutdown                // the silo shut down or closed before the message was handled
 	ReasonOverload                // the grain's backlog was full
-	ReasonDeactivated             // the grain deactivated before it could handle the message
+	ReasonDeactivated             // the grain deactivated before it could handle the message and it could not be forwarded; a single silo forwards every such message to the grain's next activation, so only a silo that cannot (a remote one gone) reports it
 	ReasonExpired                 // an ask whose caller gave up (its ctx ended, or the call timed out) before its turn began
 	numReasons
 )
