@@ -1,0 +1,180 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// A session grain: it counts, autosaves on a timer, and reports its
+// deactivation.
+type session struct {
+	n     int
+	saved chan<- int // each saveTick, with what it saved
+	gone  chan<- int // at deactivation, with the final count
+}
+
+type (
+	touch    struct{}
+	saveTick struct{}
+)
+
+func (g *session) OnActivate(_ context.Context, c *grain.Context) error {
+	return c.StartTimer("autosave", time.Minute, time.Minute, saveTick{})
+}
+
+func (g *session) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch msg.(type) {
+	case touch:
+		g.n++
+		return g.n, nil
+	case saveTick:
+		g.saved <- g.n
+	}
+	return nil, nil
+}
+
+func (g *session) OnDeactivate(context.Context, *grain.Context) error {
+	g.gone <- g.n
+	return nil
+}
+
+// Timers and idle deactivation run on the silo's clock: a test passes a
+// manual one and moves it. Timer ticks do not keep a grain active (unless
+// the kind says silo.WithTimerKeepAlive), so it goes after its idle timeout.
+func Example_timersAndIdleDeactivation() {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, _ := silo.New(silo.Config{Clock: clk, IdleTimeout: 5 * time.Minute, IdleQuantum: time.Second})
+	saved, gone := make(chan int, 10), make(chan int, 1)
+	_ = silo.Register(s, "session", func(grain.ID) *session { return &session{saved: saved, gone: gone} })
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	id := grain.NewID("session", "s1")
+	for range 3 {
+		_, _ = silo.Call[int](ctx, s, id, touch{})
+	}
+	for range 2 {
+		clk.Advance(time.Minute)
+		fmt.Println("autosaved", <-saved)
+	}
+	clk.Advance(5 * time.Minute) // idle for five minutes by now
+	fmt.Println("deactivated with", <-gone)
+	n, _ := silo.Call[int](ctx, s, id, touch{})
+	fmt.Println("a fresh instance counts", n)
+	// Output:
+	// autosaved 3
+	// autosaved 3
+	// deactivated with 3
+	// a fresh instance counts 1
+}
+
+// A wallet grain whose handler panics on a corrupt state.
+type wallet struct{ balance int }
+
+type (
+	deposit struct{ amount int }
+	corrupt struct{}
+)
+
+func (w *wallet) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case deposit:
+		w.balance += m.amount
+		return w.balance, nil
+	case corrupt:
+		panic("invariant broken")
+	}
+	return nil, nil
+}
+
+// A panic reaches its caller as a *grain.PanicError; the kind's
+// supervision decides what happens to the grain. Here, the default:
+// a panic restarts it, so the next message finds fresh state.
+func ExampleWithSupervision() {
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "wallet", func(grain.ID) *wallet { return &wallet{} },
+		silo.WithSupervision(activation.Supervision{MaxRestarts: 3, Window: time.Minute}))
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	id := grain.NewID("wallet", "w1")
+	b, _ := silo.Call[int](ctx, s, id, deposit{10})
+	fmt.Println("balance", b)
+	_, err := s.Ask(ctx, id, corrupt{})
+	var pe *grain.PanicError
+	fmt.Println(errors.As(err, &pe), errors.Is(err, grain.ErrPanic), pe.Value)
+	b, _ = silo.Call[int](ctx, s, id, deposit{5})
+	fmt.Println("balance after restart", b)
+	// Output:
+	// balance 10
+	// true true invariant broken
+	// balance after restart 5
+}
+
+// A node grain that asks its parent, which may ask it back.
+type node struct{ parent grain.ID }
+
+type (
+	depth    struct{}
+	askChild struct{ allowReentry bool }
+)
+
+func (n *node) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case depth:
+		if n.parent.IsZero() {
+			return 0, nil
+		}
+		d, err := silo.Call[int](ctx, c.Silo(), n.parent, depth{})
+		return d + 1, err
+	case askChild:
+		// The child asks this grain back while it waits: a cycle, unless
+		// this call lets its chain re-enter.
+		if m.allowReentry {
+			ctx = silo.AllowCallChainReentrancy(ctx)
+		}
+		child := grain.NewID("node", c.ID().Key()+"/child")
+		return silo.Call[int](ctx, c.Silo(), child, depth{})
+	}
+	return nil, nil
+}
+
+// A call that would wait on a grain already waiting in its call chain fails
+// at once with a *grain.CallCycleError — no 30-second hang — unless the
+// call that started the cycle allowed its chain to re-enter.
+func ExampleAllowCallChainReentrancy() {
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "node", func(id grain.ID) *node {
+		if parent, ok := strings.CutSuffix(id.Key(), "/child"); ok {
+			return &node{parent: grain.NewID("node", parent)}
+		}
+		return &node{}
+	})
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	d, err := silo.Call[int](ctx, s, grain.NewID("node", "a/child"), depth{})
+	fmt.Println("depth", d, err)
+	// a asks a/child, which asks a back on the same chain: allowed.
+	d, err = silo.Call[int](ctx, s, grain.NewID("node", "a"), askChild{allowReentry: true})
+	fmt.Println("depth seen from a", d, err)
+	// Without the allowance, a/child asking a (waiting for it) is a cycle.
+	_, err = silo.Call[int](ctx, s, grain.NewID("node", "a"), askChild{})
+	var cycle *grain.CallCycleError
+	fmt.Println(errors.As(err, &cycle), cycle.Chain)
+	// Output:
+	// depth 1 <nil>
+	// depth seen from a 1 <nil>
+	// true [node/a node/a/child node/a]
+}
