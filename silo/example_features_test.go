@@ -178,3 +178,57 @@ func ExampleAllowCallChainReentrancy() {
 	// depth seen from a 1 <nil>
 	// true [node/a node/a/child node/a]
 }
+
+// A printer grain that can be held in a turn.
+type printer struct{ jobs int }
+
+type (
+	holdUntil struct {
+		started chan<- struct{}
+		release <-chan struct{}
+	}
+	printDoc  struct{ doc string }
+)
+
+func (p *printer) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case holdUntil:
+		close(m.started)
+		<-m.release
+	case printDoc:
+		p.jobs++
+		return p.jobs, nil
+	}
+	return nil, nil
+}
+
+// Stop draws a line in a grain's messages: those sent before it become dead
+// letters (an ask among them fails with ErrGrainStopped), the turn running
+// finishes, and messages sent after it go to a fresh instance.
+func ExampleSilo_Stop() {
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "printer", func(grain.ID) *printer { return &printer{} })
+	_ = s.Start()
+	defer s.Close()
+	dl := s.SubscribeDeadLetters(16)
+	ctx := context.Background()
+
+	id := grain.NewID("printer", "p1")
+	started, release := make(chan struct{}), make(chan struct{})
+	_ = s.Tell(ctx, id, holdUntil{started, release})
+	<-started // a turn runs: it will finish, whatever comes
+	_ = s.Tell(ctx, id, printDoc{"a"})
+	_ = s.Tell(ctx, id, printDoc{"b"})
+	_ = s.Stop(ctx, id)
+	close(release)
+	for range 2 {
+		d := <-dl.C
+		fmt.Println("dead letter:", d.Msg, d.Reason)
+	}
+	n, _ := silo.Call[int](ctx, s, id, printDoc{"c"})
+	fmt.Println("jobs of the fresh instance:", n)
+	// Output:
+	// dead letter: {a} stopped
+	// dead letter: {b} stopped
+	// jobs of the fresh instance: 1
+}
