@@ -187,7 +187,7 @@ type (
 		started chan<- struct{}
 		release <-chan struct{}
 	}
-	printDoc  struct{ doc string }
+	printDoc struct{ doc string }
 )
 
 func (p *printer) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
