@@ -132,6 +132,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	if k.maxBacklog <= 0 {
 		return fmt.Errorf("%w: kind %q backlog %d", grain.ErrInvalidConfig, name, k.maxBacklog)
 	}
+	if k.overflow > DropOldest {
+		return fmt.Errorf("%w: kind %q overflow policy %d (RejectNewest or DropOldest)", grain.ErrInvalidConfig, name, k.overflow)
+	}
 	if k.idleTimeout == 0 { // only an option sets it so: the silo's default is positive
 		return fmt.Errorf("%w: kind %q idle timeout 0 (negative keeps its grains active)", grain.ErrInvalidConfig, name)
 	}

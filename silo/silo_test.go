@@ -214,6 +214,7 @@ func TestRegisterErrors(t *testing.T) {
 	require.ErrorIs(t, silo.Register(s, "a#b", f), grain.ErrInvalidKind)
 	require.ErrorIs(t, silo.Register[*counter](s, "d", nil), grain.ErrInvalidConfig)
 	require.ErrorIs(t, silo.Register(s, "e", f, silo.WithMaxBacklog(-1, silo.RejectNewest)), grain.ErrInvalidConfig)
+	require.ErrorIs(t, silo.Register(s, "e", f, silo.WithMaxBacklog(5, silo.Overflow(7))), grain.ErrInvalidConfig, "no such policy")
 	require.ErrorIs(t, silo.Register(s, "f", f, silo.WithIdleTimeout(0)), grain.ErrInvalidConfig, "0 could mean never or at once")
 	require.NoError(t, silo.Register(s, "g", f, silo.WithIdleTimeout(-1)), "negative: never idle")
 }
