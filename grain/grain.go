@@ -46,8 +46,10 @@ type Activator interface {
 // Deactivator is implemented by grains that need to run code when
 // deactivated (idle, evicted, stopped or at shutdown). It runs as the grain's
 // last turn, bounded by the silo's deactivation timeout through ctx. An error
-// or panic is logged, and deactivation completes anyway. Do not rely on it for
-// durability: a process crash skips it.
+// or panic is logged, and deactivation completes anyway. At a silo's
+// shutdown, messages it sends to other grains are refused (ErrSiloClosed):
+// save state to storage here, not through another grain. Do not rely on it
+// for durability: a process crash skips it.
 type Deactivator interface {
 	OnDeactivate(ctx context.Context, c *Context) error
 }
