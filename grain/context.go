@@ -1,6 +1,9 @@
 package grain
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Self is the handle a runtime gives a Context over the activation it belongs
 // to. Runtimes implement it; grain code uses it through the Context methods.
@@ -25,7 +28,10 @@ type Self interface {
 // controls over its own activation.
 //
 // A Context is valid only during the turn it was given to. It is not safe for
-// concurrent use.
+// concurrent use. A Context with no runtime behind it — the zero Context, or
+// one from NewContext with a nil Self — is safe to use in a test: ID is the
+// zero ID unless set, Now is the real clock, the deactivation controls do
+// nothing, and StartTimer fails with ErrSiloClosed.
 type Context struct {
 	id     *ID
 	sender *ID // nil: not sent by a grain
@@ -61,32 +67,56 @@ func (c *Context) Set(id, sender *ID, rt Runtime, self Self) {
 }
 
 // ID returns the identity of the grain running the turn.
-func (c *Context) ID() ID { return *c.id }
+func (c *Context) ID() ID {
+	if c == nil || c.id == nil {
+		return ID{}
+	}
+	return *c.id
+}
 
 // Sender returns the grain that sent the message, and false if it came from
 // outside any grain (or from a timer).
 func (c *Context) Sender() (ID, bool) {
-	if c.sender == nil || c.sender.IsZero() {
+	if c == nil || c.sender == nil || c.sender.IsZero() {
 		return ID{}, false
 	}
 	return *c.sender, true
 }
 
 // Silo returns the runtime, to Tell or Call other grains (see silo.Call).
-func (c *Context) Silo() Runtime { return c.rt }
+func (c *Context) Silo() Runtime {
+	if c == nil {
+		return nil
+	}
+	return c.rt
+}
 
-// Now returns the time of the silo's clock.
-func (c *Context) Now() time.Time { return c.self.Now() }
+// Now returns the time of the silo's clock (the real clock's, with no
+// runtime behind c).
+func (c *Context) Now() time.Time {
+	if c == nil || c.self == nil {
+		return time.Now()
+	}
+	return c.self.Now()
+}
 
 // DeactivateOnIdle deactivates the grain after the current turn: OnDeactivate
 // runs, and the next message activates a fresh instance. Messages already
 // queued are not lost; they go to that fresh instance.
-func (c *Context) DeactivateOnIdle() { c.self.DeactivateOnIdle() }
+func (c *Context) DeactivateOnIdle() {
+	if c != nil && c.self != nil {
+		c.self.DeactivateOnIdle()
+	}
+}
 
 // DelayDeactivation keeps the grain active for at least d from now, even if it
 // receives no message (it can still be evicted by the activation limit, and is
 // deactivated at shutdown).
-func (c *Context) DelayDeactivation(d time.Duration) { c.self.DelayDeactivation(d) }
+func (c *Context) DelayDeactivation(d time.Duration) {
+	if c != nil && c.self != nil {
+		c.self.DelayDeactivation(d)
+	}
+}
 
 // StartTimer starts the named timer: after due, and then every period if
 // period > 0, msg is delivered to this grain as a turn of its own, never
@@ -94,8 +124,15 @@ func (c *Context) DelayDeactivation(d time.Duration) { c.self.DelayDeactivation(
 // one replaces it. Timers stop when the grain deactivates. Whether ticks keep
 // the grain from idle deactivation is the kind's choice (silo.WithTimerKeepAlive).
 func (c *Context) StartTimer(name string, due, period time.Duration, msg any) error {
+	if c == nil || c.self == nil {
+		return fmt.Errorf("%w: no runtime behind this Context to run timer %q", ErrSiloClosed, name)
+	}
 	return c.self.StartTimer(name, due, period, msg)
 }
 
 // StopTimer stops the named timer. A tick already queued still runs.
-func (c *Context) StopTimer(name string) { c.self.StopTimer(name) }
+func (c *Context) StopTimer(name string) {
+	if c != nil && c.self != nil {
+		c.self.StopTimer(name)
+	}
+}
