@@ -1,6 +1,8 @@
 package directory
 
 import (
+	"fmt"
+
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 )
@@ -24,7 +26,10 @@ type LocatorFunc func(id grain.ID) (Location, error)
 // Locate calls f.
 func (f LocatorFunc) Locate(id grain.ID) (Location, error) { return f(id) }
 
-// Local places every grain on one silo, in the partition its identity hashes to.
+// Local places every grain on one silo, in the partition its identity hashes
+// to. Its Partitioner comes from queues.NewPartitioner: with the zero one,
+// Locate fails with grain.ErrInvalidConfig (and LocateHash, on the hot
+// path, has no check).
 type Local struct {
 	Silo        string
 	Partitioner queues.Partitioner
@@ -32,6 +37,9 @@ type Local struct {
 
 // Locate implements Locator.
 func (l Local) Locate(id grain.ID) (Location, error) {
+	if l.Partitioner.N() == 0 {
+		return Location{}, fmt.Errorf("%w: directory.Local with the zero Partitioner (make it with queues.NewPartitioner)", grain.ErrInvalidConfig)
+	}
 	return l.LocateHash(id.Hash()), nil
 }
 

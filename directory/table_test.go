@@ -135,6 +135,9 @@ func TestLocal(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, directory.Location{Silo: "s1", Partition: pt.Partition(id)}, loc)
 	var _ directory.Locator = directory.LocatorFunc(func(grain.ID) (directory.Location, error) { return loc, nil })
+
+	_, err = directory.Local{Silo: "s1"}.Locate(id) // no partitioner: an error, not a division by zero
+	require.ErrorIs(t, err, grain.ErrInvalidConfig)
 }
 
 func BenchmarkTableGet(b *testing.B) {

@@ -22,7 +22,8 @@ func (e *Entry[T]) Deadline() time.Duration { return e.deadline }
 // Tracked reports whether the entry is filed in a wheel.
 func (e *Entry[T]) Tracked() bool { return e.prev != nil }
 
-// Wheel is a hashed timing wheel of entries. See the package doc.
+// Wheel is a hashed timing wheel of entries. See the package doc. The zero
+// Wheel is not usable; make one with NewWheel.
 type Wheel[T any] struct {
 	quantum time.Duration
 	slots   []Entry[T] // sentinel heads of circular lists

@@ -9,7 +9,8 @@ import (
 // Partitioner maps a grain identity to one of N partitions: partition =
 // id.Hash() % N, where Hash is the xxhash64 documented on grain.ID. The
 // mapping depends only on the identity and N, so it is the same in every
-// process and every run.
+// process and every run. The zero Partitioner is not usable (N is 0); make
+// one with NewPartitioner.
 type Partitioner struct {
 	n uint64
 }
