@@ -3,6 +3,7 @@ package silo
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime"
 	"time"
 
@@ -150,6 +151,19 @@ func (c Config) validate() error {
 		return bad("QueueCapacity", c.QueueCapacity)
 	case c.HandoffThreshold < 0:
 		return bad("HandoffThreshold", c.HandoffThreshold)
+	case isNilPointer(c.Clock):
+		return bad("Clock", fmt.Sprintf("a nil %T", c.Clock))
 	}
 	return c.Supervision.Validate()
+}
+
+// isNilPointer reports whether v holds a nil pointer: an interface that is
+// not nil, yet whose methods would dereference nil (a *clock.Manual declared
+// and never made, say).
+func isNilPointer(v any) bool {
+	if v == nil {
+		return false
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/silo"
 )
@@ -227,6 +228,7 @@ func TestInvalidConfig(t *testing.T) {
 		{HandoffThreshold: -1},
 		{QueueCapacity: -1},
 		{IdleQuantum: time.Microsecond},
+		{Clock: (*clock.Manual)(nil)}, // declared, never made: Start would panic on it
 	} {
 		_, err := silo.New(cfg)
 		require.ErrorIs(t, err, grain.ErrInvalidConfig, "%+v", cfg)
