@@ -38,7 +38,9 @@ func (f Func) Receive(ctx context.Context, c *Context, msg any) (any, error) { r
 // Activator is implemented by grains that need to run code when activated,
 // before any message: load state, start timers. An error or panic fails the
 // activation: every message waiting for it fails, and the next message tries
-// a fresh activation.
+// a fresh activation — at once the first time; an activation that keeps
+// failing is retried with backoff, and then refused for a while, under the
+// kind's supervision limits (messages meanwhile fail with its error).
 type Activator interface {
 	OnActivate(ctx context.Context, c *Context) error
 }

@@ -131,6 +131,7 @@ func (p *partition) collectIdle() {
 			delete(p.quarantine, id)
 		}
 	}
+	p.forgetActivationFailures()
 }
 
 // stopped advances a shutdown or close, and reports whether the partition

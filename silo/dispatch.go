@@ -30,6 +30,9 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 			}
 			delete(p.quarantine, env.Target)
 		}
+		if p.actFails != nil && p.refusedAfterFailures(env) {
+			return true
+		}
 		if env.Request != nil && p.dropExpired(env) {
 			return true // nothing waits for it: no activation for nobody
 		}

@@ -117,6 +117,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 			return
 		}
 		_ = a.Transition(activation.Active)
+		p.activationSucceeded(a.ID)
 		if !p.afterMessage(a, res) {
 			return
 		}
@@ -259,8 +260,10 @@ func (p *partition) activationFailed(a *act, err error, first *queues.Envelope) 
 	p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
 	a.g = nil
 	// Out of the directory first, so a caller who sees the error finds the
-	// grain gone and its next message tries afresh.
+	// grain gone and its next message tries afresh (or, after repeated
+	// failures, fails at once until the backoff is over: actfail.go).
 	p.remove(a)
+	p.noteActivationFailure(a, aerr)
 	if first != nil {
 		p.s.deadLetter(*first, grain.ReasonActivationFailed, aerr)
 	}

@@ -34,7 +34,8 @@ type partition struct {
 	lru        *simplelru.LRU[grain.ID, *act] // nil when the silo has no cap
 	limit      int
 	quarantine map[grain.ID]time.Duration
-	stopsAhead map[grain.ID]stopPoint // Stops of inactive grains read with the current batch; nil when none
+	actFails   map[grain.ID]*actFailure // identities whose activation failed lately; nil when none
+	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
 	ready      []*act
 	rhead      int
 	batch      queues.Batch[queues.Envelope, ctl]
