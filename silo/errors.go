@@ -36,7 +36,8 @@ var (
 	// ErrOverloaded: the grain's backlog is full, or the partition queue
 	// stayed full until the sender's ctx ended.
 	ErrOverloaded = grain.ErrOverloaded
-	// ErrGrainStopped: the grain was stopped by its supervision policy.
+	// ErrGrainStopped: the grain was stopped (Silo.Stop, or its supervision
+	// policy) before it could handle the message.
 	ErrGrainStopped = grain.ErrGrainStopped
 	// ErrCallCycle: the call would deadlock on a grain waiting in its chain.
 	ErrCallCycle = grain.ErrCallCycle
