@@ -13,6 +13,7 @@ const (
 	ReasonOverload                // the grain's backlog was full
 	ReasonDeactivated             // the grain deactivated before it could handle the message and it could not be forwarded; a single silo forwards every such message to the grain's next activation, so only a silo that cannot (a remote one gone) reports it
 	ReasonExpired                 // an ask whose caller gave up (its ctx ended, or the call timed out) before its turn began
+	ReasonDeadlock                // an ask that would have waited for ever: its target waits, through other grains' calls, for the ask's own caller
 	numReasons
 )
 
@@ -28,6 +29,7 @@ var reasonNames = [...]string{
 	ReasonOverload:         "overload",
 	ReasonDeactivated:      "deactivated",
 	ReasonExpired:          "expired",
+	ReasonDeadlock:         "deadlock",
 }
 
 func (r Reason) String() string {
@@ -47,6 +49,8 @@ func (r Reason) sentinel() error {
 		return ErrSiloClosed
 	case ReasonOverload:
 		return ErrOverloaded
+	case ReasonDeadlock:
+		return ErrCallCycle
 	}
 	return nil
 }

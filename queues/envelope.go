@@ -75,6 +75,9 @@ type Request struct {
 	done  chan Result
 	// abandoned: the caller no longer waits for the reply
 	abandoned atomic.Bool
+	// resolved: the outcome was delivered (kept only for requests made from
+	// a grain's turn, with a Chain: what a runtime's deadlock check reads)
+	resolved atomic.Bool
 }
 
 // Abandon records that the caller gave up waiting: its ctx ended, or its
@@ -108,6 +111,9 @@ func (r *Request) InitWith(ctx context.Context, chain Chain, done chan Result) {
 // Resolve delivers the outcome. Only the first call has an effect, so the
 // runtime can never block on, or double-deliver, a reply.
 func (r *Request) Resolve(v any, err error) {
+	if r.Chain != nil {
+		r.resolved.Store(true) // before the caller can see the outcome
+	}
 	select {
 	case r.done <- Result{Value: v, Err: err}:
 	default:
@@ -116,6 +122,11 @@ func (r *Request) Resolve(v any, err error) {
 
 // Done returns the channel the outcome arrives on, once.
 func (r *Request) Done() <-chan Result { return r.done }
+
+// Resolved reports whether a request with a Chain (one made from a grain's
+// turn) has had its outcome delivered. It is set before the caller can see
+// the outcome, and never unset. For a request without a Chain it is false.
+func (r *Request) Resolved() bool { return r.resolved.Load() }
 
 // Link is one grain waiting in a call chain.
 type Link struct {

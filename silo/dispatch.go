@@ -80,6 +80,13 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			return true
 		}
 	}
+	if env.Request != nil && env.Meta != nil && a.busy() {
+		// An ask from a grain's turn, about to wait behind a busy grain:
+		// the one step that can close a deadlock across call chains.
+		if p.s.breakDeadlock(env) {
+			return true
+		}
+	}
 	if a.Mailbox.Len() >= a.k.maxBacklog {
 		switch a.k.overflow {
 		case DropOldest:

@@ -93,7 +93,15 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		}
 		defer ti.retakeToken(x)
 	}
+	if ti != nil && !ti.a.k.reentrant && !ti.deactivating {
+		// The turn waits on this call: an edge of the wait-for graph, read
+		// by the owners to fail a call that closes a deadlock (deadlock.go).
+		w, mine := &ti.w.p.waits, ti.a.ID.Hash()
+		w.start(ti.a.ID, mine, req, id, h)
+		defer w.end(mine, req)
+	}
 	if err := s.push(ctx, p, &env, ti); err != nil {
+		req.Abandon() // never sent: nobody waits on it
 		return nil, err
 	}
 	if ti != nil {

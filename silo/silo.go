@@ -52,9 +52,12 @@ type Silo struct {
 	turns  sync.WaitGroup // turns running off their partition: handed off or interleaved
 	done   chan struct{}  // closed when every goroutine of the silo has returned
 
-	dog       watchdog
-	idleTimer clock.Timer
-	runners   *runners // goroutines for handed-off partitions and interleaved turns
+	dog watchdog
+	// deadlockMu serialises the verdicts on cross-chain deadlocks
+	// (deadlock.go); taken only when one was seen
+	deadlockMu sync.Mutex
+	idleTimer  clock.Timer
+	runners    *runners // goroutines for handed-off partitions and interleaved turns
 
 	timers    sync.Pool // *time.Timer, for default call timeouts
 	replies   sync.Pool // chan queues.Result, for asks

@@ -115,6 +115,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		defer cancel()
 		tc = &turnCtx{base: p.s.base}
 		tc.reset(ctx, a, nil, w, interleaved)
+		tc.info.deactivating = true
 	} else {
 		tc = p.turnCtxFor(w, a, env.Request, interleaved)
 	}

@@ -26,6 +26,10 @@ type turnInfo struct {
 	// that let others interleave. Turns never interleaved never touch it.
 	holdsToken bool
 	retaking   bool // a goroutine of the turn waits to take the token back
+	// deactivating: the turn is an OnDeactivate, whose calls are no edges
+	// of the wait-for graph (deadlock.go): one that overruns its timeout is
+	// given up on, and what waited for it runs after all
+	deactivating bool
 }
 
 // chain returns the call chain of the request the turn handles.

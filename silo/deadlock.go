@@ -1,0 +1,176 @@
+package silo
+
+import (
+	"sync"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// Deadlocks across call chains.
+//
+// A call that would wait on a grain already waiting in its own chain fails
+// before it is sent (Silo.Ask). Two chains can still close a cycle: A's
+// turn calls B while B's turn, on another chain, calls A — each ask waits
+// in the other's mailbox, and without help both wait for their deadline
+// (30 s by default, as in Orleans, which does not detect this either).
+//
+// The silo keeps a wait-for graph of grains: an edge G → H while a turn of
+// the non-reentrant grain G waits on its one call, to H. A cycle can only
+// close when an ask is queued behind a busy grain (any other last step lets
+// the ask run), so that is where the owner looks: from the grain the ask is
+// queued behind, it follows the edges; if they lead back to the ask's own
+// caller, and no ask on the way would be let in (a reentrant kind, or
+// call-chain reentrancy), every turn in the cycle waits for the next and
+// none can end. The newest ask, the one that closed the cycle, fails at
+// once with ErrCallCycle (a dead letter, reason deadlock); its caller goes
+// on, and the others' calls complete.
+//
+// The walk reads each edge at a different moment, so before it reports a
+// cycle it checks again that none of the asks on it has been answered or
+// given up. Both marks are set once and never cleared, and an answer is
+// marked before its caller can see it: asks all found pending in that second
+// pass were all pending at its first read, when every one waited on the
+// next — a deadlock, not a picture of one. Anything the walk cannot be sure
+// of (a grain with several calls out: a fan-out from its turn, or
+// interleaved turns) ends it with no verdict: the ask waits, as before.
+
+// breakDeadlock fails env, an ask from a grain's turn about to wait behind
+// its busy target, if it closes a cycle, and reports whether it did. Owners
+// of two partitions can each find the same cycle at once, from its two
+// newest asks; the verdict is taken again under a lock of the silo's, and
+// failing an ask marks it answered, so only one of them is failed. The lock
+// is taken only when a cycle was seen.
+func (s *Silo) breakDeadlock(env *queues.Envelope) bool {
+	if s.closesCycle(env) == nil {
+		return false
+	}
+	s.deadlockMu.Lock()
+	defer s.deadlockMu.Unlock()
+	cycle := s.closesCycle(env)
+	if cycle == nil {
+		return false
+	}
+	s.deadLetter(*env, grain.ReasonDeadlock, &grain.CallCycleError{Chain: cycle})
+	return true
+}
+
+// waitEdge is a grain's outstanding call.
+type waitEdge struct {
+	id     grain.ID        // the waiting grain (the map's key is its hash)
+	req    *queues.Request // nil when the grain has more than one call out
+	target grain.ID
+	thash  uint64 // target's hash
+	n      int    // calls out
+}
+
+// waitShard holds the edges of one partition's grains, by the hash of the
+// waiting grain's identity; two grains of one hash share an entry that
+// knows neither (the walk stops there). Safe for concurrent use.
+type waitShard struct {
+	mu sync.Mutex
+	m  map[uint64]waitEdge
+}
+
+// start records that a turn of id (whose hash is h) waits on req, to
+// target (whose hash is th).
+func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64) {
+	w.mu.Lock()
+	if w.m == nil {
+		w.m = make(map[uint64]waitEdge)
+	}
+	e, ok := w.m[h]
+	if ok {
+		e.n++
+		e.req = nil // several calls out (or two grains of one hash): unknown
+	} else {
+		e = waitEdge{id: id, req: req, target: target, thash: th, n: 1}
+	}
+	w.m[h] = e
+	w.mu.Unlock()
+}
+
+// end records that the call req of the grain whose hash is h is over.
+func (w *waitShard) end(h uint64, req *queues.Request) {
+	w.mu.Lock()
+	if e, ok := w.m[h]; ok {
+		if e.n--; e.n == 0 {
+			delete(w.m, h)
+		} else {
+			if e.req == req {
+				e.req = nil
+			}
+			w.m[h] = e
+		}
+	}
+	w.mu.Unlock()
+}
+
+// edge returns the outstanding call of id (whose hash is h), if it has
+// exactly one, and its target.
+func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target grain.ID, th uint64) {
+	w.mu.Lock()
+	if e, ok := w.m[h]; ok && e.req != nil && e.id == id {
+		req, target, th = e.req, e.target, e.thash
+	}
+	w.mu.Unlock()
+	return req, target, th
+}
+
+// recordsWaits reports whether id's kind is in the graph: a reentrant
+// grain lets asks in while its turns wait, so it never closes a deadlock.
+func (s *Silo) recordsWaits(id grain.ID) bool {
+	k := s.kinds[id.Kind()]
+	return k != nil && !k.reentrant
+}
+
+// waitsOf returns the shard holding the edge of the grain whose hash is h:
+// its partition's.
+func (s *Silo) waitsOf(h uint64) *waitShard {
+	return &s.parts[s.locator.LocateHash(h).Partition].waits
+}
+
+// maxCycle bounds the walk: longer cycles are left to the calls' deadlines.
+const maxCycle = 64
+
+// closesCycle reports the cycle that env, an ask from a grain's turn about to
+// wait behind its busy target, would close — the grains in call order, from
+// its caller back to it — or nil.
+func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
+	caller := env.Sender()
+	if caller.IsZero() || !s.recordsWaits(caller) {
+		return nil
+	}
+	path := []grain.ID{caller, env.Target}
+	asks := []*queues.Request{env.Request}
+	cur, ch := env.Target, env.Hash
+	for range maxCycle {
+		req, next, nh := s.waitsOf(ch).edge(cur, ch)
+		if req == nil || req.Resolved() || req.Abandoned() {
+			return nil // cur's turn is not stuck on one known call
+		}
+		if req.Interleave || !s.recordsWaits(next) {
+			return nil // next lets req in while it waits
+		}
+		asks = append(asks, req)
+		path = append(path, next)
+		if next == caller {
+			if own, _, _ := s.waitsOf(nh).edge(caller, nh); own != env.Request {
+				return nil
+			}
+			for _, r := range asks[1:] { // the second look (see above)
+				if r.Resolved() || r.Abandoned() {
+					return nil
+				}
+			}
+			return path
+		}
+		for _, id := range path[1 : len(path)-1] {
+			if id == next {
+				return nil // a cycle that env's caller is not on
+			}
+		}
+		cur, ch = next, nh
+	}
+	return nil
+}

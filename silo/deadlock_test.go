@@ -1,0 +1,194 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// peerMsg makes a grain wait at a barrier, then call the next grain.
+type peerMsg struct {
+	arrived chan<- struct{}
+	go_     <-chan struct{}
+	next    grain.ID
+}
+
+func peerKind(s *silo.Silo, t *testing.T) {
+	require.NoError(t, silo.Register(s, "peer", func(grain.ID) grain.Func {
+		return func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+			switch m := msg.(type) {
+			case peerMsg:
+				m.arrived <- struct{}{}
+				<-m.go_ // every grain of the ring is inside its turn
+				return silo.Call[string](ctx, c.Silo(), m.next, "ping")
+			case string:
+				return "pong from " + c.ID().Key(), nil
+			}
+			return nil, nil
+		}
+	}))
+}
+
+// Rings of grains whose turns, on separate call chains, each call the next:
+// a deadlock no single chain shows. The call that closes the ring fails at
+// once with ErrCallCycle (a dead letter, reason deadlock), and every other
+// call completes — instead of all of them waiting for the call timeout.
+func TestCrossChainDeadlockFailsFast(t *testing.T) {
+	for _, n := range []int{2, 3, 5} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			s := newSilo(t, silo.Config{}, func(s *silo.Silo) { peerKind(s, t) })
+			ctx := ctxT(t) // a hang fails the test at its deadline
+			dl := s.SubscribeDeadLetters(16)
+			ids := make([]grain.ID, n)
+			for i := range ids {
+				ids[i] = grain.NewID("peer", fmt.Sprint(i))
+			}
+			arrived, start := make(chan struct{}, n), make(chan struct{})
+			errs := make(chan error, n)
+			for i, id := range ids {
+				go func() {
+					_, err := s.Ask(ctx, id, peerMsg{arrived, start, ids[(i+1)%n]})
+					errs <- err
+				}()
+			}
+			for range n {
+				<-arrived
+			}
+			close(start)
+			var failed []error
+			for range n {
+				if err := <-errs; err != nil {
+					failed = append(failed, err)
+				}
+			}
+			require.Len(t, failed, 1, "exactly the call that closed the ring fails: %v", failed)
+			err := failed[0]
+			require.ErrorIs(t, err, grain.ErrCallCycle)
+			var cycle *grain.CallCycleError
+			require.ErrorAs(t, err, &cycle)
+			assert.Len(t, cycle.Chain, n+1, "the ring, from the caller back to it: %v", cycle.Chain)
+			assert.Equal(t, cycle.Chain[0], cycle.Chain[n])
+			d := <-dl.C
+			assert.Equal(t, grain.ReasonDeadlock, d.Reason)
+			assert.Equal(t, uint64(1), s.Stats().DeadLetters[grain.ReasonDeadlock])
+		})
+	}
+}
+
+// dagMsg calls on down the grains with higher numbers: call chains that
+// cross and queue behind each other, but never in a cycle.
+type dagMsg struct{ depth int }
+
+// No false alarm: many chains of calls that wait behind each other (only
+// ever towards higher-numbered grains) all complete.
+func TestNoDeadlockReportedWithoutACycle(t *testing.T) {
+	const grains, callers, calls = 12, 40, 50
+	var falseAlarms atomic.Int64
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "dag", func(id grain.ID) grain.Func {
+			me, _ := id.IntKey()
+			return func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+				m := msg.(dagMsg)
+				if m.depth == 0 || me == grains-1 {
+					runtimeYield()
+					return 1, nil
+				}
+				next := me + 1 + rand.Int64N(grains-1-me)
+				n, err := silo.Call[int](ctx, c.Silo(), grain.NewIntID("dag", next), dagMsg{m.depth - 1})
+				if errors.Is(err, grain.ErrCallCycle) {
+					falseAlarms.Add(1)
+				}
+				return n + 1, err
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*calls)
+	for c := range callers {
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 7))
+			for range calls {
+				_, err := s.Ask(ctx, grain.NewIntID("dag", r.Int64N(grains)), dagMsg{depth: 1 + r.IntN(4)})
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Zero(t, falseAlarms.Load())
+	require.Zero(t, s.Stats().DeadLetters[grain.ReasonDeadlock])
+}
+
+// A call answered a moment ago is not a wait: X calls Y, and Y, in the turn
+// right after the one that answered, calls X — which may still be in its own
+// turn, its call returned but not yet gone from the wait-for graph. Only a
+// call not yet answered counts (queues.Request.Resolved). (Each round waits
+// for Y's call back to end: the next round's call from X to Y, made while Y
+// waited on X, would be a real deadlock.)
+func TestAnAnsweredCallIsNoWait(t *testing.T) {
+	const pairs, rounds = 8, 100
+	backDone := make([]chan struct{}, pairs)
+	for i := range backDone {
+		backDone[i] = make(chan struct{}, 1)
+	}
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "x", func(id grain.ID) grain.Func {
+			y := grain.NewID("y", id.Key())
+			return func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+				if msg == "start" {
+					_, err := silo.Call[int](ctx, c.Silo(), y, "work")
+					runtimeYield() // still in the turn while Y calls back
+					return nil, err
+				}
+				return 1, nil // Y's call back
+			}
+		}))
+		require.NoError(t, silo.Register(s, "y", func(id grain.ID) grain.Func {
+			x := grain.NewID("x", id.Key())
+			k, _ := strconv.Atoi(id.Key())
+			return func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+				if msg == "work" {
+					// Next turn, right after this one answers X.
+					return 1, c.Silo().Tell(ctx, c.ID(), "call x")
+				}
+				_, err := silo.Call[int](ctx, c.Silo(), x, "back")
+				assert.NoError(t, err)
+				backDone[k] <- struct{}{}
+				return nil, err
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for p := range pairs {
+		wg.Go(func() {
+			for range rounds {
+				_, err := s.Ask(ctx, grain.NewID("x", fmt.Sprint(p)), "start")
+				assert.NoError(t, err)
+				select {
+				case <-backDone[p]:
+				case <-ctx.Done():
+					t.Error("Y's call back never ended")
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Zero(t, s.Stats().DeadLetters[grain.ReasonDeadlock])
+}
