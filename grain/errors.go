@@ -39,7 +39,8 @@ var (
 	// ErrDeadLetter: the message could not be delivered; see *DeadLetterError.
 	ErrDeadLetter = errors.New("granary: message not delivered")
 	// ErrCallCycle: the call would wait on a grain already waiting in the same
-	// call chain; see *CallCycleError.
+	// call chain, or would close a cycle of grains whose turns, on different
+	// chains, each wait for the next (a deadlock); see *CallCycleError.
 	ErrCallCycle = errors.New("granary: call cycle")
 	// ErrTimeout: a call's deadline passed before the reply came. A
 	// *TimeoutError also matches context.DeadlineExceeded, whether the
@@ -144,8 +145,11 @@ func (e *DeadLetterError) Unwrap() []error {
 }
 
 // CallCycleError reports a call that would deadlock: its target is already
-// waiting in the call chain. Chain lists the grains of the chain in call
-// order, ending with the target. It matches ErrCallCycle.
+// waiting in the call chain, or waits, through other grains' calls on other
+// chains, for the caller. Chain lists the grains in call order, ending with
+// the one the cycle comes back to. It matches ErrCallCycle. (For a cycle
+// across chains it arrives inside a *DeadLetterError with reason deadlock:
+// the ask had been sent.)
 type CallCycleError struct {
 	Chain []ID
 }
