@@ -58,6 +58,10 @@ func bubbleSilo(t *testing.T, cfg silo.Config) (*silo.Silo, chan time.Time, *ato
 	return s, deact, ticks
 }
 
+// In a synctest bubble, time.Sleep synchronises nothing: it moves the
+// bubble's fake clock, deterministically, once every goroutine in it is
+// blocked. That is the point of these tests.
+
 // Under testing/synctest the silo runs on the bubble's fake clock with no
 // Config.Clock: idle deactivation comes at the idle timeout, no sooner and
 // at most one quantum later, however long the test's time is.

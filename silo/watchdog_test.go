@@ -34,7 +34,7 @@ func TestWatchdogSleepsWhileIdleAndWakesForWork(t *testing.T) {
 		for round := range 3 {
 			// Quiet, and half-way between two idle ticks (each wakes the
 			// owners, and they the monitor, for one look).
-			time.Sleep(time.Minute + time.Second/2)
+			time.Sleep(time.Minute + time.Second/2) // the bubble's fake clock: no real wait
 			synctest.Wait()
 			require.True(t, s.dog.sleeping.Load(), "round %d: the monitor still ticks in an idle silo", round)
 
