@@ -232,3 +232,66 @@ func ExampleSilo_Stop() {
 	// dead letter: {b} stopped
 	// jobs of the fresh instance: 1
 }
+
+// A transfer grain that, inside its turn, asks its peer to confirm.
+type account struct{ peer grain.ID }
+
+type (
+	transfer struct {
+		ready chan<- struct{}
+		go_   <-chan struct{}
+	}
+	confirm struct{}
+)
+
+func (a *account) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case transfer:
+		m.ready <- struct{}{}
+		<-m.go_ // both accounts are inside a transfer now
+		return silo.Call[string](ctx, c.Silo(), a.peer, confirm{})
+	case confirm:
+		return "confirmed by " + c.ID().Key(), nil
+	}
+	return nil, nil
+}
+
+// Two transfers, each started by its own caller, each asking the other
+// account to confirm while its own turn waits: a deadlock no single call
+// chain shows. The call that closes it fails at once with ErrCallCycle;
+// the other transfer completes. (Orleans leaves both to time out.)
+func Example_deadlockAcrossCallChains() {
+	s, _ := silo.New(silo.Config{})
+	alice, bob := grain.NewID("account", "alice"), grain.NewID("account", "bob")
+	_ = silo.Register(s, "account", func(id grain.ID) *account {
+		if id == alice {
+			return &account{peer: bob}
+		}
+		return &account{peer: alice}
+	})
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	ready, start := make(chan struct{}), make(chan struct{})
+	errs := make(chan error)
+	for _, id := range []grain.ID{alice, bob} {
+		go func() {
+			_, err := s.Ask(ctx, id, transfer{ready, start})
+			errs <- err
+		}()
+	}
+	<-ready
+	<-ready
+	close(start)
+	var failed, done int
+	for range 2 {
+		if err := <-errs; errors.Is(err, grain.ErrCallCycle) {
+			failed++
+		} else if err == nil {
+			done++
+		}
+	}
+	fmt.Println("completed:", done, "failed as a deadlock:", failed)
+	// Output: completed: 1 failed as a deadlock: 1
+}
