@@ -20,7 +20,7 @@ import (
 // peerMsg makes a grain wait at a barrier, then call the next grain.
 type peerMsg struct {
 	arrived chan<- struct{}
-	go_     <-chan struct{}
+	begin     <-chan struct{}
 	next    grain.ID
 }
 
@@ -30,7 +30,7 @@ func peerKind(s *silo.Silo, t *testing.T) {
 			switch m := msg.(type) {
 			case peerMsg:
 				m.arrived <- struct{}{}
-				<-m.go_ // every grain of the ring is inside its turn
+				<-m.begin // every grain of the ring is inside its turn
 				return silo.Call[string](ctx, c.Silo(), m.next, "ping")
 			case string:
 				return "pong from " + c.ID().Key(), nil

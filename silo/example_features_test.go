@@ -239,7 +239,7 @@ type account struct{ peer grain.ID }
 type (
 	transfer struct {
 		ready chan<- struct{}
-		go_   <-chan struct{}
+		begin   <-chan struct{}
 	}
 	confirm struct{}
 )
@@ -248,7 +248,7 @@ func (a *account) Receive(ctx context.Context, c *grain.Context, msg any) (any, 
 	switch m := msg.(type) {
 	case transfer:
 		m.ready <- struct{}{}
-		<-m.go_ // both accounts are inside a transfer now
+		<-m.begin // both accounts are inside a transfer now
 		return silo.Call[string](ctx, c.Silo(), a.peer, confirm{})
 	case confirm:
 		return "confirmed by " + c.ID().Key(), nil
