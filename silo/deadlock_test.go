@@ -20,7 +20,7 @@ import (
 // peerMsg makes a grain wait at a barrier, then call the next grain.
 type peerMsg struct {
 	arrived chan<- struct{}
-	begin     <-chan struct{}
+	begin   <-chan struct{}
 	next    grain.ID
 }
 

@@ -239,7 +239,7 @@ type account struct{ peer grain.ID }
 type (
 	transfer struct {
 		ready chan<- struct{}
-		begin   <-chan struct{}
+		begin <-chan struct{}
 	}
 	confirm struct{}
 )
