@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"slices"
 	"sync"
 
 	"github.com/granary-go/granary/grain"
@@ -141,8 +142,11 @@ func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 	if caller.IsZero() || !s.recordsWaits(caller) {
 		return nil
 	}
-	path := []grain.ID{caller, env.Target}
-	asks := []*queues.Request{env.Request}
+	// On the stack while the walk is short: most end at the first grain.
+	var pathBuf [8]grain.ID
+	var asksBuf [8]*queues.Request
+	path := append(pathBuf[:0], caller, env.Target)
+	asks := append(asksBuf[:0], env.Request)
 	cur, ch := env.Target, env.Hash
 	for range maxCycle {
 		req, next, nh := s.waitsOf(ch).edge(cur, ch)
@@ -163,7 +167,7 @@ func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 					return nil
 				}
 			}
-			return path
+			return slices.Clone(path)
 		}
 		for _, id := range path[1 : len(path)-1] {
 			if id == next {
