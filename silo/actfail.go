@@ -18,6 +18,12 @@ import (
 // as the failed activation's did, with the same *grain.ActivationError —
 // nothing is run, nothing waits.
 
+// maxActFails bounds the identities a partition tracks: messages to many
+// distinct identities whose activation fails (ids that do not exist, say)
+// must not pin memory for a Window each. Past it, new identities are
+// retried at once, as they were before this was tracked.
+const maxActFails = 4096
+
 // actFailure is an identity's recent activation failures. Owner state.
 type actFailure struct {
 	restarts activation.Restarts
@@ -34,6 +40,9 @@ func (p *partition) noteActivationFailure(a *act, aerr *grain.ActivationError) {
 	}
 	f := p.actFails[a.ID]
 	if f == nil {
+		if len(p.actFails) >= maxActFails {
+			return // a flood of distinct failing identities: retried at once, as untracked
+		}
 		f = &actFailure{}
 		p.actFails[a.ID] = f
 	}

@@ -77,3 +77,34 @@ func TestRepeatedActivationFailuresBackOffThenQuarantine(t *testing.T) {
 	tries(5, "")
 	assert.Equal(t, 0, int(s.Stats().Restarts), "activation retries are not restarts")
 }
+
+// Activations failing for many distinct identities (ids that do not exist)
+// are tracked up to a bound, not one entry each for a Window: past it, an
+// identity's retries are not held back.
+func TestActivationFailuresOfManyIdentitiesAreBounded(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) // still: backoffs never pass
+	var attempts atomic.Int32
+	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "missing", func(grain.ID) *failingActivator {
+			attempts.Add(1)
+			return &failingActivator{err: errors.New("no such user")}
+		}))
+	})
+	ctx := ctxT(t)
+	const n = 10_000
+	for i := range n {
+		_, err := s.Ask(ctx, grain.NewIntID("missing", int64(i)), get{})
+		require.ErrorIs(t, err, grain.ErrActivation)
+	}
+	require.Equal(t, int32(n), attempts.Load(), "every identity tried once")
+	tries := func(key int64) int32 {
+		before := attempts.Load()
+		for range 3 {
+			_, err := s.Ask(ctx, grain.NewIntID("missing", key), get{})
+			require.ErrorIs(t, err, grain.ErrActivation)
+		}
+		return attempts.Load() - before
+	}
+	assert.Equal(t, int32(1), tries(0), "tracked: the retry at once, then held back")
+	assert.Equal(t, int32(3), tries(n-1), "past the bound: untracked, every message tries")
+}
