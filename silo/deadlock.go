@@ -35,6 +35,8 @@ import (
 // next — a deadlock, not a picture of one. Anything the walk cannot be sure
 // of (a grain with several calls out: a fan-out from its turn, or
 // interleaved turns) ends it with no verdict: the ask waits, as before.
+// OnDeactivate's calls are not edges at all: the silo gives up on a hook
+// that overruns its timeout, and what waited for the grain runs after all.
 
 // breakDeadlock fails env, an ask from a grain's turn about to wait behind
 // its busy target, if it closes a cycle, and reports whether it did. Owners
