@@ -25,8 +25,12 @@
 // *grain.PanicError, and the kind's supervision policy decides whether the
 // grain resumes, restarts or stops; a handler that ends its goroutine with
 // runtime.Goexit (t.FailNow in a test) fails its turn the same way
-// (ErrGoexit). Shutdown and Close never wait for the turn that called them.
-// See docs/lifecycle.md.
+// (ErrGoexit). A call that would deadlock — on its own call chain, or in a
+// cycle of grains whose turns, on different chains, each wait for the next —
+// fails at once with ErrCallCycle. An activation that keeps failing is
+// retried under the kind's restart limits, not by every message. Shutdown
+// and Close never wait for the turn that called them. See docs/lifecycle.md,
+// docs/calls.md and docs/failures.md.
 //
 // Concurrency: a Silo is safe for concurrent use by any number of
 // goroutines. Config and KindOption values are copied at New and Register.
