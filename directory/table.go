@@ -16,17 +16,33 @@ import (
 // two identities whose hashes collide still get separate entries. Deletion
 // shifts later entries of the probe run back (no tombstones), and the table
 // shrinks when mostly empty, so a burst of activations does not pin memory.
+// It grows incrementally, moving its entries into the doubled array a few
+// probe runs per Put and Delete, so no call rehashes them all.
 //
 // The zero Table is not usable; call NewTable. It is not safe for
 // concurrent use.
 type Table[T any] struct {
 	slots   []slot[T] // a power of two long; nil v marks an empty slot
-	n       int
-	shift   uint   // 64 - log2(len(slots))
-	mult    uint64 // the multiplier of home, another at each shrink
-	shrinks int    // shrinks so far, which picks mult
-	iter    int    // All calls in progress: no shrinking under them
+	n       int       // entries, in slots and old
+	shift   uint      // 64 - log2(len(slots))
+	mult    uint64    // the multiplier of home, another at each shrink
+	shrinks int       // shrinks so far, which picks mult
+	iter    int       // All calls in progress: no shrinking or moving under them
 	idOf    func(*T) *grain.ID
+
+	// A table grows incrementally: the entries of the array it outgrew stay
+	// in old until moved, a few probe runs at each Put and Delete, so no
+	// single call rehashes them all (in one step, the last doubling of a
+	// partition of 500,000 grains held its owner for 7-43 ms; now at most the
+	// doubled array's allocation, 1-4 ms at that size). Whole runs
+	// move at once, from an empty slot on, so the runs left in old stay
+	// whole and are found as before. The slots passed keep their copies
+	// (clearing them would cost a write barrier each while the GC runs):
+	// a lookup whose home was passed knows its run moved.
+	old      []slot[T] // nil when no growth is under way
+	oldShift uint
+	start    int // the empty slot of old the moving began at
+	passed   int // slots of old passed since: from start, cyclically
 }
 
 type slot[T any] struct {
@@ -67,6 +83,9 @@ func NewTable[T any](idOf func(*T) *grain.ID) *Table[T] {
 // insert a cache miss: `activate` 14 % slower).
 func (t *Table[T]) home(h uint64) uint64 { return (h * t.mult) >> t.shift }
 
+// oldHome is home in old.
+func (t *Table[T]) oldHome(h uint64) uint64 { return (h * t.mult) >> t.oldShift }
+
 // multiplier returns the multiplier after the table's i-th shrink (0:
 // before any, the golden ratio's constant): an odd number drawn from
 // splitmix64's sequence, a different one each time. A multiplier used
@@ -88,6 +107,24 @@ func (t *Table[T]) find(id grain.ID, h uint64) int {
 	mask := uint64(len(t.slots) - 1)
 	for i := t.home(h); ; i = (i + 1) & mask {
 		s := &t.slots[i]
+		if s.v == nil {
+			return -1
+		}
+		if s.h == h && *t.idOf(s.v) == id {
+			return int(i)
+		}
+	}
+}
+
+// findOld returns the slot of id (hash h) in old, or -1.
+func (t *Table[T]) findOld(id grain.ID, h uint64) int {
+	mask := uint64(len(t.old) - 1)
+	i := t.oldHome(h)
+	if t.wasPassed(i) {
+		return -1 // its run, if it had one, has moved
+	}
+	for ; ; i = (i + 1) & mask {
+		s := &t.old[i]
 		if s.v == nil {
 			return -1
 		}
@@ -120,6 +157,11 @@ func (t *Table[T]) Get(id grain.ID, h uint64) (*T, bool) {
 	if i := t.find(id, h); i >= 0 {
 		return t.slots[i].v, true
 	}
+	if t.old != nil {
+		if i := t.findOld(id, h); i >= 0 {
+			return t.old[i].v, true
+		}
+	}
 	return nil, false
 }
 
@@ -127,15 +169,69 @@ func (t *Table[T]) Get(id grain.ID, h uint64) (*T, bool) {
 // id already has an entry (the single-activation rule is enforced here, not
 // trusted) or v is nil.
 func (t *Table[T]) Put(id grain.ID, h uint64, v *T) bool {
-	if v == nil || t.find(id, h) >= 0 {
+	if v == nil {
+		return false
+	}
+	if _, had := t.Get(id, h); had {
 		return false
 	}
 	if (t.n+1)*growDen > len(t.slots)*growNum {
-		t.resize(2 * len(t.slots))
+		t.grow()
 	}
 	t.insert(h, v)
 	t.n++
+	t.move(moveSteps)
 	return true
+}
+
+// moveSteps is how many slots of old each Put and Delete passes: far more
+// than needed to be done before the new array fills (a growth leaves it
+// 3/8 full, and it grows again at 3/4: half the old length of Puts later),
+// in chunks long enough to stream through memory, short enough (4 KB of
+// old) that no call stalls.
+const moveSteps = 256
+
+// wasPassed reports whether slot i of old has been passed: its run moved.
+func (t *Table[T]) wasPassed(i uint64) bool {
+	return int((i-uint64(t.start))&uint64(len(t.old)-1)) < t.passed
+}
+
+// grow doubles the array. The entries stay in old, to be moved a few runs
+// at a time (move); a growth still under way is finished first.
+func (t *Table[T]) grow() {
+	t.move(len(t.old)) // all that is left, if anything
+	old := t.slots
+	start := 0
+	for old[start].v != nil { // a table never fills: there is an empty slot
+		start++
+	}
+	t.old, t.oldShift, t.start, t.passed = old, t.shift, start, 0
+	t.alloc(2 * len(old))
+}
+
+// move passes at least steps slots of old — those empty, and whole probe
+// runs of entries, each moved to slots — unless an All is under way: the
+// entries must not move under it.
+func (t *Table[T]) move(steps int) {
+	if t.old == nil || t.iter > 0 {
+		return
+	}
+	mask := len(t.old) - 1
+	for ; steps > 0 && t.passed < len(t.old); steps-- {
+		i := (t.start + t.passed) & mask
+		if t.old[i].v == nil {
+			t.passed++
+			continue
+		}
+		for t.old[i].v != nil { // a whole run, from just after an empty slot
+			t.insert(t.old[i].h, t.old[i].v)
+			i = (i + 1) & mask
+			t.passed++
+		}
+	}
+	if t.passed >= len(t.old) {
+		t.old = nil // the last run ended at start: every slot passed
+	}
 }
 
 func (t *Table[T]) insert(h uint64, v *T) {
@@ -149,48 +245,62 @@ func (t *Table[T]) insert(h uint64, v *T) {
 
 // Delete removes the entry for id (hash h), if there is one.
 func (t *Table[T]) Delete(id grain.ID, h uint64) {
-	i := t.find(id, h)
-	if i < 0 {
+	if i := t.find(id, h); i >= 0 {
+		removeAt(t.slots, uint64(i), t.home)
+	} else if t.old == nil {
+		return
+	} else if i := t.findOld(id, h); i >= 0 {
+		// Within its run, which has not moved: the run stays whole.
+		removeAt(t.old, uint64(i), t.oldHome)
+	} else {
 		return
 	}
-	t.removeAt(uint64(i))
 	t.n--
+	t.move(moveSteps)
 	if t.iter == 0 && len(t.slots) > minSlots && t.n*shrinkDen < len(t.slots) {
+		t.move(len(t.old))
 		t.resize(len(t.slots) / 2)
 	}
 }
 
 // removeAt empties slot i and moves back the entries after it in its probe
 // run that would otherwise no longer be found from their home slot.
-func (t *Table[T]) removeAt(i uint64) {
-	mask := uint64(len(t.slots) - 1)
-	for j := (i + 1) & mask; t.slots[j].v != nil; j = (j + 1) & mask {
-		k := t.home(t.slots[j].h)
+func removeAt[T any](slots []slot[T], i uint64, home func(uint64) uint64) {
+	mask := uint64(len(slots) - 1)
+	for j := (i + 1) & mask; slots[j].v != nil; j = (j + 1) & mask {
+		k := home(slots[j].h)
 		// The entry at j stays if its home lies cyclically in (i, j].
 		if (i < j && i < k && k <= j) || (i > j && (i < k || k <= j)) {
 			continue
 		}
-		t.slots[i] = t.slots[j]
+		slots[i] = slots[j]
 		i = j
 	}
-	t.slots[i] = slot[T]{}
+	slots[i] = slot[T]{}
 }
 
+// resize rehashes every entry into n slots at once: for a shrink (with a
+// new multiplier) and the first array. Growth is incremental (grow).
 func (t *Table[T]) resize(n int) {
 	old := t.slots
 	if n < len(old) || t.mult == 0 {
 		t.mult = multiplier(t.shrinks)
 		t.shrinks++
 	}
-	t.slots = make([]slot[T], n)
-	t.shift = 64
-	for m := n; m > 1; m >>= 1 {
-		t.shift--
-	}
+	t.alloc(n)
 	for _, s := range old {
 		if s.v != nil {
 			t.insert(s.h, s.v)
 		}
+	}
+}
+
+// alloc makes slots an empty array of n slots.
+func (t *Table[T]) alloc(n int) {
+	t.slots = make([]slot[T], n)
+	t.shift = 64
+	for m := n; m > 1; m >>= 1 {
+		t.shift--
 	}
 }
 
@@ -202,28 +312,55 @@ func (t *Table[T]) Len() int { return t.n }
 func (t *Table[T]) All(f func(grain.ID, *T) bool) {
 	t.iter++
 	defer func() { t.iter-- }()
-	// Start just after an empty slot: entries only ever move back within
-	// their probe run, which then never wraps past the start, so a deletion
-	// by f can move an entry into the slot being visited, never past it.
-	mask := len(t.slots) - 1
-	start := 0
-	for t.slots[start].v != nil {
-		start++
+	if !visit(t.slots, t.idOf, f) || t.old == nil {
+		return
 	}
-	for k := 1; k <= len(t.slots); k++ {
-		i := (start + k) & mask
+	// The entries not moved yet (none moves meanwhile), from the first slot
+	// not passed: just after an empty one, as visit needs.
+	mask := len(t.old) - 1
+	for k := t.passed; k < len(t.old); k++ {
+		i := (t.start + k) & mask
 		for {
-			v := t.slots[i].v
+			v := t.old[i].v
 			if v == nil {
 				break
 			}
 			if !f(*t.idOf(v), v) {
 				return
 			}
-			if t.slots[i].v == v {
+			if t.old[i].v == v {
+				break
+			}
+		}
+	}
+}
+
+// visit calls f for each entry of slots until f returns false, and reports
+// whether it went through them all.
+func visit[T any](slots []slot[T], idOf func(*T) *grain.ID, f func(grain.ID, *T) bool) bool {
+	// Start just after an empty slot: entries only ever move back within
+	// their probe run, which then never wraps past the start, so a deletion
+	// by f can move an entry into the slot being visited, never past it.
+	mask := len(slots) - 1
+	start := 0
+	for slots[start].v != nil {
+		start++
+	}
+	for k := 1; k <= len(slots); k++ {
+		i := (start + k) & mask
+		for {
+			v := slots[i].v
+			if v == nil {
+				break
+			}
+			if !f(*idOf(v), v) {
+				return false
+			}
+			if slots[i].v == v {
 				break // not deleted: on to the next slot
 			}
 			// deleted, and maybe replaced by a later entry: visit slot i again
 		}
 	}
+	return true
 }

@@ -197,3 +197,88 @@ func TestRemovalInSlotOrderKeepsProbeRunsShort(t *testing.T) {
 	assert.Zero(t, tb.Len())
 	assert.Less(t, longest, 200, "probe runs stay short through every shrink")
 }
+
+// Growth moves entries a few probe runs at a time: every operation, and an
+// All at any moment (deleting as it goes), must see the table as a map
+// would, whichever array an entry is in.
+func TestTableMatchesAMapWhileGrowing(t *testing.T) {
+	for _, hashes := range []uint64{5, 1 << 62} {
+		rng := rand.New(rand.NewPCG(2, hashes))
+		tb := newTable()
+		model := map[grain.ID]*entry{}
+		hash := func(id grain.ID) uint64 { return id.Hash() % hashes }
+		check := func(step int) {
+			t.Helper()
+			require.Equal(t, len(model), tb.Len(), "step %d", step)
+			for id, e := range model {
+				got, ok := tb.Get(id, hash(id))
+				require.True(t, ok, "step %d: %v lost", step, id)
+				require.Same(t, e, got)
+			}
+		}
+		for step := range 30000 {
+			putBias := 80 // mostly growth, with deletions mixed in
+			if step/6000%2 == 1 {
+				putBias = 25
+			}
+			id := grain.NewIntID("k", rng.Int64N(5000))
+			switch r := rng.IntN(1000); {
+			case r == 0: // an All, deleting one entry in three, mid-growth or not
+				seen := map[grain.ID]bool{}
+				i := 0
+				tb.All(func(id grain.ID, e *entry) bool {
+					require.False(t, seen[id], "step %d: %v visited twice", step, id)
+					seen[id] = true
+					require.Same(t, model[id], e)
+					if i++; i%3 == 0 {
+						tb.Delete(id, hash(id))
+						delete(model, id)
+					}
+					return true
+				})
+				require.Len(t, seen, len(model)+i/3, "step %d: All saw every entry", step)
+				check(step)
+			case r < putBias*10:
+				e := &entry{id}
+				_, had := model[id]
+				require.Equal(t, !had, tb.Put(id, hash(id), e), "step %d", step)
+				if !had {
+					model[id] = e
+				}
+			default:
+				tb.Delete(id, hash(id))
+				delete(model, id)
+			}
+			got, ok := tb.Get(id, hash(id))
+			want, had := model[id]
+			require.Equal(t, had, ok, "step %d: %v", step, id)
+			if had {
+				require.Same(t, want, got)
+			}
+			if step%499 == 0 {
+				check(step)
+			}
+		}
+		check(-1)
+	}
+}
+
+// BenchmarkTablePut: a table growing from empty to 100,000 entries, per
+// entry: the rehashing of its growth included.
+func BenchmarkTablePut(b *testing.B) {
+	const n = 100_000
+	es := make([]entry, n)
+	hs := make([]uint64, n)
+	for i := range es {
+		es[i].id = grain.NewIntID("k", int64(i))
+		hs[i] = es[i].id.Hash()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		tb := newTable()
+		for i := range es {
+			tb.Put(es[i].id, hs[i], &es[i])
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
+}
