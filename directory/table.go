@@ -16,7 +16,7 @@ import (
 // two identities whose hashes collide still get separate entries. Deletion
 // shifts later entries of the probe run back (no tombstones), and the table
 // shrinks when mostly empty, so a burst of activations does not pin memory.
-// It grows incrementally, moving its entries into the doubled array a few
+// It resizes incrementally, moving its entries into the new array a few
 // probe runs per Put and Delete, so no call rehashes them all.
 //
 // The zero Table is not usable; call NewTable. It is not safe for
@@ -30,17 +30,18 @@ type Table[T any] struct {
 	iter    int       // All calls in progress: no shrinking or moving under them
 	idOf    func(*T) *grain.ID
 
-	// A table grows incrementally: the entries of the array it outgrew stay
-	// in old until moved, a few probe runs at each Put and Delete, so no
-	// single call rehashes them all (in one step, the last doubling of a
+	// A table resizes incrementally: the entries of the array it outgrew
+	// (or shrank from) stay in old until moved, a few probe runs at each
+	// Put and Delete, so no single call rehashes them all (in one step, the last doubling of a
 	// partition of 500,000 grains held its owner for 7-43 ms; now at most the
 	// doubled array's allocation, 1-4 ms at that size). Whole runs
 	// move at once, from an empty slot on, so the runs left in old stay
 	// whole and are found as before. The slots passed keep their copies
 	// (clearing them would cost a write barrier each while the GC runs):
 	// a lookup whose home was passed knows its run moved.
-	old      []slot[T] // nil when no growth is under way
+	old      []slot[T] // nil when no resize is under way
 	oldShift uint
+	oldMult  uint64
 	start    int // the empty slot of old the moving began at
 	passed   int // slots of old passed since: from start, cyclically
 }
@@ -62,8 +63,8 @@ const (
 // NewTable returns an empty table. idOf returns a pointer to the identity
 // an entry is for, which must not change while the entry is in the table.
 func NewTable[T any](idOf func(*T) *grain.ID) *Table[T] {
-	t := &Table[T]{idOf: idOf}
-	t.resize(minSlots)
+	t := &Table[T]{idOf: idOf, mult: multiplier(0), shrinks: 1}
+	t.alloc(minSlots)
 	return t
 }
 
@@ -84,7 +85,7 @@ func NewTable[T any](idOf func(*T) *grain.ID) *Table[T] {
 func (t *Table[T]) home(h uint64) uint64 { return (h * t.mult) >> t.shift }
 
 // oldHome is home in old.
-func (t *Table[T]) oldHome(h uint64) uint64 { return (h * t.mult) >> t.oldShift }
+func (t *Table[T]) oldHome(h uint64) uint64 { return (h * t.oldMult) >> t.oldShift }
 
 // multiplier returns the multiplier after the table's i-th shrink (0:
 // before any, the golden ratio's constant): an odd number drawn from
@@ -176,7 +177,7 @@ func (t *Table[T]) Put(id grain.ID, h uint64, v *T) bool {
 		return false
 	}
 	if (t.n+1)*growDen > len(t.slots)*growNum {
-		t.grow()
+		t.rehash(2*len(t.slots), false)
 	}
 	t.insert(h, v)
 	t.n++
@@ -196,17 +197,23 @@ func (t *Table[T]) wasPassed(i uint64) bool {
 	return int((i-uint64(t.start))&uint64(len(t.old)-1)) < t.passed
 }
 
-// grow doubles the array. The entries stay in old, to be moved a few runs
-// at a time (move); a growth still under way is finished first.
-func (t *Table[T]) grow() {
+// rehash makes a new array of n slots — double to grow, half to shrink,
+// with a new multiplier if newMult — and leaves the entries in old, to be
+// moved a few runs at a time (move). A rehash still under way is finished
+// first.
+func (t *Table[T]) rehash(n int, newMult bool) {
 	t.move(len(t.old)) // all that is left, if anything
 	old := t.slots
 	start := 0
 	for old[start].v != nil { // a table never fills: there is an empty slot
 		start++
 	}
-	t.old, t.oldShift, t.start, t.passed = old, t.shift, start, 0
-	t.alloc(2 * len(old))
+	t.old, t.oldShift, t.oldMult, t.start, t.passed = old, t.shift, t.mult, start, 0
+	if newMult {
+		t.mult = multiplier(t.shrinks)
+		t.shrinks++
+	}
+	t.alloc(n)
 }
 
 // move passes at least steps slots of old — those empty, and whole probe
@@ -258,8 +265,7 @@ func (t *Table[T]) Delete(id grain.ID, h uint64) {
 	t.n--
 	t.move(moveSteps)
 	if t.iter == 0 && len(t.slots) > minSlots && t.n*shrinkDen < len(t.slots) {
-		t.move(len(t.old))
-		t.resize(len(t.slots) / 2)
+		t.rehash(len(t.slots)/2, true)
 	}
 }
 
@@ -277,22 +283,6 @@ func removeAt[T any](slots []slot[T], i uint64, home func(uint64) uint64) {
 		i = j
 	}
 	slots[i] = slot[T]{}
-}
-
-// resize rehashes every entry into n slots at once: for a shrink (with a
-// new multiplier) and the first array. Growth is incremental (grow).
-func (t *Table[T]) resize(n int) {
-	old := t.slots
-	if n < len(old) || t.mult == 0 {
-		t.mult = multiplier(t.shrinks)
-		t.shrinks++
-	}
-	t.alloc(n)
-	for _, s := range old {
-		if s.v != nil {
-			t.insert(s.h, s.v)
-		}
-	}
 }
 
 // alloc makes slots an empty array of n slots.
