@@ -295,3 +295,57 @@ func Example_deadlockAcrossCallChains() {
 	fmt.Println("completed:", done, "failed as a deadlock:", failed)
 	// Output: completed: 1 failed as a deadlock: 1
 }
+
+// A feed grain that fetches from a slow source while it keeps serving reads.
+type feed struct{ fetched int }
+
+type (
+	refresh struct{ source grain.ID }
+	read    struct{}
+)
+
+func (f *feed) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case refresh:
+		n, err := silo.Call[int](ctx, c.Silo(), m.source, "fetch") // the turn waits here...
+		f.fetched += n
+		return f.fetched, err
+	case read:
+		return f.fetched, nil // ...and, the kind being reentrant, reads run meanwhile
+	}
+	return nil, nil
+}
+
+// A reentrant kind interleaves its turns at the calls they wait in, as
+// Orleans' [Reentrant] grains do: a read is answered while a refresh waits
+// on a slow source. Between calls, a turn still runs alone.
+func ExampleWithReentrant() {
+	s, _ := silo.New(silo.Config{})
+	fetching, release := make(chan struct{}), make(chan struct{})
+	_ = silo.Register(s, "feed", func(grain.ID) *feed { return &feed{} }, silo.WithReentrant())
+	_ = silo.Register(s, "source", func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) {
+			close(fetching)
+			<-release // slow
+			return 3, nil
+		}
+	})
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	id := grain.NewID("feed", "news")
+	refreshed := make(chan int)
+	go func() {
+		n, _ := silo.Call[int](ctx, s, id, refresh{grain.NewID("source", "wire")})
+		refreshed <- n
+	}()
+	<-fetching // the refresh's turn waits on the source now
+	n, _ := silo.Call[int](ctx, s, id, read{})
+	fmt.Println("read while refreshing:", n)
+	close(release)
+	fmt.Println("refreshed:", <-refreshed)
+	// Output:
+	// read while refreshing: 0
+	// refreshed: 3
+}
