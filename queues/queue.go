@@ -3,6 +3,7 @@ package queues
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 )
 
 // Errors returned by Push.
@@ -44,7 +45,9 @@ type Queue[T, C any] struct {
 	free       *segment[T]
 	nfree      int
 	lowFree    int // the fewest spare segments since the last Trim
-	closed     bool
+	gate       gate
+	idle       bool          // restricted and found empty by MarkIdle; cleared by the next push
+	busy       *atomic.Int64 // the restricted queues of a set not idle (Restrict)
 	limit      int
 	wake       chan struct{}
 	space      chan struct{} // closed by the next Drain; made when a push finds the lane full
@@ -57,6 +60,15 @@ type Queue[T, C any] struct {
 func New[T, C any](limit int) *Queue[T, C] {
 	return &Queue[T, C]{wake: make(chan struct{}, 1), limit: limit}
 }
+
+// gate says which pushes the message lane takes.
+type gate uint8
+
+const (
+	gateOpen       gate = iota
+	gateRestricted      // PushLate only
+	gateClosed
+)
 
 // Push appends v to the message lane, or fails with ErrClosed or ErrFull.
 func (q *Queue[T, C]) Push(v T) error {
@@ -71,10 +83,27 @@ func (q *Queue[T, C]) Push(v T) error {
 // into the queue (a pointer, so a large T is copied once, not twice).
 func (q *Queue[T, C]) PushOrWait(v *T) (<-chan struct{}, error) {
 	q.mu.Lock()
-	if q.closed {
+	if q.gate != gateOpen {
 		q.mu.Unlock()
 		return nil, ErrClosed
 	}
+	return q.pushLocked(v)
+}
+
+// PushLateOrWait is PushOrWait for a push that a restricted queue still
+// takes (see Restrict); only Close refuses it.
+func (q *Queue[T, C]) PushLateOrWait(v *T) (<-chan struct{}, error) {
+	q.mu.Lock()
+	if q.gate == gateClosed {
+		q.mu.Unlock()
+		return nil, ErrClosed
+	}
+	q.wakeIdle()
+	return q.pushLocked(v)
+}
+
+// pushLocked appends v, with q.mu held; it unlocks it.
+func (q *Queue[T, C]) pushLocked(v *T) (<-chan struct{}, error) {
 	if q.limit > 0 && q.n >= q.limit {
 		if q.space == nil {
 			q.space = make(chan struct{})
@@ -116,6 +145,7 @@ func (q *Queue[T, C]) PushOrWait(v *T) (<-chan struct{}, error) {
 // messages (a finished turn, a timer) must reach the consumer until it stops.
 func (q *Queue[T, C]) PushControl(c C) {
 	q.mu.Lock()
+	q.wakeIdle()
 	signal := q.n == 0 && len(q.ctl) == 0
 	q.ctl = append(q.ctl, c)
 	q.mu.Unlock()
@@ -132,6 +162,7 @@ func (q *Queue[T, C]) PushControl(c C) {
 // after, though it reads the item first.
 func (q *Queue[T, C]) PushControlAt(mk func(ahead int) C) {
 	q.mu.Lock()
+	q.wakeIdle()
 	signal := q.n == 0 && len(q.ctl) == 0
 	q.ctl = append(q.ctl, mk(q.n))
 	q.mu.Unlock()
@@ -178,17 +209,61 @@ func (q *Queue[T, C]) Len() int {
 	return n
 }
 
-// Close makes further Push calls fail with ErrClosed. Items already queued
-// stay for Drain; PushControl still works.
+// Close makes further Push and PushLate calls fail with ErrClosed. Items
+// already queued stay for Drain; PushControl still works.
 func (q *Queue[T, C]) Close() {
 	q.mu.Lock()
-	q.closed = true
+	q.gate = gateClosed
+	q.idle = false // counted no more
 	if q.space != nil { // waiters retry, and find the lane closed
 		close(q.space)
 		q.space = nil
 	}
 	q.mu.Unlock()
 	q.signal()
+}
+
+// Restrict makes Push fail with ErrClosed, as Close does, while
+// PushLateOrWait and PushControl still work, until Close: a way to refuse
+// new work while the work under way finishes. busy, shared by a set of
+// queues restricted together, counts those of the set that are not idle
+// (see MarkIdle); the caller sets it to their number first, and a push to
+// an idle queue adds one. A queue closed already stays closed.
+func (q *Queue[T, C]) Restrict(busy *atomic.Int64) {
+	q.mu.Lock()
+	if q.gate == gateOpen {
+		q.gate, q.busy = gateRestricted, busy
+	}
+	if q.space != nil { // waiters retry, and find the lane restricted
+		close(q.space)
+		q.space = nil
+	}
+	q.mu.Unlock()
+	q.signal()
+}
+
+// MarkIdle marks a restricted queue idle if nothing is queued in either
+// lane, counting it out of its set's busy queues until its next push. It
+// reports whether it marked the queue, and whether that left no queue of
+// the set busy: with pushes that come only from work under way, the
+// moment the whole set is quiet. A queue not restricted, or idle already,
+// is not marked.
+func (q *Queue[T, C]) MarkIdle() (marked, last bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.gate != gateRestricted || q.idle || q.n > 0 || len(q.ctl) > 0 {
+		return false, false
+	}
+	q.idle = true
+	return true, q.busy.Add(-1) == 0
+}
+
+// wakeIdle counts an idle queue busy again; q.mu is held.
+func (q *Queue[T, C]) wakeIdle() {
+	if q.idle {
+		q.idle = false
+		q.busy.Add(1)
+	}
 }
 
 func (q *Queue[T, C]) recycle(s *segment[T]) {
