@@ -214,7 +214,7 @@ func (q *Queue[T, C]) Len() int {
 func (q *Queue[T, C]) Close() {
 	q.mu.Lock()
 	q.gate = gateClosed
-	q.idle = false // counted no more
+	q.idle = false      // counted no more
 	if q.space != nil { // waiters retry, and find the lane closed
 		close(q.space)
 		q.space = nil
