@@ -26,6 +26,7 @@ const (
 	opStop                          // Silo.Stop: stop a grain; its queued messages become dead letters
 	opDeactTimeout                  // an OnDeactivate overran its timeout
 	opWaiting                       // a turn of a reentrant grain began waiting in a call
+	opDrain                         // Shutdown: the silo has settled; deactivate everything
 )
 
 type ctl struct {
@@ -41,7 +42,8 @@ type mode uint8
 
 const (
 	modeRunning  mode = iota
-	modeDraining      // Shutdown: handle what is queued, then deactivate all
+	modeSettling      // Shutdown: finish the work under way (settle.go)
+	modeDraining      // Shutdown, once settled: deactivate all
 	modeClosing       // Close, or Shutdown past its deadline: dead-letter all
 )
 
@@ -72,8 +74,13 @@ func (p *partition) control(w *worker, c ctl) bool {
 		return p.fire(w, c)
 	case opShutdown:
 		if p.mode == modeRunning {
-			p.mode = modeDraining
+			p.mode = modeSettling
 			p.dir.All(func(_ grain.ID, a *act) bool { p.stopTimers(a); return true })
+		}
+	case opDrain:
+		if p.mode == modeSettling {
+			p.mode = modeDraining
+			p.q.Close() // the turns' calls too are refused from now on
 		}
 	case opClose:
 		p.mode = modeClosing
@@ -137,6 +144,10 @@ func (p *partition) collectIdle() {
 // stopped advances a shutdown or close, and reports whether the partition
 // has finished: nothing queued, nothing active, no turn running.
 func (p *partition) stopped() bool {
+	if p.mode == modeSettling {
+		p.settle()
+		return false
+	}
 	if p.q.Len() > 0 {
 		return false
 	}

@@ -349,3 +349,44 @@ func ExampleWithReentrant() {
 	// read while refreshing: 0
 	// refreshed: 3
 }
+
+// A checkout that is under way when the silo shuts down still completes:
+// its call to the stock grain is part of the work the silo had taken, and
+// is answered. Its tell to the audit grain is new work, refused; and a send
+// from outside is refused at once. (Here the checkout itself begins the
+// shutdown, so the example needs no timing.)
+func ExampleSilo_Shutdown() {
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "stock", func(grain.ID) grain.Func {
+		left := 3
+		return func(context.Context, *grain.Context, any) (any, error) {
+			left--
+			return left, nil
+		}
+	})
+	_ = silo.Register(s, "audit", func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+	})
+	_ = silo.Register(s, "checkout", func(grain.ID) grain.Func {
+		return func(ctx context.Context, c *grain.Context, _ any) (any, error) {
+			fmt.Println("shutdown begun:", errors.Is(s.Shutdown(ctx), silo.ErrShutdownFromTurn))
+			fmt.Println("outside send:", s.Tell(context.Background(), grain.NewID("audit", "log"), "x"))
+			left, err := silo.Call[int](ctx, c.Silo(), grain.NewID("stock", "sku-1"), "take one")
+			fmt.Println("stock call:", left, err)
+			fmt.Println("audit tell:", c.Silo().Tell(ctx, grain.NewID("audit", "log"), "sold"))
+			return "paid", nil
+		}
+	})
+	_ = s.Start()
+	ctx := context.Background()
+
+	v, err := s.Ask(ctx, grain.NewID("checkout", "cart-7"), "pay")
+	fmt.Println(v, err)
+	<-s.Done()
+	// Output:
+	// shutdown begun: true
+	// outside send: granary: silo closed
+	// stock call: 2 <nil>
+	// audit tell: granary: silo closed
+	// paid <nil>
+}

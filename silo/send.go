@@ -33,7 +33,7 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if ti != nil {
 		env.Meta = ti.w.p.senders.meta(ti.a)
 	}
-	return s.push(ctx, p, &env, ti)
+	return s.push(ctx, p, &env, ti, false)
 }
 
 type reentryKey struct{}
@@ -59,6 +59,10 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // grains while the turn waits. Most code uses the typed Call instead.
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	p, h, err := s.admit(ctx, id, msg)
+	late := false
+	if err == grain.ErrSiloClosed && s.settling.Load() {
+		p, h, late = s.admitLate(ctx, id, msg, &err)
+	}
 	if err != nil {
 		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout
 	}
@@ -101,7 +105,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		w.start(ti.a.ID, mine, req, id, h)
 		defer w.end(mine, req)
 	}
-	if err := s.push(ctx, p, &env, ti); err != nil {
+	if err := s.push(ctx, p, &env, ti, late); err != nil {
 		req.Abandon() // never sent: nobody waits on it
 		return nil, err
 	}

@@ -45,6 +45,11 @@ type Silo struct {
 	mu        sync.Mutex
 	state     atomic.Int32
 	finishing bool // a finishStop is under way (mu)
+	// settling: a Shutdown lets the work under way finish, and the turns'
+	// calls are still taken; busyParts counts the partitions not yet
+	// quiet (settle.go)
+	settling  atomic.Bool
+	busyParts atomic.Int64
 
 	base   context.Context // cancelled at Close: the ctx of tells and hooks
 	cancel context.CancelFunc
@@ -132,15 +137,20 @@ func (s *Silo) Start() error {
 	return nil
 }
 
-// Shutdown stops the silo gracefully: new messages are refused with
-// ErrSiloClosed at once; turns in progress finish; messages already queued
-// are handled; then every grain is deactivated (OnDeactivate runs, bounded by
-// Config.DeactivationTimeout). If ctx ends first, the silo closes as Close
+// Shutdown stops the silo gracefully. First the silo settles: new messages
+// are refused with ErrSiloClosed at once, timers stop, and the work under
+// way finishes — turns in progress, the messages already queued, and the
+// calls (Ask, Call) those turns make to other grains, which are part of
+// them; a Tell from a turn is new work, refused like any other send. Once
+// no turn runs and nothing is queued anywhere, every grain is deactivated
+// (OnDeactivate runs, bounded by Config.DeactivationTimeout; its sends are
+// refused). If ctx ends first, the silo closes as Close
 // does — whatever is still undelivered becomes a dead letter with reason
 // shutdown, handler contexts are cancelled, asks still being handled fail
 // with ErrSiloClosed — and Shutdown returns ctx's error without waiting for
-// handlers that ignore their ctx. Every pending ask has returned, or returns
-// at once, when Shutdown does.
+// handlers that ignore their ctx — so a turn that keeps calling, as work
+// that never ends, is ended by the deadline. Every pending ask has
+// returned, or returns at once, when Shutdown does.
 //
 // Shutdown on a silo never started just marks it closed. Called from a
 // grain's turn, it cannot wait for that turn: it begins the shutdown and
@@ -207,6 +217,7 @@ func (s *Silo) Close() error {
 // turns running off their partitions.
 func (s *Silo) closeNow(grace time.Duration) {
 	s.beginStop(opClose)
+	s.settling.Store(false) // a Shutdown's turns may call no more
 	s.mu.Lock()
 	started := s.base != nil
 	if started {
@@ -214,6 +225,7 @@ func (s *Silo) closeNow(grace time.Duration) {
 		// was cancelled finishes after the partition has begun closing, so
 		// nothing queued behind it runs.
 		for _, p := range s.parts {
+			p.q.Close() // after a Shutdown, it took the turns' calls
 			select {
 			case <-p.done: // stopped already (Close after Shutdown): nothing to close
 			default:
@@ -238,6 +250,12 @@ func (s *Silo) beginStop(op ctlOp) bool {
 	if prev == stateStopping || prev == stateStopped {
 		return false
 	}
+	if op == opShutdown && prev == stateRunning {
+		// Before the state: a turn's call that sees the silo stopping must
+		// see it settling too (admitLate).
+		s.busyParts.Store(int64(len(s.parts)))
+		s.settling.Store(true)
+	}
 	s.state.Store(stateStopping)
 	if prev == stateNew {
 		s.state.Store(stateStopped)
@@ -247,7 +265,11 @@ func (s *Silo) beginStop(op ctlOp) bool {
 	}
 	s.stopIdle()
 	for _, p := range s.parts {
-		p.q.Close()
+		if op == opShutdown {
+			p.q.Restrict(&s.busyParts) // the turns under way may still call (settle.go)
+		} else {
+			p.q.Close()
+		}
 		p.q.PushControl(ctl{op: op})
 	}
 	return true
@@ -395,8 +417,13 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 		}
 		return nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
 	default:
-		return nil, 0, grain.ErrSiloClosed
+		return nil, 0, grain.ErrSiloClosed // exactly this value: see admitLate
 	}
+	return s.checkTarget(id, msg)
+}
+
+// checkTarget is check past the silo's state.
+func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, uint64, error) {
 	if _, ok := s.kindOf.get(id.Kind(), s.kinds); !ok {
 		if err := id.Validate(); err != nil {
 			return nil, 0, err
@@ -423,17 +450,27 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 // wait for room, as a full channel would, for as long as ctx allows — a
 // turn that waits hands its partition off first, so two full partitions
 // sending to each other cannot deadlock. A closed queue is ErrSiloClosed.
-func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
+func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo, late bool) error {
 	if p.overfull(env.Target) {
 		s.deadLetter(*env, grain.ReasonOverload, nil)
 		return fmt.Errorf("%w: %v", grain.ErrOverloaded, env.Target)
 	}
 	for {
-		space, err := p.q.PushOrWait(env)
+		var space <-chan struct{}
+		var err error
+		if late {
+			space, err = p.q.PushLateOrWait(env)
+		} else {
+			space, err = p.q.PushOrWait(env)
+		}
 		switch {
 		case err == nil:
 			return nil
 		case !errors.Is(err, queues.ErrFull):
+			if !late && s.lateCall(env, ti) {
+				late = true // a Shutdown began since the checks: a turn's call still goes
+				continue
+			}
 			return grain.ErrSiloClosed
 		}
 		if ti != nil {

@@ -1,0 +1,64 @@
+package silo
+
+import (
+	"context"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// A graceful Shutdown in two steps. First the silo settles: sends from
+// outside are refused, timers stop, and the work under way finishes — the
+// messages queued, the turns running, and the calls those turns make to
+// other grains, which are part of them: a turn cannot finish without its
+// answer. A tell from a turn is new work, refused as any other send (so
+// work that makes more work cannot keep the silo up). The silo has settled
+// when every partition is quiet at once: nothing queued, no turn running,
+// no message waiting in a mailbox. Only a running turn can make more work
+// then, and its partition is not quiet while it runs; a call it makes
+// counts its target's partition busy before the call returns
+// (queues.Queue.MarkIdle). Then every grain is deactivated (modeDraining),
+// and nothing more is taken, calls from OnDeactivate included: grains
+// deactivate in no order, so the grain called might be gone.
+
+// admitLate admits a call refused because the silo is stopping if it comes
+// from a turn of this silo while the silo settles; err is set to nil then,
+// or to the target's error. It reports whether the call is to be pushed
+// late (queues.Queue.PushLateOrWait).
+func (s *Silo) admitLate(ctx context.Context, id grain.ID, msg any, err *error) (*partition, uint64, bool) {
+	ti := turnFrom(ctx)
+	if ti == nil || ti.w.p.s != s {
+		return nil, 0, false // from outside, or from another silo's turn: new work
+	}
+	p, h, e := s.checkTarget(id, msg)
+	*err = e
+	return p, h, e == nil
+}
+
+// lateCall reports whether env, refused by a restricted queue, is a call
+// from a turn of this silo while it settles.
+func (s *Silo) lateCall(env *queues.Envelope, ti *turnInfo) bool {
+	return env.Request != nil && ti != nil && ti.w.p.s == s && s.settling.Load()
+}
+
+// settle counts the partition out of the busy ones if it is quiet, and
+// ends the settling if it was the last. The owner calls it at the end of
+// each round while the silo settles.
+func (p *partition) settle() {
+	if p.rhead < len(p.ready) || p.inflight > 0 || p.backlog.Load() > 0 {
+		return
+	}
+	if _, last := p.q.MarkIdle(); last {
+		p.s.settled()
+	}
+}
+
+// settled ends the settling: every partition deactivates its grains.
+func (s *Silo) settled() {
+	if !s.settling.CompareAndSwap(true, false) {
+		return // a Close came first, or another owner saw the end too
+	}
+	for _, p := range s.parts {
+		p.q.PushControl(ctl{op: opDrain})
+	}
+}
