@@ -82,28 +82,24 @@ func (q *Queue[T, C]) Push(v T) error {
 // between the two and leave the caller waiting for nothing. *v is copied
 // into the queue (a pointer, so a large T is copied once, not twice).
 func (q *Queue[T, C]) PushOrWait(v *T) (<-chan struct{}, error) {
-	q.mu.Lock()
-	if q.gate != gateOpen {
-		q.mu.Unlock()
-		return nil, ErrClosed
-	}
-	return q.pushLocked(v)
+	return q.push(v, false)
 }
 
 // PushLateOrWait is PushOrWait for a push that a restricted queue still
 // takes (see Restrict); only Close refuses it.
 func (q *Queue[T, C]) PushLateOrWait(v *T) (<-chan struct{}, error) {
-	q.mu.Lock()
-	if q.gate == gateClosed {
-		q.mu.Unlock()
-		return nil, ErrClosed
-	}
-	q.wakeIdle()
-	return q.pushLocked(v)
+	return q.push(v, true)
 }
 
-// pushLocked appends v, with q.mu held; it unlocks it.
-func (q *Queue[T, C]) pushLocked(v *T) (<-chan struct{}, error) {
+func (q *Queue[T, C]) push(v *T, late bool) (<-chan struct{}, error) {
+	q.mu.Lock()
+	if q.gate != gateOpen {
+		if !late || q.gate == gateClosed {
+			q.mu.Unlock()
+			return nil, ErrClosed
+		}
+		q.wakeIdle()
+	}
 	if q.limit > 0 && q.n >= q.limit {
 		if q.space == nil {
 			q.space = make(chan struct{})
