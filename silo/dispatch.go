@@ -236,7 +236,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	}
 	claim := a.extra().token.reserve() // in arrival order, before the goroutine starts
 	p.s.turns.Add(1)
-	p.s.runners.launch(func() {
+	p.s.runners.launch(taskFunc(func() {
 		defer p.s.turns.Done()
 		<-claim
 		c := ctl{op: opTurnDone, a: a}
@@ -250,7 +250,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		p.execute(w, a, tkMessage, &env, true, &c.res)
 		exited = false
 		p.q.PushControl(c)
-	})
+	}))
 }
 
 // flushMailbox runs the messages waiting in the mailbox of a reentrant

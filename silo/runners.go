@@ -12,7 +12,7 @@ import "sync"
 //
 // runners is safe for concurrent use.
 type runners struct {
-	jobs    chan func() // unbuffered: a send succeeds only if a runner waits
+	jobs    chan task // unbuffered: a send succeeds only if a runner waits
 	quit    chan struct{}
 	maxIdle int32
 
@@ -28,11 +28,20 @@ type runners struct {
 const idleRunnersPerPartition = 16
 
 func newRunners(maxIdle int) *runners {
-	return &runners{jobs: make(chan func()), quit: make(chan struct{}), maxIdle: int32(maxIdle)}
+	return &runners{jobs: make(chan task), quit: make(chan struct{}), maxIdle: int32(maxIdle)}
 }
 
+// task is a runner's job. A *worker is one (the partition it takes over),
+// so a handoff launches it without allocating a closure; taskFunc makes
+// any func one.
+type task interface{ runTask() }
+
+type taskFunc func()
+
+func (f taskFunc) runTask() { f() }
+
 // launch runs f on a waiting runner, or on a new goroutine.
-func (r *runners) launch(f func()) {
+func (r *runners) launch(f task) {
 	select {
 	case r.jobs <- f:
 	default:
@@ -44,10 +53,10 @@ func (r *runners) launch(f func()) {
 	}
 }
 
-func (r *runners) loop(f func()) {
+func (r *runners) loop(f task) {
 	defer r.wg.Done()
 	for {
-		f()
+		f.runTask()
 		f = nil // the job's closure is not kept while waiting
 		if !r.park() {
 			return

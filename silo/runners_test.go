@@ -24,11 +24,11 @@ func TestRunnersReuseGoroutines(t *testing.T) {
 		require.Eventually(t, func() bool { idle, _ := r.counts(); return idle == n }, 5*time.Second, time.Millisecond)
 	}
 	done := make(chan struct{})
-	r.launch(func() { close(done) })
+	r.launch(taskFunc(func() { close(done) }))
 	<-done
 	waitIdle(1)
 	done = make(chan struct{})
-	r.launch(func() { close(done) })
+	r.launch(taskFunc(func() { close(done) }))
 	<-done
 	waitIdle(1)
 	_, started := r.counts()
@@ -39,7 +39,7 @@ func TestRunnersReuseGoroutines(t *testing.T) {
 	gate := make(chan struct{})
 	for range 3 {
 		wg.Add(1)
-		r.launch(func() { wg.Done(); <-gate })
+		r.launch(taskFunc(func() { wg.Done(); <-gate }))
 	}
 	wg.Wait() // all three run at once
 	_, started = r.counts()

@@ -36,6 +36,14 @@ type worker struct {
 	tc   turnCtx
 	gc   grain.Context
 	res  turnResult // the outcome of the turn w ran last
+	from *worker    // a new owner's: the worker it takes the partition from, until it starts
+}
+
+// runTask is the goroutine of a worker launched to take over its partition.
+func (w *worker) runTask() {
+	from := w.from
+	w.from = nil // not kept alive by its successor
+	w.p.run(w, from)
 }
 
 func newWorker(p *partition, detached bool) *worker {
@@ -97,6 +105,7 @@ func (w *worker) detachAt(x uint64, slow bool) bool {
 	}
 	p.handoffs.Add(1)
 	nw := newWorker(p, false)
-	p.s.runners.launch(func() { p.run(nw, w) })
+	nw.from = w
+	p.s.runners.launch(nw)
 	return true
 }
