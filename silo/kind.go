@@ -154,6 +154,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		return fmt.Errorf("%w: %q", grain.ErrAlreadyRegistered, name)
 	}
 	s.kinds[name] = k
+	s.kindOf.remember(name, k)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unsafe"
 )
 
 func TestKindCache(t *testing.T) {
@@ -36,5 +37,39 @@ func TestKindCache(t *testing.T) {
 	// A prefix of a cached name shares its bytes' address but not its length.
 	if _, ok := c.get("player"[:3], kinds); ok {
 		t.Fatal("prefix found")
+	}
+}
+
+// Kind names built at run time, each at its own address, and names whose
+// bytes share a slot, cost a map lookup, never an allocation: a slot is
+// filled once.
+func TestKindCacheNeverAllocatesOnceFilled(t *testing.T) {
+	a := &kind{name: "player"}
+	kinds := map[string]*kind{"player": a}
+	var c kindCache
+	c.remember("player", a)
+	names := make([]string, 2000)
+	for i := range names {
+		names[i] = strings.Clone("player")
+	}
+	for _, n := range names { // the free slots fill: at most one entry each
+		c.get(n, kinds)
+	}
+	n := testing.AllocsPerRun(10, func() {
+		for _, name := range names {
+			if k, ok := c.get(name, kinds); !ok || k != a {
+				t.Fatalf("built: %v %v", k, ok)
+			}
+		}
+		if k, ok := c.get("player", kinds); !ok || k != a {
+			t.Fatalf("constant: %v %v", k, ok)
+		}
+	})
+	if n != 0 {
+		t.Fatalf("%v allocations for %d lookups", n, len(names)+1)
+	}
+	// The registered constant kept its slot through all of that.
+	if e := c.slot(unsafe.StringData("player")).Load(); e == nil || e.data != unsafe.StringData("player") {
+		t.Fatal("the registered name lost its slot")
 	}
 }
