@@ -18,39 +18,46 @@ import (
 // new address) — an allocation per Tell. So the cache allocates at most
 // once per slot in the silo's life; Register fills the slots of the names
 // it is given first, since a program that registers a kind with a constant
-// usually builds its IDs with the same one. Entries are immutable and hold
-// their string, so an address is never reused while it is cached.
+// usually builds its IDs with the same one.
+//
+// An entry keeps the address as a number, not a pointer: a kind name cut
+// from a large buffer (a request body) must not keep the buffer alive for
+// the silo's life. Once that memory is freed its address may hold another
+// string, so a hit is confirmed against the kind's own name — by address
+// when the caller uses the registered string, by bytes otherwise. Entries
+// are immutable.
 type kindCache struct {
 	slots [256]atomic.Pointer[kindEntry]
 }
 
 type kindEntry struct {
-	data *byte
+	addr uintptr // of the name's bytes; not a pointer, so nothing is kept alive
 	n    int
 	k    *kind
 }
 
-func (c *kindCache) slot(data *byte) *atomic.Pointer[kindEntry] {
-	return &c.slots[(uintptr(unsafe.Pointer(data))>>4)%uintptr(len(c.slots))]
+func (c *kindCache) slot(addr uintptr) *atomic.Pointer[kindEntry] {
+	return &c.slots[(addr>>4)%uintptr(len(c.slots))]
 }
 
 func (c *kindCache) get(name string, kinds map[string]*kind) (*kind, bool) {
-	data := unsafe.StringData(name)
-	slot := c.slot(data)
+	addr := uintptr(unsafe.Pointer(unsafe.StringData(name)))
+	slot := c.slot(addr)
 	e := slot.Load()
-	if e != nil && e.data == data && e.n == len(name) {
+	if e != nil && e.addr == addr && e.n == len(name) &&
+		(unsafe.StringData(e.k.name) == unsafe.StringData(name) || e.k.name == name) {
 		return e.k, true
 	}
 	k, ok := kinds[name]
-	if ok && data != nil && e == nil {
-		slot.CompareAndSwap(nil, &kindEntry{data: data, n: len(name), k: k})
+	if ok && addr != 0 && e == nil {
+		slot.CompareAndSwap(nil, &kindEntry{addr: addr, n: len(name), k: k})
 	}
 	return k, ok
 }
 
 // remember fills the slot of name's bytes with k, if it is free.
 func (c *kindCache) remember(name string, k *kind) {
-	if data := unsafe.StringData(name); data != nil {
-		c.slot(data).CompareAndSwap(nil, &kindEntry{data: data, n: len(name), k: k})
+	if addr := uintptr(unsafe.Pointer(unsafe.StringData(name))); addr != 0 {
+		c.slot(addr).CompareAndSwap(nil, &kindEntry{addr: addr, n: len(name), k: k})
 	}
 }

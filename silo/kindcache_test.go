@@ -69,7 +69,24 @@ func TestKindCacheNeverAllocatesOnceFilled(t *testing.T) {
 		t.Fatalf("%v allocations for %d lookups", n, len(names)+1)
 	}
 	// The registered constant kept its slot through all of that.
-	if e := c.slot(unsafe.StringData("player")).Load(); e == nil || e.data != unsafe.StringData("player") {
+	if e := c.slot(uintptr(unsafe.Pointer(unsafe.StringData("player")))).Load(); e == nil || e.k != a {
 		t.Fatal("the registered name lost its slot")
+	}
+}
+
+// An entry keeps its name's address as a number: memory freed and reused
+// for another name at that address must not pass for the cached kind.
+func TestKindCacheConfirmsAHitByTheName(t *testing.T) {
+	player, cart := &kind{name: "player"}, &kind{name: "cartxx"}
+	kinds := map[string]*kind{"player": player, "cartxx": cart}
+	var c kindCache
+	buf := []byte("cartxx")
+	name := unsafe.String(&buf[0], len(buf))
+	addr := uintptr(unsafe.Pointer(&buf[0]))
+	// As if "player" had been cached at this address before its memory was
+	// freed and reused for buf.
+	c.slot(addr).Store(&kindEntry{addr: addr, n: len(name), k: player})
+	if k, ok := c.get(name, kinds); !ok || k != cart {
+		t.Fatalf("got %v, %v; want the kind named %q", k, ok, name)
 	}
 }
