@@ -41,6 +41,7 @@ type taskFunc func()
 func (f taskFunc) runTask() { f() }
 
 // launch runs f on a waiting runner, or on a new goroutine.
+// It never blocks.
 func (r *runners) launch(f task) {
 	select {
 	case r.jobs <- f:
@@ -57,7 +58,7 @@ func (r *runners) loop(f task) {
 	defer r.wg.Done()
 	for {
 		f.runTask()
-		f = nil // the job's closure is not kept while waiting
+		f = nil // the job is not kept while waiting
 		if !r.park() {
 			return
 		}

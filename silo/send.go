@@ -61,7 +61,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	p, h, err := s.admit(ctx, id, msg)
 	late := false
 	if err == grain.ErrSiloClosed && s.settling.Load() {
-		p, h, late = s.admitLate(ctx, id, msg, &err)
+		p, h, late, err = s.admitLate(ctx, id, msg, err)
 	}
 	if err != nil {
 		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout

@@ -21,18 +21,17 @@ import (
 // and nothing more is taken, calls from OnDeactivate included: grains
 // deactivate in no order, so the grain called might be gone.
 
-// admitLate admits a call refused because the silo is stopping if it comes
-// from a turn of this silo while the silo settles; err is set to nil then,
-// or to the target's error. It reports whether the call is to be pushed
-// late (queues.Queue.PushLateOrWait).
-func (s *Silo) admitLate(ctx context.Context, id grain.ID, msg any, err *error) (*partition, uint64, bool) {
+// admitLate takes a call that was refused (with refused) because the silo
+// is stopping, if it comes from a turn of this silo while the silo
+// settles: then it checks the target, and reports whether the call is to be
+// pushed late (queues.Queue.PushLateOrWait).
+func (s *Silo) admitLate(ctx context.Context, id grain.ID, msg any, refused error) (*partition, uint64, bool, error) {
 	ti := turnFrom(ctx)
 	if ti == nil || ti.w.p.s != s {
-		return nil, 0, false // from outside, or from another silo's turn: new work
+		return nil, 0, false, refused // from outside, or from another silo's turn: new work
 	}
-	p, h, e := s.checkTarget(id, msg)
-	*err = e
-	return p, h, e == nil
+	p, h, err := s.checkTarget(id, msg)
+	return p, h, err == nil, err
 }
 
 // lateCall reports whether env, refused by a restricted queue, is a call
