@@ -54,7 +54,8 @@ type Config struct {
 	// Name is the silo's name in directory locations. Default "local".
 	Name string
 	// Partitions is the number of partition queues (and of goroutines that
-	// drain them when no turn blocks). Default GOMAXPROCS.
+	// drain them when no turn blocks). Default GOMAXPROCS; at most
+	// MaxPartitions.
 	Partitions int
 	// CallTimeout bounds a call whose ctx has no deadline.
 	CallTimeout time.Duration
@@ -128,6 +129,13 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
+// MaxPartitions bounds Config.Partitions. Each partition is a goroutine and
+// about 21 KB before it holds a grain, and more partitions than a few per
+// core only add owners competing for the same cores: a count above this is
+// a mistake (a million took 20 GB and minutes to start), refused with
+// ErrInvalidConfig rather than attempted.
+const MaxPartitions = 1 << 16
+
 // validate reports the first field out of range. It runs on the config as
 // given, before defaults, so that an explicit bad value is never masked.
 func (c Config) validate() error {
@@ -137,6 +145,8 @@ func (c Config) validate() error {
 	switch {
 	case c.Partitions < 0:
 		return bad("Partitions", c.Partitions)
+	case c.Partitions > MaxPartitions:
+		return fmt.Errorf("%w: Partitions = %d, more than MaxPartitions (%d)", grain.ErrInvalidConfig, c.Partitions, MaxPartitions)
 	case c.CallTimeout < 0:
 		return bad("CallTimeout", c.CallTimeout)
 	case c.IdleQuantum < 0, c.IdleQuantum > 0 && c.IdleQuantum < time.Millisecond:

@@ -223,6 +223,7 @@ func TestRegisterErrors(t *testing.T) {
 func TestInvalidConfig(t *testing.T) {
 	for _, cfg := range []silo.Config{
 		{Partitions: -1},
+		{Partitions: silo.MaxPartitions + 1}, // a million took 20 GB and minutes to start
 		{CallTimeout: -time.Second},
 		{MaxActivations: -5},
 		{HandoffThreshold: -1},
