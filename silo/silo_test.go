@@ -227,6 +227,7 @@ func TestInvalidConfig(t *testing.T) {
 		{CallTimeout: -time.Second},
 		{MaxActivations: -5},
 		{HandoffThreshold: -1},
+		{HandoffThreshold: time.Nanosecond}, // the watchdog would spin
 		{QueueCapacity: -1},
 		{IdleQuantum: time.Microsecond},
 		{Clock: (*clock.Manual)(nil)}, // declared, never made: Start would panic on it
