@@ -6,6 +6,11 @@
 // to, and one goroutine at a time drains that queue. That is what gives the
 // silo one turn at a time per grain without a goroutine, or a lock, per grain.
 //
+// A queue closes in two steps when its owner shuts down gracefully:
+// Restrict refuses new work while the work under way may still push
+// (PushLateOrWait), and MarkIdle lets a set of queues tell when all of them
+// are quiet at once; Close then refuses everything.
+//
 // Concurrency: Queue is safe for concurrent Push from many goroutines; Drain
 // must be called by one consumer at a time. Partitioner is immutable and safe
 // for concurrent use. Envelope is a value.
