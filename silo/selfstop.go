@@ -63,6 +63,7 @@ func (s *Silo) shutdownFromTurn(ctx context.Context) error {
 			return ErrShutdownFromTurn
 		}
 	}
+	s.boundSettling(ctx)
 	go func() {
 		expired := make(chan struct{}) // never closed without a deadline
 		if bounded {

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"time"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -19,7 +20,9 @@ import (
 // counts its target's partition busy before the call returns
 // (queues.Queue.MarkIdle). Then every grain is deactivated (modeDraining),
 // and nothing more is taken, calls from OnDeactivate included: grains
-// deactivate in no order, so the grain called might be gone.
+// deactivate in no order, so the grain called might be gone. The settling
+// is bounded (boundSettling): a turn that holds it up too long is taken as
+// stuck, and the others deactivate without it.
 
 // admitLate takes a call that was refused (with refused) because the silo
 // is stopping, if it comes from a turn of this silo while the silo
@@ -57,7 +60,32 @@ func (s *Silo) settled() {
 	if !s.settling.CompareAndSwap(true, false) {
 		return // a Close came first, or another owner saw the end too
 	}
+	s.mu.Lock()
+	if s.settleBound != nil {
+		s.settleBound.Stop()
+	}
+	s.mu.Unlock()
 	for _, p := range s.parts {
 		p.q.PushControl(ctl{op: opDrain})
+	}
+}
+
+// boundSettling ends the settling, if it has not ended by itself, after
+// Config.DeactivationTimeout or half the time ctx leaves, whichever comes
+// first (read now: ctx is not kept). A turn that holds the silo up longer
+// is taken as stuck: the other grains then deactivate — saving their
+// state — while it goes on, and its calls from then on are refused, as a
+// Shutdown did before it settled. Without the bound, one stuck handler
+// would keep every grain from deactivating until ctx's end, when Close
+// runs no OnDeactivate at all.
+func (s *Silo) boundSettling(ctx context.Context) {
+	d := s.cfg.DeactivationTimeout
+	if deadline, ok := ctx.Deadline(); ok {
+		d = min(d, time.Until(deadline)/2)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.settling.Load() { // else it has settled already, or a Close came
+		s.settleBound = time.AfterFunc(d, s.settled)
 	}
 }

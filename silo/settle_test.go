@@ -176,10 +176,10 @@ func TestShutdownRefusesTellsFromTurnsAndCallsFromOnDeactivate(t *testing.T) {
 	})
 }
 
-// Work under way that never ends — a turn that keeps calling — keeps a
-// Shutdown until its ctx ends; then the silo closes as Close does, and the
-// turn's next call fails at once.
-func TestShutdownEndsWorkThatNeverEndsAtItsDeadline(t *testing.T) {
+// Work under way that never ends — a turn that keeps calling — holds the
+// settling only until its bound (half the time ctx leaves): then its calls
+// fail, the turn ends, and the Shutdown finishes in time.
+func TestShutdownEndsWorkThatNeverEnds(t *testing.T) {
 	var deact atomic.Int32
 	started := make(chan struct{})
 	s := settlerSilo(t, 2, func(grain.ID) *settler { return &settler{deact: &deact, started: started} })
@@ -188,10 +188,11 @@ func TestShutdownEndsWorkThatNeverEndsAtItsDeadline(t *testing.T) {
 	looped := make(chan error, 1)
 	go func() { _, err := s.Ask(ctx, settlerID("front"), forever{to: settlerID("back-0")}); looped <- err }()
 	<-started
-	sctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	sctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond) // settles for at most 200 ms
 	defer cancel()
-	require.ErrorIs(t, s.Shutdown(sctx), context.DeadlineExceeded)
+	require.NoError(t, s.Shutdown(sctx))
 	require.ErrorIs(t, <-looped, silo.ErrSiloClosed)
+	assert.EqualValues(t, 2, deact.Load(), "both grains deactivated")
 }
 
 // Many callers whose asks go along chains of grains, on four partitions,
@@ -246,4 +247,36 @@ func TestShutdownUnderLoadFinishesEveryChainItTook(t *testing.T) {
 		require.ErrorIs(t, err, silo.ErrSiloClosed)
 		require.NotContains(t, err.Error(), "nested call", "a call made while the silo settled was refused")
 	}
+}
+
+// One handler stuck for the whole Shutdown must not keep the other grains
+// from deactivating: the settling ends at half the time ctx leaves (or at
+// Config.DeactivationTimeout), the idle grains deactivate — OnDeactivate
+// runs, saving their state — and at ctx's end the silo closes.
+func TestShutdownDeactivatesTheOthersWhileAHandlerIsStuck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, deact, _ := bubbleSilo(t, silo.Config{Partitions: 2})
+		ctx := context.Background()
+		for i := range 3 {
+			_, err := s.Ask(ctx, grain.NewIntID("sleeper", int64(i)), "hi")
+			require.NoError(t, err)
+		}
+		stuck := make(chan error, 1)
+		go func() { _, err := s.Ask(ctx, grain.NewID("sleeper", "stuck"), waitForCtx{}); stuck <- err }()
+		synctest.Wait()
+
+		sctx, cancel := context.WithTimeout(ctx, 8*time.Second)
+		defer cancel()
+		start := time.Now()
+		stopped := make(chan error, 1)
+		go func() { stopped <- s.Shutdown(sctx) }()
+		synctest.Wait()
+		require.Empty(t, deact, "nothing deactivates while the silo settles")
+		time.Sleep(4 * time.Second) // half of what ctx leaves
+		synctest.Wait()
+		require.Len(t, deact, 3, "the idle grains deactivated while the stuck one runs")
+		require.ErrorIs(t, <-stopped, context.DeadlineExceeded)
+		assert.Equal(t, 8*time.Second, time.Since(start))
+		require.ErrorIs(t, <-stuck, silo.ErrSiloClosed)
+	})
 }

@@ -48,8 +48,9 @@ type Silo struct {
 	// settling: a Shutdown lets the work under way finish, and the turns'
 	// calls are still taken; busyParts counts the partitions not yet
 	// quiet (settle.go)
-	settling  atomic.Bool
-	busyParts atomic.Int64
+	settling    atomic.Bool
+	busyParts   atomic.Int64
+	settleBound *time.Timer // ends a settling that takes too long (mu)
 
 	base   context.Context // cancelled at Close: the ctx of tells and hooks
 	cancel context.CancelFunc
@@ -142,15 +143,17 @@ func (s *Silo) Start() error {
 // way finishes — turns in progress, the messages already queued, and the
 // calls (Ask, Call) those turns make to other grains, which are part of
 // them; a Tell from a turn is new work, refused like any other send. Once
-// no turn runs and nothing is queued anywhere, every grain is deactivated
-// (OnDeactivate runs, bounded by Config.DeactivationTimeout; its sends are
-// refused). If ctx ends first, the silo closes as Close
+// no turn runs and nothing is queued anywhere — or, at the latest, after
+// half the time ctx leaves or Config.DeactivationTimeout, whichever is
+// first, so that one stuck handler cannot keep the others from saving their
+// state — every grain is deactivated (OnDeactivate runs, bounded by
+// Config.DeactivationTimeout; its sends are refused, and so are the calls of
+// turns still running by then). If ctx ends first, the silo closes as Close
 // does — whatever is still undelivered becomes a dead letter with reason
 // shutdown, handler contexts are cancelled, asks still being handled fail
 // with ErrSiloClosed — and Shutdown returns ctx's error without waiting for
-// handlers that ignore their ctx — so a turn that keeps calling, as work
-// that never ends, is ended by the deadline. Every pending ask has
-// returned, or returns at once, when Shutdown does.
+// handlers that ignore their ctx. Every pending ask has returned, or
+// returns at once, when Shutdown does.
 //
 // Shutdown on a silo never started just marks it closed. Called from a
 // grain's turn, it cannot wait for that turn: it begins the shutdown and
@@ -174,6 +177,7 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	s.boundSettling(ctx)
 	if s.drainOrClose(ctx.Done()) {
 		return nil
 	}
@@ -219,6 +223,9 @@ func (s *Silo) closeNow(grace time.Duration) {
 	s.beginStop(opClose)
 	s.settling.Store(false) // a Shutdown's turns may call no more
 	s.mu.Lock()
+	if s.settleBound != nil {
+		s.settleBound.Stop()
+	}
 	started := s.base != nil
 	if started {
 		// opClose first, then cancel: a turn that returns because its ctx
