@@ -139,7 +139,8 @@ func (c Config) withDefaults() Config {
 // MaxPartitions bounds Config.Partitions. Each partition is a goroutine and
 // about 21 KB before it holds a grain, and more partitions than a few per
 // core only add owners competing for the same cores: a count above this is
-// a mistake (a million took 20 GB and minutes to start), refused with
+// a mistake (a million would take about 22 GB, and Start had not finished
+// after 70 s), refused with
 // ErrInvalidConfig rather than attempted.
 const MaxPartitions = 1 << 16
 
