@@ -140,8 +140,7 @@ func (c Config) withDefaults() Config {
 // about 21 KB before it holds a grain, and more partitions than a few per
 // core only add owners competing for the same cores: a count above this is
 // a mistake (a million would take about 22 GB, and Start had not finished
-// after 70 s), refused with
-// ErrInvalidConfig rather than attempted.
+// after 70 s), refused with ErrInvalidConfig rather than attempted.
 const MaxPartitions = 1 << 16
 
 // validate reports the first field out of range. It runs on the config as
