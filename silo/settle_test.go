@@ -272,7 +272,7 @@ func TestShutdownDeactivatesTheOthersWhileAHandlerIsStuck(t *testing.T) {
 		go func() { stopped <- s.Shutdown(sctx) }()
 		synctest.Wait()
 		require.Empty(t, deact, "nothing deactivates while the silo settles")
-		time.Sleep(4 * time.Second) // half of what ctx leaves
+		time.Sleep(4 * time.Second) // the bubble's fake clock moves to half of what ctx leaves
 		synctest.Wait()
 		require.Len(t, deact, 3, "the idle grains deactivated while the stuck one runs")
 		require.ErrorIs(t, <-stopped, context.DeadlineExceeded)
