@@ -351,10 +351,10 @@ func ExampleWithReentrant() {
 }
 
 // A checkout that is under way when the silo shuts down still completes:
-// its call to the stock grain is part of the work the silo had taken, and
-// is answered. Its tell to the audit grain is new work, refused; and a send
-// from outside is refused at once. (Here the checkout itself begins the
-// shutdown, so the example needs no timing.)
+// its call to the stock grain and its tell to the audit grain are part of
+// the work the silo had taken, and go through; a send from outside is
+// refused at once. (Here the checkout itself begins the shutdown, so the
+// example needs no timing.)
 func ExampleSilo_Shutdown() {
 	s, _ := silo.New(silo.Config{})
 	_ = silo.Register(s, "stock", func(grain.ID) grain.Func {
@@ -364,8 +364,12 @@ func ExampleSilo_Shutdown() {
 			return left, nil
 		}
 	})
+	audited := make(chan any, 1)
 	_ = silo.Register(s, "audit", func(grain.ID) grain.Func {
-		return func(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+		return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+			audited <- msg
+			return nil, nil
+		}
 	})
 	_ = silo.Register(s, "checkout", func(grain.ID) grain.Func {
 		return func(ctx context.Context, c *grain.Context, _ any) (any, error) {
@@ -381,12 +385,14 @@ func ExampleSilo_Shutdown() {
 	ctx := context.Background()
 
 	v, err := s.Ask(ctx, grain.NewID("checkout", "cart-7"), "pay")
-	fmt.Println(v, err)
 	<-s.Done()
+	fmt.Println(v, err)
+	fmt.Println("audited:", <-audited)
 	// Output:
 	// shutdown begun: true
 	// outside send: granary: silo closed
 	// stock call: 2 <nil>
-	// audit tell: granary: silo closed
+	// audit tell: <nil>
 	// paid <nil>
+	// audited: sold
 }

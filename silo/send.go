@@ -22,9 +22,14 @@ import (
 // send on a full channel.
 //
 // Called from a turn with the turn's ctx, the message carries the calling
-// grain as its sender.
+// grain as its sender, and while a Shutdown lets the work under way finish,
+// it is taken (see Silo.Shutdown).
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	p, h, err := s.admit(ctx, id, msg)
+	late := false
+	if err == grain.ErrSiloClosed && s.settling.Load() {
+		p, h, late, err = s.admitLate(ctx, id, msg, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -33,7 +38,7 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if ti != nil {
 		env.Meta = ti.w.p.senders.meta(ti.a)
 	}
-	return s.push(ctx, p, &env, ti, false)
+	return s.push(ctx, p, &env, ti, late)
 }
 
 type reentryKey struct{}

@@ -5,28 +5,27 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/grain"
-	"github.com/granary-go/granary/queues"
 )
 
 // A graceful Shutdown in two steps. First the silo settles: sends from
 // outside are refused, timers stop, and the work under way finishes — the
-// messages queued, the turns running, and the calls those turns make to
-// other grains, which are part of them: a turn cannot finish without its
-// answer. A tell from a turn is new work, refused as any other send (so
-// work that makes more work cannot keep the silo up). The silo has settled
-// when every partition is quiet at once: nothing queued, no turn running,
-// no message waiting in a mailbox. Only a running turn can make more work
-// then, and its partition is not quiet while it runs; a call it makes
-// counts its target's partition busy before the call returns
-// (queues.Queue.MarkIdle). Then every grain is deactivated (modeDraining),
-// and nothing more is taken, calls from OnDeactivate included: grains
-// deactivate in no order, so the grain called might be gone. The settling
-// is bounded (boundSettling): a turn that holds it up too long is taken as
-// stuck, and the others deactivate without it.
+// messages queued, the turns running, and what those turns send other
+// grains: the calls they wait for, and the tells that carry their work on
+// (a request that updates a leaderboard by a tell would otherwise lose the
+// update). The silo has settled when every partition is quiet at once:
+// nothing queued, no turn running, no message waiting in a mailbox. Only a
+// running turn can make more work then, and its partition is not quiet
+// while it runs; a message it sends counts its target's partition busy
+// before the send returns (queues.Queue.MarkIdle). Then every grain is
+// deactivated (modeDraining), and nothing more is taken, sends from
+// OnDeactivate included: grains deactivate in no order, so the grain sent
+// to might be gone. The settling is bounded (boundSettling): work that
+// makes work for ever (a grain that tells itself) or a turn stuck in a
+// handler holds it up only so long; then the others deactivate without it.
 
-// admitLate takes a call that was refused (with refused) because the silo
+// admitLate takes a send that was refused (with refused) because the silo
 // is stopping, if it comes from a turn of this silo while the silo
-// settles: then it checks the target, and reports whether the call is to be
+// settles: then it checks the target, and reports whether the send is to be
 // pushed late (queues.Queue.PushLateOrWait).
 func (s *Silo) admitLate(ctx context.Context, id grain.ID, msg any, refused error) (*partition, uint64, bool, error) {
 	ti := turnFrom(ctx)
@@ -37,10 +36,10 @@ func (s *Silo) admitLate(ctx context.Context, id grain.ID, msg any, refused erro
 	return p, h, err == nil, err
 }
 
-// lateCall reports whether env, refused by a restricted queue, is a call
-// from a turn of this silo while it settles.
-func (s *Silo) lateCall(env *queues.Envelope, ti *turnInfo) bool {
-	return env.Request != nil && ti != nil && ti.w.p.s == s && s.settling.Load()
+// lateSend reports whether a send refused by a restricted queue comes from
+// a turn of this silo while it settles.
+func (s *Silo) lateSend(ti *turnInfo) bool {
+	return ti != nil && ti.w.p.s == s && s.settling.Load()
 }
 
 // settle counts the partition out of the busy ones if it is quiet, and

@@ -24,7 +24,9 @@ type settler struct {
 	deact   *atomic.Int32
 	tells   chan<- error    // what a tell from a turn got
 	calls   chan<- error    // what a call from OnDeactivate got
-	started chan<- struct{} // closed by a forever turn once it has called
+	started chan<- struct{} // closed by a forever turn once it has called, or an again turn once it has told
+	ended   chan<- error    // what ended an again loop
+	turns   int
 }
 
 type (
@@ -32,6 +34,7 @@ type (
 	leaf    struct{}
 	tellOn  struct{ to grain.ID }
 	forever struct{ to grain.ID } // call to until a call fails
+	again   struct{}              // tell itself again, until that fails
 )
 
 func (r *settler) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
@@ -52,6 +55,16 @@ func (r *settler) Receive(ctx context.Context, c *grain.Context, msg any) (any, 
 		return 0, nil
 	case tellOn:
 		r.tells <- c.Silo().Tell(ctx, m.to, leaf{})
+		return nil, nil
+	case again:
+		r.turns++
+		if err := c.Silo().Tell(ctx, c.ID(), again{}); err != nil {
+			r.ended <- err
+			return nil, nil
+		}
+		if r.turns == 1 {
+			close(r.started)
+		}
 		return nil, nil
 	case forever:
 		for i := 0; ; i++ {
@@ -141,10 +154,10 @@ func TestShutdownLetsTheTurnsUnderWayFinishTheirCalls(t *testing.T) {
 	})
 }
 
-// A tell from a turn while the silo settles is new work: refused with
-// ErrSiloClosed, so that work making more work cannot keep the silo up.
-// A call from OnDeactivate, once the grains deactivate, is refused too.
-func TestShutdownRefusesTellsFromTurnsAndCallsFromOnDeactivate(t *testing.T) {
+// A tell from a turn while the silo settles carries the work under way on:
+// it is taken, and activates its grain if need be. A call from
+// OnDeactivate, once the grains deactivate, is refused.
+func TestShutdownTakesTellsFromTurnsAndRefusesCallsFromOnDeactivate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gate := make(chan struct{})
 		var deact atomic.Int32
@@ -162,18 +175,38 @@ func TestShutdownRefusesTellsFromTurnsAndCallsFromOnDeactivate(t *testing.T) {
 		asked := make(chan error, 1)
 		go func() { _, err := s.Ask(ctx, settlerID("front"), work{}); asked <- err }()
 		synctest.Wait() // its turn waits at the gate; the tell queues behind it
-		require.NoError(t, s.Tell(ctx, settlerID("front"), tellOn{to: settlerID("back-0")}))
+		require.NoError(t, s.Tell(ctx, settlerID("front"), tellOn{to: settlerID("back-9")}))
 		synctest.Wait()
 		stopped := make(chan error, 1)
 		go func() { stopped <- s.Shutdown(ctx) }()
 		synctest.Wait()
 		close(gate)
 		require.NoError(t, <-asked)
-		require.ErrorIs(t, <-tells, silo.ErrSiloClosed)
+		require.NoError(t, <-tells, "a tell from a turn is taken")
 		require.ErrorIs(t, <-calls, silo.ErrSiloClosed)
 		require.NoError(t, <-stopped)
-		assert.EqualValues(t, 2, deact.Load())
+		assert.EqualValues(t, 3, deact.Load(), "back-0, front, and back-9, activated by the tell")
 	})
+}
+
+// A grain that tells itself for ever holds the settling up only until its
+// bound (half the time ctx leaves): then its tell is refused, and the
+// Shutdown finishes in time.
+func TestShutdownEndsATellLoopAtTheBound(t *testing.T) {
+	var deact atomic.Int32
+	started, ended := make(chan struct{}), make(chan error, 1)
+	s := settlerSilo(t, 2, func(grain.ID) *settler {
+		return &settler{deact: &deact, started: started, ended: ended}
+	})
+	t.Cleanup(func() { s.Close() })
+	ctx := ctxT(t)
+	require.NoError(t, s.Tell(ctx, settlerID("looper"), again{}))
+	<-started
+	sctx, cancel := context.WithTimeout(ctx, 400*time.Millisecond) // settles for at most 200 ms
+	defer cancel()
+	require.NoError(t, s.Shutdown(sctx))
+	require.ErrorIs(t, <-ended, silo.ErrSiloClosed)
+	assert.EqualValues(t, 1, deact.Load())
 }
 
 // Work under way that never ends — a turn that keeps calling — holds the

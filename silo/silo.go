@@ -138,17 +138,16 @@ func (s *Silo) Start() error {
 	return nil
 }
 
-// Shutdown stops the silo gracefully. First the silo settles: new messages
-// are refused with ErrSiloClosed at once, timers stop, and the work under
-// way finishes — turns in progress, the messages already queued, and the
-// calls (Ask, Call) those turns make to other grains, which are part of
-// them; a Tell from a turn is new work, refused like any other send. Once
-// no turn runs and nothing is queued anywhere — or, at the latest, after
-// half the time ctx leaves or Config.DeactivationTimeout, whichever is
-// first, so that one stuck handler cannot keep the others from saving their
-// state — every grain is deactivated (OnDeactivate runs, bounded by
-// Config.DeactivationTimeout; its sends are refused, and so are the calls of
-// turns still running by then). If ctx ends first, the silo closes as Close
+// Shutdown stops the silo gracefully. First the silo settles: messages from
+// outside are refused with ErrSiloClosed at once, timers stop, and the work
+// under way finishes — turns in progress, the messages already queued, and
+// what those turns send other grains (their calls and their tells carry the
+// work on). Once no turn runs and nothing is queued anywhere — or, at the
+// latest, after half the time ctx leaves or Config.DeactivationTimeout,
+// whichever is first, so that a stuck handler or a grain that keeps telling
+// itself cannot keep the others from saving their state — every grain is
+// deactivated (OnDeactivate runs, bounded by Config.DeactivationTimeout;
+// its sends are refused, and so are those of turns still running by then). If ctx ends first, the silo closes as Close
 // does — whatever is still undelivered becomes a dead letter with reason
 // shutdown, handler contexts are cancelled, asks still being handled fail
 // with ErrSiloClosed — and Shutdown returns ctx's error without waiting for
@@ -474,8 +473,8 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		case err == nil:
 			return nil
 		case !errors.Is(err, queues.ErrFull):
-			if !late && s.lateCall(env, ti) {
-				late = true // a Shutdown began since the checks: a turn's call still goes
+			if !late && s.lateSend(ti) {
+				late = true // a Shutdown began since the checks: a turn's send still goes
 				continue
 			}
 			return grain.ErrSiloClosed
