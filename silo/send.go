@@ -25,11 +25,7 @@ import (
 // grain as its sender, and while a Shutdown lets the work under way finish,
 // it is taken (see Silo.Shutdown).
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
-	p, h, err := s.admit(ctx, id, msg)
-	late := false
-	if err == grain.ErrSiloClosed && s.settling.Load() {
-		p, h, late, err = s.admitLate(ctx, id, msg, err)
-	}
+	p, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
 		return err
 	}
@@ -38,7 +34,7 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if ti != nil {
 		env.Meta = ti.w.p.senders.meta(ti.a)
 	}
-	return s.push(ctx, p, &env, ti, late)
+	return s.push(ctx, p, &env, ti)
 }
 
 type reentryKey struct{}
@@ -63,11 +59,7 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // at once with a *grain.CallCycleError) and lets the partition serve other
 // grains while the turn waits. Most code uses the typed Call instead.
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
-	p, h, err := s.admit(ctx, id, msg)
-	late := false
-	if err == grain.ErrSiloClosed && s.settling.Load() {
-		p, h, late, err = s.admitLate(ctx, id, msg, err)
-	}
+	p, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
 		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout
 	}
@@ -110,7 +102,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		w.start(ti.a.ID, mine, req, id, h)
 		defer w.end(mine, req)
 	}
-	if err := s.push(ctx, p, &env, ti, late); err != nil {
+	if err := s.push(ctx, p, &env, ti); err != nil {
 		req.Abandon() // never sent: nobody waits on it
 		return nil, err
 	}

@@ -23,21 +23,19 @@ import (
 // makes work for ever (a grain that tells itself) or a turn stuck in a
 // handler holds it up only so long; then the others deactivate without it.
 
-// admitLate takes a send that was refused (with refused) because the silo
-// is stopping, if it comes from a turn of this silo while the silo
-// settles: then it checks the target, and reports whether the send is to be
-// pushed late (queues.Queue.PushLateOrWait).
-func (s *Silo) admitLate(ctx context.Context, id grain.ID, msg any, refused error) (*partition, uint64, bool, error) {
-	ti := turnFrom(ctx)
-	if ti == nil || ti.w.p.s != s {
-		return nil, 0, false, refused // from outside, or from another silo's turn: new work
+// admitSend is admit for a Tell or an Ask: one refused because the silo is
+// stopping is still taken if it comes from a turn of this silo while the
+// silo settles (push then finds the queue restricted, and pushes it late).
+func (s *Silo) admitSend(ctx context.Context, id grain.ID, msg any) (*partition, uint64, error) {
+	p, h, err := s.admit(ctx, id, msg)
+	if err == grain.ErrSiloClosed && s.lateSend(turnFrom(ctx)) {
+		return s.checkTarget(id, msg)
 	}
-	p, h, err := s.checkTarget(id, msg)
-	return p, h, err == nil, err
+	return p, h, err
 }
 
-// lateSend reports whether a send refused by a restricted queue comes from
-// a turn of this silo while it settles.
+// lateSend reports whether a send comes from a turn of this silo while it
+// settles.
 func (s *Silo) lateSend(ti *turnInfo) bool {
 	return ti != nil && ti.w.p.s == s && s.settling.Load()
 }

@@ -258,7 +258,7 @@ func (s *Silo) beginStop(op ctlOp) bool {
 	}
 	if op == opShutdown && prev == stateRunning {
 		// Before the state: a turn's call that sees the silo stopping must
-		// see it settling too (admitLate).
+		// see it settling too (admitSend).
 		s.busyParts.Store(int64(len(s.parts)))
 		s.settling.Store(true)
 	}
@@ -423,7 +423,7 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
 		}
 		return nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
 	default:
-		return nil, 0, grain.ErrSiloClosed // exactly this value: see admitLate
+		return nil, 0, grain.ErrSiloClosed // exactly this value: see admitSend
 	}
 	return s.checkTarget(id, msg)
 }
@@ -456,11 +456,12 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, uint64, error) {
 // wait for room, as a full channel would, for as long as ctx allows — a
 // turn that waits hands its partition off first, so two full partitions
 // sending to each other cannot deadlock. A closed queue is ErrSiloClosed.
-func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo, late bool) error {
+func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
 	if p.overfull(env.Target) {
 		s.deadLetter(*env, grain.ReasonOverload, nil)
 		return fmt.Errorf("%w: %v", grain.ErrOverloaded, env.Target)
 	}
+	late := false // a turn's send while the silo settles (settle.go)
 	for {
 		var space <-chan struct{}
 		var err error
@@ -474,7 +475,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 			return nil
 		case !errors.Is(err, queues.ErrFull):
 			if !late && s.lateSend(ti) {
-				late = true // a Shutdown began since the checks: a turn's send still goes
+				late = true // a restricted queue: a turn's send still goes
 				continue
 			}
 			return grain.ErrSiloClosed
