@@ -189,10 +189,7 @@ func (q *Queue[T, C]) Drain(ctl []C) (Batch[T, C], []C) {
 	gotCtl := q.ctl
 	q.head, q.tail, q.n = nil, nil, 0
 	q.ctl = ctl[:0]
-	if q.space != nil {
-		close(q.space)
-		q.space = nil
-	}
+	q.releaseWaiters()
 	q.mu.Unlock()
 	return b, gotCtl
 }
@@ -210,11 +207,8 @@ func (q *Queue[T, C]) Len() int {
 func (q *Queue[T, C]) Close() {
 	q.mu.Lock()
 	q.gate = gateClosed
-	q.idle = false      // counted no more
-	if q.space != nil { // waiters retry, and find the lane closed
-		close(q.space)
-		q.space = nil
-	}
+	q.idle = false     // counted no more
+	q.releaseWaiters() // they retry, and find the lane closed
 	q.mu.Unlock()
 	q.signal()
 }
@@ -230,10 +224,7 @@ func (q *Queue[T, C]) Restrict(busy *atomic.Int64) {
 	if q.gate == gateOpen {
 		q.gate, q.busy = gateRestricted, busy
 	}
-	if q.space != nil { // waiters retry, and find the lane restricted
-		close(q.space)
-		q.space = nil
-	}
+	q.releaseWaiters() // they retry, and find the lane restricted
 	q.mu.Unlock()
 	q.signal()
 }
@@ -252,6 +243,14 @@ func (q *Queue[T, C]) MarkIdle() (marked, last bool) {
 	}
 	q.idle = true
 	return true, q.busy.Add(-1) == 0
+}
+
+// releaseWaiters wakes the senders waiting for room; q.mu is held.
+func (q *Queue[T, C]) releaseWaiters() {
+	if q.space != nil {
+		close(q.space)
+		q.space = nil
+	}
 }
 
 // wakeIdle counts an idle queue busy again; q.mu is held.
