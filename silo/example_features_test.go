@@ -23,6 +23,7 @@ type session struct {
 
 type (
 	touch    struct{}
+	peek     struct{}
 	saveTick struct{}
 )
 
@@ -34,6 +35,8 @@ func (g *session) Receive(_ context.Context, _ *grain.Context, msg any) (any, er
 	switch msg.(type) {
 	case touch:
 		g.n++
+		return g.n, nil
+	case peek:
 		return g.n, nil
 	case saveTick:
 		g.saved <- g.n
@@ -65,8 +68,11 @@ func Example_timersAndIdleDeactivation() {
 	for range 2 {
 		clk.Advance(time.Minute)
 		fmt.Println("autosaved", <-saved)
+		// A call is a barrier: the tick's turn has finished, so its next
+		// tick is due a minute from now, before the clock moves again.
+		_, _ = silo.Call[int](ctx, s, id, peek{})
 	}
-	clk.Advance(5 * time.Minute) // idle for five minutes by now
+	clk.Advance(6 * time.Minute) // idle for more than five minutes by now
 	fmt.Println("deactivated with", <-gone)
 	n, _ := silo.Call[int](ctx, s, id, touch{})
 	fmt.Println("a fresh instance counts", n)
