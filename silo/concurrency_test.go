@@ -155,9 +155,9 @@ func TestHandoffsRacingTurnEnds(t *testing.T) {
 	require.NoError(t, s.Shutdown(ctx))
 }
 
-// A partition with more activations than the prefetching threshold still
-// delivers every message to its own grain (the prefetch path reads the
-// directory without comparing identities; delivery must not).
+// A partition with many activations still delivers every message to its
+// own grain (the prefetch path reads the directory without comparing
+// identities; delivery must not).
 func TestManyGrainsInOnePartition(t *testing.T) {
 	s := newSilo(t, silo.Config{Partitions: 1}, nil)
 	ctx := ctxT(t)
