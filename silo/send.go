@@ -21,6 +21,11 @@ import (
 // (Config.QueueCapacity) does Tell wait, for room or for ctx to end, like a
 // send on a full channel.
 //
+// ctx bounds the send only. The handler's ctx carries none of its values and
+// does not end with it — the sender may be long gone when the turn runs —
+// but ends when the silo closes: put what the handler needs in the message.
+// (Ask differs: its handler's ctx has the caller's values and deadline.)
+//
 // Called from a turn with the turn's ctx, the message carries the calling
 // grain as its sender, and while a Shutdown lets the work under way finish,
 // it is taken (see Silo.Shutdown).
@@ -53,7 +58,8 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // done; with no deadline on ctx, Config.CallTimeout applies. A timeout is
 // reported as a *grain.TimeoutError, and the message is never resent; if
 // its turn had not begun when the caller gave up, it is not run either, but
-// dropped as a dead letter with reason expired.
+// dropped as a dead letter with reason expired. The handler's ctx carries
+// ctx's values (a trace id, say) and ends when the caller stops waiting.
 //
 // Called from a turn with the turn's ctx, Ask detects call cycles (failing
 // at once with a *grain.CallCycleError) and lets the partition serve other
