@@ -26,7 +26,16 @@ import (
 // admitSend is admit for a Tell or an Ask: one refused because the silo is
 // stopping is still taken if it comes from a turn of this silo while the
 // silo settles (push then finds the queue restricted, and pushes it late).
+//
+// A running silo's sends take the short way, admit's checks in one frame:
+// each call between here and checkTarget passed the 48-byte ID on again.
 func (s *Silo) admitSend(ctx context.Context, id grain.ID, msg any) (*partition, uint64, error) {
+	if s != nil && ctx != nil && s.state.Load() == stateRunning {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, err
+		}
+		return s.checkTarget(id, msg)
+	}
 	p, h, err := s.admit(ctx, id, msg)
 	if err == grain.ErrSiloClosed && s.lateSend(turnFrom(ctx)) {
 		return s.checkTarget(id, msg)
