@@ -1,7 +1,8 @@
 // Package grain defines what a grain is to the people who write one: its
 // identity (ID), the interface it implements (Grain, with the optional
-// Activator and Deactivator hooks), the Context a turn receives, and the
-// errors a caller can match with errors.Is and errors.As.
+// Activator and Deactivator hooks), the Context a turn receives, the Filter
+// that runs around a kind's turns, and the errors a caller can match with
+// errors.Is and errors.As.
 //
 // A grain is a virtual actor: an object that owns its state and is reached by
 // its identity, a kind plus a key. Nobody creates or destroys a grain; a

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -95,6 +96,10 @@ type Config struct {
 	// Clock is the silo's time source. Default the real clock; tests pass a
 	// *clock.Manual.
 	Clock clock.Clock
+	// Filters run around every message turn of every kind, the first
+	// outermost, before the kind's own (WithFilters): see grain.Filter.
+	// None may be nil.
+	Filters []grain.Filter
 	// Logger receives what the silo cannot return to anyone: a panic in
 	// OnDeactivate, for instance. Default: discard.
 	Logger *slog.Logger
@@ -127,6 +132,7 @@ func (c Config) withDefaults() Config {
 		c.HandoffThreshold = DefaultHandoffThreshold
 	}
 	c.Supervision = c.Supervision.WithDefaults()
+	c.Filters = slices.Clone(c.Filters) // the caller's slice may change after New
 	if c.Clock == nil {
 		c.Clock = clock.Real()
 	}
@@ -170,6 +176,11 @@ func (c Config) validate() error {
 		return bad("HandoffThreshold", c.HandoffThreshold)
 	case isNilPointer(c.Clock):
 		return bad("Clock", fmt.Sprintf("a nil %T", c.Clock))
+	}
+	for i, f := range c.Filters {
+		if isNilFilter(f) {
+			return bad(fmt.Sprintf("Filters[%d]", i), "nil")
+		}
 	}
 	return c.Supervision.Validate()
 }

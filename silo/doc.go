@@ -17,6 +17,10 @@
 // a new goroutine while the blocked grain's own later messages wait for it in
 // order. See docs/architecture.md and docs/calls.md.
 //
+// grain.Filters run around every message turn — the silo's (Config.Filters)
+// outermost, then the kind's (WithFilters) — for logging, metrics, tracing
+// or refusing a message; they are part of the turn (docs/guide.md).
+//
 // # Failure
 //
 // Every message is handled or becomes a dead letter with a reason

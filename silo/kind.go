@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -36,6 +37,7 @@ type kind struct {
 	overflow       Overflow
 	reentrant      bool
 	timerKeepAlive bool
+	filters        []grain.Filter // the silo's, then the kind's own; nil when none
 
 	active atomic.Int64 // activations in the directory, for Stats
 }
@@ -116,6 +118,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		idleTimeout: s.cfg.IdleTimeout,
 		sup:         s.cfg.Supervision,
 		maxBacklog:  s.cfg.MaxBacklog,
+		filters:     slices.Clip(s.cfg.Filters), // a kind's WithFilters appends to a copy
 	}
 	k.factory = func(id grain.ID) grain.Grain {
 		g := factory(id)
@@ -141,6 +144,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	if err := k.sup.Validate(); err != nil {
 		return err
 	}
+	if i := slices.IndexFunc(k.filters, isNilFilter); i >= 0 {
+		return fmt.Errorf("%w: kind %q filter %d is nil", grain.ErrInvalidConfig, name, i-len(s.cfg.Filters))
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.state.Load() {
@@ -157,6 +163,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	s.kindOf.remember(name, k)
 	return nil
 }
+
+// isNilFilter reports a nil filter, or a typed nil (a nil FilterFunc).
+func isNilFilter(f grain.Filter) bool { return isNil(f) }
 
 // isNil reports a nil grain, including a typed nil pointer in the interface.
 func isNil(g any) bool {

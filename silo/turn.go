@@ -54,7 +54,10 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	*res = turnResult{kind: tkMessage, tick: p.setContext(w, a, env.Meta), req: env.Request}
 	msg := env.Msg
 	w.begin() // env is not touched from here on
-	res.reply, res.err = activation.Run(tc, a.g, &w.gc, msg)
+	res.reply, res.err = activation.Run(tc, w.receiver(a), &w.gc, msg)
+	if len(a.k.filters) > 0 {
+		w.endFiltered()
+	}
 	if tc.info.holdsToken { // it took the token back after a reentrant call
 		a.extra().token.unlock()
 	}
@@ -122,7 +125,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	res.tick = p.setContext(w, a, env.Meta)
 	switch k {
 	case tkMessage:
-		res.reply, res.err = activation.Run(tc, a.g, &w.gc, env.Msg)
+		res.reply, res.err = activation.Run(tc, w.receiver(a), &w.gc, env.Msg)
 	case tkActivate:
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil {
@@ -135,10 +138,13 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		}
 		if env.Msg != nil { // the first message, in the same turn
 			res.ranMsg = true
-			res.reply, res.err = activation.Run(tc, a.g, &w.gc, env.Msg)
+			res.reply, res.err = activation.Run(tc, w.receiver(a), &w.gc, env.Msg)
 		}
 	case tkDeactivate:
 		res.err = activation.Deactivate(tc, a.g, &w.gc)
+	}
+	if len(a.k.filters) > 0 {
+		w.endFiltered()
 	}
 	if tc.info.holdsToken {
 		a.extra().token.unlock()

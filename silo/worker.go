@@ -26,17 +26,18 @@ const (
 // (running -> idle) or the party handing the partition off, decides who owns
 // the partition next. The loser of the race changes nothing.
 type worker struct {
-	p    *partition
-	word atomic.Uint64
-	seq  uint64          // turns started; written by the worker only
-	req  *queues.Request // the ask of the turn running, for a Close after a handoff
-	a    *act            // an activation or deactivation turn's activation (see goexit.go)
-	env  queues.Envelope // and its own copy of its envelope
-	slow atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
-	tc   turnCtx
-	gc   grain.Context
-	res  turnResult // the outcome of the turn w ran last
-	from *worker    // a new owner's: the worker it takes the partition from, until it starts
+	p     *partition
+	word  atomic.Uint64
+	seq   uint64          // turns started; written by the worker only
+	req   *queues.Request // the ask of the turn running, for a Close after a handoff
+	a     *act            // an activation or deactivation turn's activation (see goexit.go)
+	env   queues.Envelope // and its own copy of its envelope
+	slow  atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
+	tc    turnCtx
+	gc    grain.Context
+	res   turnResult  // the outcome of the turn w ran last
+	chain filterChain // the filters around the grain of a filtered turn
+	from  *worker     // a new owner's: the worker it takes the partition from, until it starts
 }
 
 // runTask is the goroutine of a worker launched to take over its partition.

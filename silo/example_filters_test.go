@@ -1,0 +1,79 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// A purse grain, behind two filters: every kind's turns are logged (a
+// filter in Config), and a purse refuses a payment out that is not
+// signed (a filter of the kind).
+type purse struct{ balance int }
+
+type (
+	payIn  struct{ n int }
+	payOut struct {
+		n      int
+		signed bool
+	}
+)
+
+func (a *purse) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case payIn:
+		a.balance += m.n
+	case payOut:
+		a.balance -= m.n
+	}
+	return a.balance, nil
+}
+
+var errUnsigned = errors.New("unsigned payment")
+
+func ExampleWithFilters() {
+	var mu sync.Mutex // a filter runs on many partitions at once
+	var log []string
+	logging := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
+		reply, err := next.Receive(ctx, c, msg)
+		mu.Lock()
+		log = append(log, fmt.Sprintf("%v %T -> %v, %v", c.ID(), msg, reply, err))
+		mu.Unlock()
+		return reply, err
+	})
+	signed := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
+		if w, ok := msg.(payOut); ok && !w.signed {
+			return nil, errUnsigned // the grain never sees it
+		}
+		return next.Receive(ctx, c, msg)
+	})
+
+	s, _ := silo.New(silo.Config{Filters: []grain.Filter{logging}})
+	_ = silo.Register(s, "purse", func(grain.ID) *purse { return &purse{} }, silo.WithFilters(signed))
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+	acct := grain.NewID("purse", "alice")
+
+	_, _ = s.Ask(ctx, acct, payIn{100})
+	_, err := s.Ask(ctx, acct, payOut{n: 70})
+	fmt.Println(errors.Is(err, errUnsigned))
+	balance, _ := silo.Call[int](ctx, s, acct, payOut{n: 70, signed: true})
+	fmt.Println(balance)
+
+	_ = s.Shutdown(ctx)
+	mu.Lock()
+	fmt.Println(strings.Join(log, "\n"))
+	mu.Unlock()
+	// Output:
+	// true
+	// 30
+	// purse/alice silo_test.payIn -> 100, <nil>
+	// purse/alice silo_test.payOut -> <nil>, unsigned payment
+	// purse/alice silo_test.payOut -> 30, <nil>
+}
