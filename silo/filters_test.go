@@ -16,29 +16,9 @@ import (
 	"github.com/granary-go/granary/silo"
 )
 
-// trail records what filters and grains saw, from any goroutine.
-type trail struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (j *trail) add(format string, args ...any) {
-	j.mu.Lock()
-	j.lines = append(j.lines, fmt.Sprintf(format, args...))
-	j.mu.Unlock()
-}
-
-func (j *trail) take() []string {
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	l := j.lines
-	j.lines = nil
-	return l
-}
-
 // tagging is a filter that writes its name before and after the rest of
 // the turn, and wraps the reply in its name.
-func tagging(j *trail, name string) grain.Filter {
+func tagging(j *journal, name string) grain.Filter {
 	return grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
 		j.add("%s> %v %v", name, c.ID(), msg)
 		r, err := next.Receive(ctx, c, msg)
@@ -52,7 +32,7 @@ func tagging(j *trail, name string) grain.Filter {
 
 // trailed is a grain that records its messages and hooks.
 type trailed struct {
-	j *trail
+	j *journal
 	n int
 }
 
@@ -85,7 +65,7 @@ func (g *trailed) OnDeactivate(context.Context, *grain.Context) error {
 	return nil
 }
 
-func filteredSilo(t *testing.T, j *trail, cfg silo.Config, opts ...silo.KindOption) *silo.Silo {
+func filteredSilo(t *testing.T, j *journal, cfg silo.Config, opts ...silo.KindOption) *silo.Silo {
 	t.Helper()
 	return newSilo(t, cfg, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "j", func(grain.ID) *trailed { return &trailed{j: j} }, opts...))
@@ -98,7 +78,7 @@ func filteredSilo(t *testing.T, j *trail, cfg silo.Config, opts ...silo.KindOpti
 // An activation's first message is filtered like any other, once
 // OnActivate has run; OnActivate is not.
 func TestFiltersRunAroundEveryMessageTurnInOrder(t *testing.T) {
-	j := &trail{}
+	j := newJournal()
 	s := filteredSilo(t, j, silo.Config{Filters: []grain.Filter{tagging(j, "silo")}},
 		silo.WithFilters(tagging(j, "kind1")), silo.WithFilters(tagging(j, "kind2")))
 	ctx := ctxT(t)
@@ -122,7 +102,7 @@ func TestFiltersRunAroundEveryMessageTurnInOrder(t *testing.T) {
 // A filter that returns without calling next refuses the message: the
 // grain never sees it, and the ask gets the filter's error.
 func TestAFilterCanRefuseAMessage(t *testing.T) {
-	j := &trail{}
+	j := newJournal()
 	errDenied := errors.New("denied")
 	auth := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
 		if m, ok := msg.(say); ok && strings.HasPrefix(m.s, "admin") {
@@ -146,7 +126,7 @@ func TestAFilterCanRefuseAMessage(t *testing.T) {
 // caller as a *grain.PanicError and restarting the grain under the kind's
 // supervision.
 func TestAFilterPanicIsTheTurns(t *testing.T) {
-	j := &trail{}
+	j := newJournal()
 	panicky := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
 		if msg == "filter panics" {
 			panic("in the filter")
@@ -203,7 +183,7 @@ func TestAFiltersCtxReachesTheGrainAndItsCalls(t *testing.T) {
 // sender); OnActivate and OnDeactivate are not.
 func TestFiltersSeeTimerTicksAndNotTheHooks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		j := &trail{}
+		j := newJournal()
 		senders := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
 			_, has := c.Sender()
 			j.add("filter %v sender=%v", msg, has)
@@ -279,7 +259,7 @@ func TestNilFiltersAreRefused(t *testing.T) {
 }
 
 func TestConfigFiltersAreCopiedAtNew(t *testing.T) {
-	j := &trail{}
+	j := newJournal()
 	fs := []grain.Filter{tagging(j, "first")}
 	s := filteredSilo(t, j, silo.Config{Filters: fs})
 	fs[0] = tagging(j, "changed")

@@ -38,6 +38,15 @@ func (j *journal) all() []string {
 	return append([]string(nil), j.events...)
 }
 
+// take returns the events so far and forgets them.
+func (j *journal) take() []string {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	e := j.events
+	j.events = nil
+	return e
+}
+
 // life is a grain whose lifecycle is journaled. instance tells activations
 // apart; n is its state.
 type life struct {
