@@ -40,7 +40,8 @@ func (d Directive) String() string {
 // Resume for an error means it is not a failure at all: the caller gets it and
 // nothing else happens. A runtime calls it from its own goroutines, one
 // failure at a time per grain; it should be quick and must not block. The
-// silo recovers a Decider that panics and applies DefaultDecider instead.
+// silo recovers a Decider that panics or calls runtime.Goexit, and applies
+// DefaultDecider instead.
 type Decider interface {
 	Decide(id grain.ID, err error) Directive
 }

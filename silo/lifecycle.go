@@ -161,19 +161,48 @@ func (p *partition) resolve(req *queues.Request, v any, err error) {
 	req.Resolve(v, err)
 }
 
-// decide asks the kind's Decider what to do about a failed turn. It is the
-// program's code, run on the partition's goroutine: a Decider that panics
-// is logged and the default directive applies, rather than the panic taking
-// the process down.
-func (p *partition) decide(a *act, err error) (d activation.Directive) {
-	defer func() {
-		if r := recover(); r != nil {
-			p.s.cfg.Logger.Error("granary: Decider panicked; the default directive applies",
-				"grain", a.ID.String(), "panic", fmt.Sprint(r), "err", err)
-			d = activation.DefaultDecider(a.ID, err)
-		}
+// decide asks the kind's Decider what to do about a failed turn.
+//
+// A Decider of the program's runs on a goroutine of its own while the owner
+// waits: it is the program's code, called in the middle of applying the
+// turn's outcome, and a panic or a runtime.Goexit in it (a require in a
+// test's decider) must neither take the process down nor end the owner's
+// goroutine with the outcome half applied. Either is logged and the default
+// directive applies. It costs a goroutine per failed turn, and only for
+// kinds with a Decider of their own.
+func (p *partition) decide(a *act, err error) activation.Directive {
+	dec := a.k.sup.Decider
+	if _, builtin := dec.(defaultDecider); builtin {
+		return activation.DefaultDecider(a.ID, err)
+	}
+	got := make(chan activation.Directive, 1)
+	go func() {
+		returned := false
+		defer func() {
+			if returned {
+				return
+			}
+			what := "called runtime.Goexit"
+			if r := recover(); r != nil {
+				what = "panicked: " + fmt.Sprint(r)
+			}
+			p.s.cfg.Logger.Error("granary: Decider "+what+"; the default directive applies",
+				"grain", a.ID.String(), "err", err)
+			got <- activation.DefaultDecider(a.ID, err)
+		}()
+		d := dec.Decide(a.ID, err)
+		returned = true
+		got <- d
 	}()
-	return a.k.sup.Decider.Decide(a.ID, err)
+	return <-got
+}
+
+// defaultDecider is the Decider of a silo configured without one: the
+// silo's own, known not to panic, so it runs inline.
+type defaultDecider struct{}
+
+func (defaultDecider) Decide(id grain.ID, err error) activation.Directive {
+	return activation.DefaultDecider(id, err)
 }
 
 // afterMessage applies what a turn asked for (timers, deactivation), keeps

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"runtime"
 	"testing"
 	"time"
 
@@ -172,6 +173,26 @@ func TestPanickingDeciderFallsBackToTheDefault(t *testing.T) {
 	require.ErrorIs(t, err, grain.ErrPanic)
 	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "a panic restarts: a fresh instance")
 	assert.Contains(t, logs.String(), "Decider panicked")
+}
+
+// A Decider that ends its goroutine with runtime.Goexit (a require that
+// fails in a test's decider) gets the default directive too: the turn's
+// outcome is applied in full — before, the owner's goroutine ended halfway
+// and the grain went on with its failed instance.
+func TestDeciderCallingGoexitFallsBackToTheDefault(t *testing.T) {
+	var logs syncBuffer
+	exits := activation.Supervision{Decider: activation.DeciderFunc(func(grain.ID, error) activation.Directive {
+		runtime.Goexit()
+		return activation.Resume
+	})}
+	e := newLife(t, silo.Config{Logger: newTextLogger(&logs), Partitions: 1}, silo.WithSupervision(exits))
+	e.call(t, "a", incr{5})
+	_, err := e.s.Ask(e.ctx, e.id("a"), boom{"x"})
+	require.ErrorIs(t, err, grain.ErrPanic)
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "a panic restarts: a fresh instance")
+	assert.Equal(t, 0, e.call(t, "a", get{}))
+	assert.Equal(t, 1, e.call(t, "b", whoAmI{}), "the partition goes on")
+	assert.Contains(t, logs.String(), "Decider called runtime.Goexit")
 }
 
 func TestResumeKeepsState(t *testing.T) {
