@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
