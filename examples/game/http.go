@@ -13,8 +13,9 @@ import (
 )
 
 // handler is the game's HTTP API over a silo: a thin layer, since each
-// player is already a grain reached by its name.
-func handler(s *silo.Silo) http.Handler {
+// player is already a grain reached by its name. GET /metrics reports the
+// meter's counts of turns by kind.
+func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 	mux := http.NewServeMux()
 	call := func(w http.ResponseWriter, r *http.Request, id grain.ID, msg any) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -53,13 +54,17 @@ func handler(s *silo.Silo) http.Handler {
 	mux.HandleFunc("GET /leaderboard", func(w http.ResponseWriter, r *http.Request) {
 		call(w, r, grain.NewID(kindLeaderboard, "global"), Top{N: 10})
 	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(meter.Report())
+	})
 	return mux
 }
 
 // serve runs the HTTP API until ctx ends, then shuts the server and the
 // silo down gracefully.
 func serve(ctx context.Context, addr string, match time.Duration) error {
-	s, err := newGame(match)
+	s, meter, err := newGame(match)
 	if err != nil {
 		return err
 	}
@@ -68,7 +73,7 @@ func serve(ctx context.Context, addr string, match time.Duration) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler(s), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: handler(s, meter), ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

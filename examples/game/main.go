@@ -12,6 +12,7 @@
 //	curl -X POST localhost:8080/players/alice/join
 //	curl localhost:8080/players/alice
 //	curl localhost:8080/leaderboard
+//	curl localhost:8080/metrics
 package main
 
 import (
@@ -54,22 +55,25 @@ func main() {
 	}
 }
 
-// newGame starts a silo with the game's grains.
-func newGame(match time.Duration) (*silo.Silo, error) {
-	s, err := silo.New(silo.Config{})
+// newGame starts a silo with the game's grains, and a meter of their turns
+// around every one (a filter: the grains know nothing of it).
+func newGame(match time.Duration) (*silo.Silo, *turnMeter, error) {
+	meter := newTurnMeter(kindPlayer, kindLobby, kindMatch, kindLeaderboard)
+	s, err := silo.New(silo.Config{Filters: []grain.Filter{meter}})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := register(s, match); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return s, s.Start()
+	return s, meter, s.Start()
 }
 
 type summary struct {
 	Players, Matches, Wins, Losses int
 	Top                            []Entry
 	Stats                          silo.Stats
+	Turns                          []KindTurns
 	DeadLetters                    int
 }
 
@@ -86,13 +90,21 @@ func (s summary) String() string {
 	}
 	fmt.Fprintf(&b, "\nsilo: %d activations at the end, %d turns, %d handoffs, %d dead letters\n",
 		active, s.Stats.Handled, s.Stats.Handoffs, s.DeadLetters)
+	b.WriteString("message turns by kind:")
+	for i, k := range s.Turns {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %v", k)
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 
 // simulate lets bots join matches for a while, waits for the matches in
 // play to end, and checks that the books balance.
 func simulate(ctx context.Context, players int, d, match time.Duration) (summary, error) {
-	s, err := newGame(match)
+	s, meter, err := newGame(match)
 	if err != nil {
 		return summary{}, err
 	}
@@ -172,6 +184,7 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 		return sum, fmt.Errorf("books do not balance: %d matches, %d wins, %d losses", sum.Matches, sum.Wins, sum.Losses)
 	}
 	sum.Stats = s.Stats()
+	sum.Turns = meter.Report()
 	for _, n := range sum.Stats.DeadLetters {
 		sum.DeadLetters += int(n)
 	}

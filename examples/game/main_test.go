@@ -22,13 +22,20 @@ func TestSimulationBalancesItsBooks(t *testing.T) {
 	assert.Equal(t, sum.Matches, sum.Losses)
 	assert.NotEmpty(t, sum.Top)
 	assert.Zero(t, sum.DeadLetters)
+	var turns int64
+	for _, k := range sum.Turns { // the meter, a filter, saw every kind's turns
+		assert.Positive(t, k.Turns, k.Kind)
+		turns += k.Turns
+	}
+	assert.Len(t, sum.Turns, 4)
+	assert.LessOrEqual(t, uint64(turns), sum.Stats.Handled, "message turns are among the turns the silo counts")
 }
 
 func TestHTTP(t *testing.T) {
-	s, err := newGame(5 * time.Millisecond)
+	s, meter, err := newGame(5 * time.Millisecond)
 	require.NoError(t, err)
 	defer s.Close()
-	srv := httptest.NewServer(handler(s))
+	srv := httptest.NewServer(handler(s, meter))
 	defer srv.Close()
 
 	post := func(path string) int {
@@ -63,4 +70,9 @@ func TestHTTP(t *testing.T) {
 	var st PlayerStats
 	require.Equal(t, http.StatusOK, get("/players/carol", &st), "a player exists as soon as it is named")
 	assert.Equal(t, 1000, st.Rating)
+	var turns []KindTurns
+	require.Equal(t, http.StatusOK, get("/metrics", &turns))
+	require.Len(t, turns, 4)
+	assert.Equal(t, kindLeaderboard, turns[0].Kind)
+	assert.Positive(t, turns[0].Turns)
 }
