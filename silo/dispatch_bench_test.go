@@ -19,7 +19,16 @@ func (g *nopGrain) Receive(context.Context, *grain.Context, any) (any, error) {
 // active grain: directory lookup, the turn, its bookkeeping. No queue, no
 // goroutine switch.
 func BenchmarkTurnDispatch(b *testing.B) {
-	s, err := New(Config{Partitions: 1})
+	b.Run("plain", func(b *testing.B) { benchTurnDispatch(b, nil) })
+	// Two filters that pass the turn on: what a filtered kind adds to a turn.
+	pass := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
+		return next.Receive(ctx, c, msg)
+	})
+	b.Run("two-filters", func(b *testing.B) { benchTurnDispatch(b, []grain.Filter{pass, pass}) })
+}
+
+func benchTurnDispatch(b *testing.B, filters []grain.Filter) {
+	s, err := New(Config{Partitions: 1, Filters: filters})
 	if err != nil {
 		b.Fatal(err)
 	}
