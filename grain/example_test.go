@@ -1,6 +1,7 @@
 package grain_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -27,4 +28,27 @@ func ExampleParseID() {
 	// Output:
 	// cart u-17 <nil>
 	// true
+}
+
+// A filter is plain code around a grain's turn, so it can be tried without
+// a silo: give it a Context and, as next, the grain (here a grain.Func).
+func ExampleFilterFunc() {
+	requireAuth := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
+		if _, signed := c.Sender(); !signed {
+			return nil, errors.New("unsigned: refused")
+		}
+		return next.Receive(ctx, c, msg)
+	})
+	echo := grain.Func(func(_ context.Context, _ *grain.Context, msg any) (any, error) { return msg, nil })
+
+	anonymous := grain.NewContext(grain.NewID("vault", "v1"), grain.ID{}, nil, nil)
+	_, err := requireAuth.Intercept(context.Background(), &anonymous, "open", echo)
+	fmt.Println(err)
+
+	fromAlice := grain.NewContext(grain.NewID("vault", "v1"), grain.NewID("user", "alice"), nil, nil)
+	reply, err := requireAuth.Intercept(context.Background(), &fromAlice, "open", echo)
+	fmt.Println(reply, err)
+	// Output:
+	// unsigned: refused
+	// open <nil>
 }
