@@ -134,7 +134,13 @@ func TestLocal(t *testing.T) {
 	loc, err := l.Locate(id)
 	require.NoError(t, err)
 	assert.Equal(t, directory.Location{Silo: "s1", Partition: pt.Partition(id)}, loc)
-	var _ directory.Locator = directory.LocatorFunc(func(grain.ID) (directory.Location, error) { return loc, nil })
+	// A LocatorFunc is a Locator: a cluster's directory, or a test's.
+	var remote directory.Locator = directory.LocatorFunc(func(id grain.ID) (directory.Location, error) {
+		return directory.Location{Silo: "s2", Partition: int(id.Hash() % 8)}, nil
+	})
+	got, err := remote.Locate(id)
+	require.NoError(t, err)
+	assert.Equal(t, "s2", got.Silo)
 
 	_, err = directory.Local{Silo: "s1"}.Locate(id) // no partitioner: an error, not a division by zero
 	require.ErrorIs(t, err, grain.ErrInvalidConfig)
