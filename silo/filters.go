@@ -18,8 +18,10 @@ func WithFilters(fs ...grain.Filter) KindOption {
 }
 
 // filterChain is a worker's chain of filters around the grain of the turn
-// it runs. It lives in the worker, reused from turn to turn, so a filtered
-// turn allocates nothing: next, for each filter, is a link into it. A
+// it runs. A worker makes it for its first filtered turn (not with the
+// worker: every handoff makes a worker, and most kinds have no filters)
+// and reuses it from turn to turn, so a filtered turn allocates nothing:
+// next, for each filter, is a link into it. A
 // worker runs one turn at a time (an interleaved turn, or the new owner
 // after a handoff, has a worker of its own), which is why the chain can be
 // reused — and why a filter must not keep next past its turn.
@@ -52,7 +54,11 @@ func (w *worker) receiver(a *act) grain.Grain {
 	if len(fs) == 0 {
 		return a.g
 	}
-	c := &w.chain
+	c := w.chain
+	if c == nil {
+		c = &filterChain{}
+		w.chain = c
+	}
 	c.fs, c.g = fs, a.g
 	if len(c.links) <= len(fs) {
 		c.links = make([]filterLink, len(fs)+1)
@@ -66,5 +72,7 @@ func (w *worker) receiver(a *act) grain.Grain {
 // endFiltered lets go of the grain a filtered turn ran, so that a worker
 // does not keep a deactivated grain alive until its next filtered turn.
 func (w *worker) endFiltered() {
-	w.chain.g = nil
+	if w.chain != nil {
+		w.chain.g = nil
+	}
 }

@@ -35,9 +35,9 @@ type worker struct {
 	slow  atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
 	tc    turnCtx
 	gc    grain.Context
-	res   turnResult  // the outcome of the turn w ran last
-	chain filterChain // the filters around the grain of a filtered turn
-	from  *worker     // a new owner's: the worker it takes the partition from, until it starts
+	res   turnResult   // the outcome of the turn w ran last
+	chain *filterChain // the filters around a filtered turn's grain; made for the first one
+	from  *worker      // a new owner's: the worker it takes the partition from, until it starts
 }
 
 // runTask is the goroutine of a worker launched to take over its partition.
