@@ -7,8 +7,10 @@ import "context"
 // metrics, tracing, authorization. Intercept gets what the grain's Receive
 // would — the turn's ctx, its Context and the message — and next, the rest
 // of the turn: the filters after this one, then the grain. It goes on with
-// next.Receive, with the same arguments or others (a ctx carrying a span, a
-// message rewritten), or returns without calling it to refuse the message.
+// next.Receive, with the same arguments or others (a ctx derived from the
+// turn's, carrying a span, say — never one that is not: the turn's ctx
+// carries its call chain — or a message rewritten), or returns without
+// calling it to refuse the message.
 // What Intercept returns is the turn's outcome: the reply an ask gets.
 //
 // A filter runs inside the turn, on the turn's goroutine, so what it does
