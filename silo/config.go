@@ -131,9 +131,6 @@ func (c Config) withDefaults() Config {
 	if c.HandoffThreshold == 0 {
 		c.HandoffThreshold = DefaultHandoffThreshold
 	}
-	if c.Supervision.Decider == nil {
-		c.Supervision.Decider = defaultDecider{} // the silo's own: runs inline (partition.decide)
-	}
 	c.Supervision = c.Supervision.WithDefaults()
 	c.Filters = slices.Clone(c.Filters) // the caller's slice may change after New
 	if c.Clock == nil {

@@ -20,9 +20,9 @@ import (
 // the partition to a new owner if w still owned it.
 func (p *partition) goexited(w *worker) {
 	if w.word.Load()&stateMask == wIdle {
-		// Not in a turn: an owner-side callback (a Logger's handler;
-		// a Decider runs on a goroutine of its own) exited. Keep the
-		// partition served.
+		// Not in a turn: an owner-side callback (a Decider, whose turn
+		// partition.decide handed on first; a Logger's handler) exited.
+		// Keep the partition served.
 		p.s.cfg.Logger.Error("granary: a callback ended its partition's goroutine with runtime.Goexit; a new one takes over")
 		p.s.owners.Add(1) // this goroutine is still counted: never at zero
 		go p.run(newWorker(p, false), nil)

@@ -98,6 +98,9 @@ func (p *partition) remove(a *act) {
 // finish applies a finished turn's outcome. It never runs a turn itself: it
 // readies the activation, and runReady takes the next step.
 func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
+	if res.err != nil && !res.decided && (res.kind == tkMessage || res.ranMsg) && a.State() <= activation.Active {
+		res.directive, res.decided = p.decide(a, res, first), true
+	}
 	if res.req != nil && (res.kind == tkMessage || res.ranMsg) {
 		defer p.resolve(res.req, res.reply, res.err) // after the turn's effects, whatever path finish takes
 	}
@@ -161,48 +164,39 @@ func (p *partition) resolve(req *queues.Request, v any, err error) {
 	req.Resolve(v, err)
 }
 
-// decide asks the kind's Decider what to do about a failed turn.
-//
-// A Decider of the program's runs on a goroutine of its own while the owner
-// waits: it is the program's code, called in the middle of applying the
-// turn's outcome, and a panic or a runtime.Goexit in it (a require in a
-// test's decider) must neither take the process down nor end the owner's
-// goroutine with the outcome half applied. Either is logged and the default
-// directive applies. It costs a goroutine per failed turn, and only for
-// kinds with a Decider of their own.
-func (p *partition) decide(a *act, err error) activation.Directive {
-	dec := a.k.sup.Decider
-	if _, builtin := dec.(defaultDecider); builtin {
-		return activation.DefaultDecider(a.ID, err)
-	}
-	got := make(chan activation.Directive, 1)
-	go func() {
-		returned := false
-		defer func() {
-			if returned {
-				return
-			}
-			what := "called runtime.Goexit"
-			if r := recover(); r != nil {
-				what = "panicked: " + fmt.Sprint(r)
-			}
-			p.s.cfg.Logger.Error("granary: Decider "+what+"; the default directive applies",
-				"grain", a.ID.String(), "err", err)
-			got <- activation.DefaultDecider(a.ID, err)
-		}()
-		d := dec.Decide(a.ID, err)
-		returned = true
-		got <- d
+// decide asks the kind's Decider what to do about a failed turn, before
+// finish applies anything of the turn's outcome. The Decider is the
+// program's code, run on the owner's goroutine: one that panics is logged
+// and the default directive applies. One that calls runtime.Goexit (a
+// require in a test's decider) ends the owner's goroutine, which nothing
+// can stop; then the turn's outcome, decided by the default, goes to the
+// owner that takes over (goexit.go) as a finished turn, and nothing of it
+// is lost — which is why the decision comes first.
+func (p *partition) decide(a *act, res *turnResult, first *queues.Envelope) (d activation.Directive) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		d = activation.DefaultDecider(a.ID, res.err)
+		r := recover()
+		if r != nil {
+			p.s.cfg.Logger.Error("granary: Decider panicked; the default directive applies",
+				"grain", a.ID.String(), "panic", fmt.Sprint(r), "err", res.err)
+			return
+		}
+		p.s.cfg.Logger.Error("granary: Decider called runtime.Goexit; the default directive applies",
+			"grain", a.ID.String(), "err", res.err)
+		c := ctl{op: opTurnDone, a: a, res: *res}
+		c.res.decided, c.res.directive = true, d
+		if first != nil {
+			c.first = *first
+		}
+		p.q.PushControl(c)
 	}()
-	return <-got
-}
-
-// defaultDecider is the Decider of a silo configured without one: the
-// silo's own, known not to panic, so it runs inline.
-type defaultDecider struct{}
-
-func (defaultDecider) Decide(id grain.ID, err error) activation.Directive {
-	return activation.DefaultDecider(id, err)
+	d = a.k.sup.Decider.Decide(a.ID, res.err)
+	returned = true
+	return d
 }
 
 // afterMessage applies what a turn asked for (timers, deactivation), keeps
@@ -219,8 +213,8 @@ func (p *partition) afterMessage(a *act, res *turnResult) bool {
 	p.applyTimers(a, ops)
 	// Activating too: an interleaved turn can end while the activation turn,
 	// which ran the first message, waits in a call.
-	if res.err != nil && a.State() <= activation.Active {
-		if d := p.decide(a, res.err); d != activation.Resume {
+	if res.decided {
+		if d := res.directive; d != activation.Resume {
 			if a.busy() {
 				// Another turn of the grain waits in a call (reentrancy):
 				// the instance cannot be dropped from under it, so the

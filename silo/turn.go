@@ -25,8 +25,12 @@ type turnResult struct {
 	err    error        // the activation's error, or the message's
 	tick   *queues.Tick // the turn ran a timer's tick
 	ranMsg bool         // an activation turn went on to run its first message
-	req    *queues.Request
-	reply  any // for req: sent by finish
+	// the Decider's directive for a failed turn, asked before finish
+	// applies anything (partition.decide)
+	decided   bool
+	directive activation.Directive
+	req       *queues.Request
+	reply     any // for req: sent by finish
 }
 
 // runTurn runs one turn of a on w's goroutine. If the partition was handed
