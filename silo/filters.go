@@ -21,10 +21,10 @@ func WithFilters(fs ...grain.Filter) KindOption {
 // it runs. A worker makes it for its first filtered turn (not with the
 // worker: every handoff makes a worker, and most kinds have no filters)
 // and reuses it from turn to turn, so a filtered turn allocates nothing:
-// next, for each filter, is a link into it. A
-// worker runs one turn at a time (an interleaved turn, or the new owner
-// after a handoff, has a worker of its own), which is why the chain can be
-// reused — and why a filter must not keep next past its turn.
+// next, for each filter, is a link into it. A worker runs one turn at a
+// time (an interleaved turn, or the new owner after a handoff, has a
+// worker of its own), which is why the chain can be reused — and why a
+// filter must not keep next past its turn.
 type filterChain struct {
 	fs    []grain.Filter
 	g     grain.Grain
