@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,7 +44,7 @@ func TestTypedErrorsMatchTheirSentinels(t *testing.T) {
 				assert.ErrorIs(t, c.err, s)
 			}
 			for _, s := range sentinels {
-				if !containsErr(c.matches, s) {
+				if !slices.Contains(c.matches, s) {
 					assert.NotErrorIs(t, c.err, s)
 				}
 			}
@@ -52,15 +53,6 @@ func TestTypedErrorsMatchTheirSentinels(t *testing.T) {
 	var te interface{ Timeout() bool }
 	require.ErrorAs(t, error(&grain.TimeoutError{ID: id, Cause: context.DeadlineExceeded}), &te)
 	assert.True(t, te.Timeout(), "a net.Error-style timeout")
-}
-
-func containsErr(errs []error, e error) bool {
-	for _, x := range errs {
-		if x == e {
-			return true
-		}
-	}
-	return false
 }
 
 // A dead letter's error matches the sentinel of its reason, where it has

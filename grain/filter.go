@@ -10,8 +10,8 @@ import "context"
 // next.Receive, with the same arguments or others (a ctx derived from the
 // turn's, carrying a span, say — never one that is not: the turn's ctx
 // carries its call chain — or a message rewritten), or returns without
-// calling it to refuse the message.
-// What Intercept returns is the turn's outcome: the reply an ask gets.
+// calling it to refuse the message. What Intercept returns is the turn's
+// outcome: the reply an ask gets.
 //
 // A filter runs inside the turn, on the turn's goroutine, so what it does
 // counts as the grain's turn: a panic in it is the turn's panic (the kind's
