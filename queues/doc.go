@@ -11,7 +11,14 @@
 // (PushLateOrWait), and MarkIdle lets a set of queues tell when all of them
 // are quiet at once; Close then refuses everything.
 //
+// An envelope has a wire form (AppendEnvelope, DecodeEnvelope), the seam
+// for silos that pass messages to one another: everything in it but an
+// ask's local reply handle is plain data, the message is the application's
+// to encode, and the decoder refuses malformed bytes with
+// ErrMalformedEnvelope, never a panic.
+//
 // Concurrency: Queue is safe for concurrent Push from many goroutines; Drain
 // must be called by one consumer at a time. Partitioner is immutable and safe
-// for concurrent use. Envelope is a value.
+// for concurrent use. Envelope is a value. AppendEnvelope and DecodeEnvelope
+// keep no state: safe for concurrent use if the message codec is.
 package queues

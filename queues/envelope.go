@@ -9,7 +9,7 @@ import (
 
 // Envelope is one message on its way to a grain. Everything but Request is
 // plain data, so an envelope can be encoded to cross to another silo: the
-// seam for clustering. It is kept small (88 bytes) because every message is
+// seam for clustering (AppendEnvelope, DecodeEnvelope). It is kept small (88 bytes) because every message is
 // copied into and out of a queue: what only some messages carry is behind
 // the Meta pointer.
 type Envelope struct {

@@ -1,6 +1,8 @@
 package queues_test
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
 	"sync/atomic"
 
@@ -66,4 +68,39 @@ func ExampleQueue_Restrict() {
 	// b idle, last: false
 	// a call from b's turn
 	// a idle, last: true
+}
+
+// An envelope crosses to another silo as bytes: the application encodes its
+// messages (JSON here), the wire form carries the rest. An ask's reply
+// handle stays behind; its Call — chain and deadline — goes with it.
+func ExampleAppendEnvelope() {
+	type Move struct{ X, Y int }
+	enc := queues.MessageEncoderFunc(func(b []byte, msg any) ([]byte, error) {
+		j, err := json.Marshal(msg)
+		return append(b, j...), err
+	})
+	dec := queues.MessageDecoderFunc(func(b []byte) (any, error) {
+		var m Move
+		err := json.Unmarshal(b, &m)
+		return m, err
+	})
+
+	env := queues.Envelope{
+		Target: grain.NewID("player", "p1"),
+		Msg:    Move{X: 3, Y: 4},
+		Meta:   &queues.Meta{Sender: grain.NewID("lobby", "main")},
+	}
+	frame, err := queues.AppendEnvelope(nil, &env, enc)
+	if err != nil {
+		panic(err)
+	}
+
+	got, call, rest, err := queues.DecodeEnvelope(frame, dec)
+	fmt.Println(got.Target, got.Sender(), got.Msg, call == nil, len(rest), err)
+
+	_, _, _, err = queues.DecodeEnvelope(frame[:len(frame)-1], dec)
+	fmt.Println(errors.Is(err, queues.ErrMalformedEnvelope))
+	// Output:
+	// player/p1 lobby/main {3 4} true 0 <nil>
+	// true
 }

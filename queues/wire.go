@@ -1,0 +1,358 @@
+package queues
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+)
+
+// The wire form of an envelope: the seam for silos that pass messages to
+// one another. An envelope is plain data but for its Request, the caller's
+// local reply handle; what of an ask crosses silos is its Call — the chain it
+// extends and the caller's deadline — and the transport that carries the
+// bytes routes the reply back. The message itself is the application's to
+// encode, through a MessageEncoder and MessageDecoder.
+//
+// Layout (version 1), integers as varints:
+//
+//	version  byte  (1)
+//	flags    byte  (1 ask, 2 sender, 4 tick, 8 interleave, 16 deadline)
+//	target   ID
+//	sender   ID                      if flags&2
+//	tick     name string, seq        if flags&4
+//	deadline unix nanoseconds        if flags&16
+//	chain    count, then per link: ID, allow-reentry byte (0 or 1)   if flags&1
+//	message  length, then the MessageEncoder's bytes
+//
+//	ID       form byte (0 string key, 1 int key), kind string, then key string or int key
+//	string   length, bytes
+//
+// The identity hash is not sent: the receiver computes it, so a frame
+// cannot carry a hash that disagrees with its target.
+
+// wireVersion is the layout above. A decoder refuses any other.
+const wireVersion = 1
+
+const (
+	flagAsk = 1 << iota
+	flagSender
+	flagTick
+	flagInterleave
+	flagDeadline
+	flagsKnown = flagAsk | flagSender | flagTick | flagInterleave | flagDeadline
+)
+
+// ErrMalformedEnvelope: bytes that are not an envelope's wire form. Decode
+// errors wrap it, with what was wrong and where.
+var ErrMalformedEnvelope = errors.New("granary: malformed envelope")
+
+// Call is what of an ask crosses silos with its envelope. The receiving side
+// makes the Request from it, with a ctx of its own bounded by Deadline.
+type Call struct {
+	Chain      Chain     // the grains waiting for the call, outermost first
+	Interleave bool      // the target already waits in Chain and allowed re-entry
+	Deadline   time.Time // the caller's; zero for none
+}
+
+// MessageEncoder appends the encoding of a message to b. Implementations
+// must be safe for concurrent use if the transport encodes concurrently.
+type MessageEncoder interface {
+	AppendMessage(b []byte, msg any) ([]byte, error)
+}
+
+// MessageEncoderFunc adapts a function to MessageEncoder.
+type MessageEncoderFunc func(b []byte, msg any) ([]byte, error)
+
+// AppendMessage calls f.
+func (f MessageEncoderFunc) AppendMessage(b []byte, msg any) ([]byte, error) { return f(b, msg) }
+
+// MessageDecoder turns bytes a MessageEncoder wrote back into a message. b
+// is the message's bytes alone; a decoder must not keep b, which belongs to
+// the caller of DecodeEnvelope.
+type MessageDecoder interface {
+	DecodeMessage(b []byte) (any, error)
+}
+
+// MessageDecoderFunc adapts a function to MessageDecoder.
+type MessageDecoderFunc func(b []byte) (any, error)
+
+// DecodeMessage calls f.
+func (f MessageDecoderFunc) DecodeMessage(b []byte) (any, error) { return f(b) }
+
+// AppendEnvelope appends the wire form of env to b. An ask's Call is taken
+// from env.Request: its Chain, Interleave, and its ctx's deadline. A target
+// that is no valid identity is refused with its error; enc's error is
+// returned wrapped. On an error b is returned as it was.
+func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error) {
+	if enc == nil {
+		return b, errors.New("granary: nil MessageEncoder")
+	}
+	if err := env.Target.Validate(); err != nil {
+		return b, fmt.Errorf("granary: encoding an envelope: %w", err)
+	}
+	start := len(b)
+	var flags byte
+	var deadline time.Time
+	if r := env.Request; r != nil {
+		flags |= flagAsk
+		if r.Interleave {
+			flags |= flagInterleave
+		}
+		if r.Ctx != nil {
+			if d, ok := r.Ctx.Deadline(); ok {
+				flags |= flagDeadline
+				deadline = d
+			}
+		}
+	}
+	if m := env.Meta; m != nil {
+		if !m.Sender.IsZero() {
+			flags |= flagSender
+		}
+		if m.Tick != nil {
+			flags |= flagTick
+		}
+	}
+	b = append(b, wireVersion, flags)
+	b = appendID(b, env.Target)
+	if flags&flagSender != 0 {
+		b = appendID(b, env.Meta.Sender)
+	}
+	if flags&flagTick != 0 {
+		b = appendString(b, env.Meta.Tick.Name)
+		b = binary.AppendUvarint(b, env.Meta.Tick.Seq)
+	}
+	if flags&flagDeadline != 0 {
+		b = binary.AppendVarint(b, deadline.UnixNano())
+	}
+	if flags&flagAsk != 0 {
+		b = binary.AppendUvarint(b, uint64(len(env.Request.Chain)))
+		for _, l := range env.Request.Chain {
+			b = appendID(b, l.ID)
+			b = appendBool(b, l.AllowReentry)
+		}
+	}
+	// The message last, behind its length: reserve the length's bytes by
+	// encoding after a placeholder would need a second copy, so encode into
+	// the tail first and move it once.
+	mark := len(b)
+	b, err := enc.AppendMessage(b, env.Msg)
+	if err != nil {
+		return b[:start], fmt.Errorf("granary: encoding the message for %v: %w", env.Target, err)
+	}
+	n := len(b) - mark
+	var lenBuf [binary.MaxVarintLen64]byte
+	ln := binary.PutUvarint(lenBuf[:], uint64(n))
+	b = append(b, lenBuf[:ln]...) // grow by the length's size
+	copy(b[mark+ln:], b[mark:mark+n])
+	copy(b[mark:], lenBuf[:ln])
+	return b, nil
+}
+
+// DecodeEnvelope parses the envelope at the start of b. It returns the
+// envelope (with its Hash computed, and no Request), the Call if it is an
+// ask (nil for a tell), and the bytes after it. Errors match
+// ErrMalformedEnvelope, and, for a target that is no valid identity, the
+// ID's own error (grain.ErrEmptyKind, ...); dec's errors are returned
+// wrapped. It never panics, whatever b holds.
+func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, error) {
+	if dec == nil {
+		return Envelope{}, nil, b, errors.New("granary: nil MessageDecoder")
+	}
+	r := reader{b: b}
+	if v := r.byte("version"); r.err == nil && v != wireVersion {
+		return Envelope{}, nil, b, fmt.Errorf("%w: version %d, want %d", ErrMalformedEnvelope, v, wireVersion)
+	}
+	flags := r.byte("flags")
+	if r.err == nil && flags&^flagsKnown != 0 {
+		return Envelope{}, nil, b, fmt.Errorf("%w: unknown flags %#x", ErrMalformedEnvelope, flags&^flagsKnown)
+	}
+	var env Envelope
+	env.Target = r.id("target")
+	var meta Meta
+	if flags&flagSender != 0 {
+		meta.Sender = r.id("sender")
+	}
+	if flags&flagTick != 0 {
+		meta.Tick = &Tick{Name: r.string("tick name")}
+		meta.Tick.Seq = r.uvarint("tick seq")
+	}
+	if flags&(flagSender|flagTick) != 0 {
+		env.Meta = &meta
+	}
+	var call *Call
+	if flags&(flagDeadline|flagInterleave) != 0 && flags&flagAsk == 0 && r.err == nil {
+		r.fail("a tell with an ask's flags")
+	}
+	if flags&flagDeadline != 0 {
+		call = &Call{Deadline: time.Unix(0, r.varint("deadline"))}
+	}
+	if flags&flagAsk != 0 {
+		if call == nil {
+			call = &Call{}
+		}
+		call.Interleave = flags&flagInterleave != 0
+		n := r.uvarint("chain length")
+		// Every link takes at least four bytes: no count can ask for more
+		// links than the bytes left could hold.
+		if r.err == nil && n > uint64(len(r.b))/4 {
+			r.fail(fmt.Sprintf("chain of %d links in %d bytes", n, len(r.b)))
+		}
+		if r.err == nil && n > 0 {
+			call.Chain = make(Chain, n)
+			for i := range call.Chain {
+				call.Chain[i] = Link{ID: r.id("chain link"), AllowReentry: r.bool("allow reentry")}
+			}
+		}
+	}
+	msg := r.bytes("message")
+	if r.err != nil {
+		return Envelope{}, nil, b, r.err
+	}
+	var err error
+	if env.Msg, err = dec.DecodeMessage(msg); err != nil {
+		return Envelope{}, nil, b, fmt.Errorf("granary: decoding the message for %v: %w", env.Target, err)
+	}
+	env.Hash = env.Target.Hash()
+	return env, call, r.b, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, 1)
+	}
+	return append(b, 0)
+}
+
+func appendID(b []byte, id grain.ID) []byte {
+	if k, ok := id.IntKey(); ok {
+		b = append(b, 1)
+		b = appendString(b, id.Kind())
+		return binary.AppendVarint(b, k)
+	}
+	b = append(b, 0)
+	b = appendString(b, id.Kind())
+	return appendString(b, id.Key())
+}
+
+// reader takes fields off the front of b; after the first error it reads
+// nothing more and every field is zero.
+type reader struct {
+	b   []byte
+	off int // bytes taken, for the errors
+	err error
+}
+
+func (r *reader) fail(what string) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: %s at byte %d", ErrMalformedEnvelope, what, r.off)
+	}
+}
+
+func (r *reader) take(n int) {
+	r.b = r.b[n:]
+	r.off += n
+}
+
+func (r *reader) byte(what string) byte {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) == 0 {
+		r.fail("no " + what)
+		return 0
+	}
+	v := r.b[0]
+	r.take(1)
+	return v
+}
+
+func (r *reader) bool(what string) bool {
+	switch v := r.byte(what); v {
+	case 0, 1:
+		return v == 1
+	default:
+		r.fail(fmt.Sprintf("%s %d, want 0 or 1", what, v))
+		return false
+	}
+}
+
+func (r *reader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 || n != uvarintLen(v) { // one encoding per value: a frame decodes and encodes back to itself
+		r.fail("bad " + what)
+		return 0
+	}
+	r.take(n)
+	return v
+}
+
+func (r *reader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 || n != uvarintLen(uint64(v<<1)^uint64(v>>63)) { // zig-zag, as Varint reads it
+		r.fail("bad " + what)
+		return 0
+	}
+	r.take(n)
+	return v
+}
+
+// uvarintLen is the size of v's shortest uvarint encoding, the one
+// binary.AppendUvarint writes.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+func (r *reader) bytes(what string) []byte {
+	n := r.uvarint(what + " length")
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.fail(fmt.Sprintf("%s of %d bytes, %d left", what, n, len(r.b)))
+		return nil
+	}
+	v := r.b[:n:n]
+	r.take(int(n))
+	return v
+}
+
+func (r *reader) string(what string) string { return string(r.bytes(what)) }
+
+func (r *reader) id(what string) grain.ID {
+	form := r.byte(what + " form")
+	kind := r.string(what + " kind")
+	var id grain.ID
+	switch {
+	case r.err != nil:
+		return grain.ID{}
+	case form == 0:
+		id = grain.NewID(kind, r.string(what+" key"))
+	case form == 1:
+		id = grain.NewIntID(kind, r.varint(what+" key"))
+	default:
+		r.fail(fmt.Sprintf("%s form %d", what, form))
+		return grain.ID{}
+	}
+	if r.err != nil {
+		return grain.ID{}
+	}
+	if err := id.Validate(); err != nil {
+		r.err = fmt.Errorf("%w: %s: %w", ErrMalformedEnvelope, what, err)
+		return grain.ID{}
+	}
+	return id
+}
