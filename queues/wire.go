@@ -248,12 +248,16 @@ func appendID(b []byte, id grain.ID) []byte {
 // nothing more and every field is zero.
 type reader struct {
 	b   []byte
-	off int // bytes taken, for the errors
+	off int    // bytes taken, for the errors
+	in  string // the field being read, for the errors (names are joined only on failure)
 	err error
 }
 
 func (r *reader) fail(what string) {
 	if r.err == nil {
+		if r.in != "" {
+			what = r.in + " " + what
+		}
 		r.err = fmt.Errorf("%w: %s at byte %d", ErrMalformedEnvelope, what, r.off)
 	}
 }
@@ -287,16 +291,24 @@ func (r *reader) bool(what string) bool {
 }
 
 func (r *reader) uvarint(what string) uint64 {
+	v, ok := r.next()
+	if !ok {
+		r.fail("bad " + what)
+	}
+	return v
+}
+
+// next takes a uvarint; false after an earlier error or for a bad one.
+func (r *reader) next() (uint64, bool) {
 	if r.err != nil {
-		return 0
+		return 0, false
 	}
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 || n != uvarintLen(v) { // one encoding per value: a frame decodes and encodes back to itself
-		r.fail("bad " + what)
-		return 0
+		return 0, false
 	}
 	r.take(n)
-	return v
+	return v, true
 }
 
 func (r *reader) varint(what string) int64 {
@@ -317,8 +329,9 @@ func (r *reader) varint(what string) int64 {
 func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 func (r *reader) bytes(what string) []byte {
-	n := r.uvarint(what + " length")
-	if r.err != nil {
+	n, ok := r.next()
+	if !ok {
+		r.fail("bad length of " + what)
 		return nil
 	}
 	if n > uint64(len(r.b)) {
@@ -333,18 +346,20 @@ func (r *reader) bytes(what string) []byte {
 func (r *reader) string(what string) string { return string(r.bytes(what)) }
 
 func (r *reader) id(what string) grain.ID {
-	form := r.byte(what + " form")
-	kind := r.string(what + " kind")
+	r.in = what
+	defer func() { r.in = "" }()
+	form := r.byte("form")
+	kind := r.string("kind")
 	var id grain.ID
 	switch {
 	case r.err != nil:
 		return grain.ID{}
 	case form == 0:
-		id = grain.NewID(kind, r.string(what+" key"))
+		id = grain.NewID(kind, r.string("key"))
 	case form == 1:
-		id = grain.NewIntID(kind, r.varint(what+" key"))
+		id = grain.NewIntID(kind, r.varint("key"))
 	default:
-		r.fail(fmt.Sprintf("%s form %d", what, form))
+		r.fail(fmt.Sprintf("form %d", form))
 		return grain.ID{}
 	}
 	if r.err != nil {
