@@ -97,7 +97,7 @@ func (s summary) String() string {
 		}
 		fmt.Fprintf(&b, " %v", k)
 	}
-	b.WriteString("\n")
+	b.WriteString("\n(a player's errors are Joins refused with ErrBusy: each bot asks again every half match while it is queued or playing)\n")
 	return b.String()
 }
 
