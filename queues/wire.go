@@ -50,6 +50,10 @@ const (
 // errors wrap it, with what was wrong and where.
 var ErrMalformedEnvelope = errors.New("granary: malformed envelope")
 
+// ErrNilCodec: AppendEnvelope or DecodeEnvelope was given a nil message
+// encoder or decoder.
+var ErrNilCodec = errors.New("granary: nil message codec")
+
 // Call is what of an ask crosses silos with its envelope. The receiving side
 // makes the Request from it, with a ctx of its own bounded by Deadline.
 type Call struct {
@@ -89,7 +93,7 @@ func (f MessageDecoderFunc) DecodeMessage(b []byte) (any, error) { return f(b) }
 // returned wrapped. On an error b is returned as it was.
 func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error) {
 	if enc == nil {
-		return b, errors.New("granary: nil MessageEncoder")
+		return b, fmt.Errorf("%w: no MessageEncoder", ErrNilCodec)
 	}
 	if err := env.Target.Validate(); err != nil {
 		return b, fmt.Errorf("granary: encoding an envelope: %w", err)
@@ -136,9 +140,8 @@ func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error)
 			b = appendBool(b, l.AllowReentry)
 		}
 	}
-	// The message last, behind its length: reserve the length's bytes by
-	// encoding after a placeholder would need a second copy, so encode into
-	// the tail first and move it once.
+	// The message goes last, behind its length, which is known only once
+	// enc has written it: written first, it is moved up by the length's size.
 	mark := len(b)
 	b, err := enc.AppendMessage(b, env.Msg)
 	if err != nil {
@@ -161,7 +164,7 @@ func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error)
 // wrapped. It never panics, whatever b holds.
 func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, error) {
 	if dec == nil {
-		return Envelope{}, nil, b, errors.New("granary: nil MessageDecoder")
+		return Envelope{}, nil, b, fmt.Errorf("%w: no MessageDecoder", ErrNilCodec)
 	}
 	r := reader{b: b}
 	if v := r.byte("version"); r.err == nil && v != wireVersion {

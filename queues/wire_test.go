@@ -127,9 +127,9 @@ func TestEnvelopeWireRefusesWhatItCannotEncode(t *testing.T) {
 	require.Equal(t, "keep", string(out), "b as it was, not half a frame")
 
 	_, err = queues.AppendEnvelope(nil, &notString, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, queues.ErrNilCodec)
 	_, _, _, err = queues.DecodeEnvelope([]byte{1, 0}, nil)
-	require.Error(t, err)
+	require.ErrorIs(t, err, queues.ErrNilCodec)
 }
 
 func TestEnvelopeWireRefusesMalformedBytes(t *testing.T) {
