@@ -37,6 +37,7 @@ type actFailure struct {
 func (p *partition) noteActivationFailure(a *act, aerr *grain.ActivationError) {
 	if p.actFails == nil {
 		p.actFails = make(map[grain.ID]*actFailure)
+		p.needIdleTicks()
 	}
 	f := p.actFails[a.ID]
 	if f == nil {

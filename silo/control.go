@@ -139,6 +139,7 @@ func (p *partition) collectIdle() {
 		}
 	}
 	p.forgetActivationFailures()
+	p.noteIdleQuiet()
 }
 
 // stopped advances a shutdown or close, and reports whether the partition

@@ -271,6 +271,9 @@ func (p *partition) supervise(a *act, d activation.Directive) bool {
 
 func (p *partition) touch(a *act) {
 	if a.k.idleTimeout > 0 {
+		if !a.idle.Tracked() {
+			p.needIdleTicks()
+		}
 		p.wheel.Touch(&a.idle, p.now+a.k.idleTimeout)
 	}
 }
@@ -321,6 +324,7 @@ func (p *partition) restart(a *act, backoff time.Duration) {
 func (p *partition) stop(a *act) {
 	p.s.stops.Add(1)
 	p.quarantine[a.ID] = p.now + a.k.sup.Quarantine
+	p.needIdleTicks()
 	p.halt(a)
 }
 

@@ -60,7 +60,10 @@ type partition struct {
 	ov       map[grain.ID]struct{} // grains whose backlog is full
 	senders  senderCache           // written by turns that send
 	parked   atomic.Bool           // the owner waits for work (see watchdog)
-	waits    waitShard             // the wait-for edges of this partition's grains (deadlock.go)
+	// idleQuiet: at its last idle collection the partition had nothing
+	// left for the idle ticks (idleticks.go)
+	idleQuiet atomic.Bool
+	waits     waitShard // the wait-for edges of this partition's grains (deadlock.go)
 }
 
 func newPartition(s *Silo, idx, limit int) (*partition, error) {

@@ -62,7 +62,11 @@ type Silo struct {
 	// deadlockMu serialises the verdicts on cross-chain deadlocks
 	// (deadlock.go); taken only when one was seen
 	deadlockMu sync.Mutex
-	idleTimer  clock.Timer
+	idleTimer  clock.Timer // the next idle tick (mu)
+	// idleAsleep: no partition had anything for the idle ticks to do, so
+	// none is scheduled; the first owner that has something wakes them
+	// (idleticks.go)
+	idleAsleep atomic.Bool
 	runners    *runners // goroutines for handed-off partitions and interleaved turns
 
 	timers    sync.Pool // *time.Timer, for default call timeouts
@@ -371,28 +375,6 @@ func (s *Silo) setIdleQuantum() error {
 		p.wheel = w
 	}
 	return nil
-}
-
-// scheduleIdle makes the idle wheel of every partition advance once per
-// IdleQuantum, through the control lane.
-func (s *Silo) scheduleIdle() {
-	s.idleTimer = s.clock.AfterFunc(s.cfg.IdleQuantum, func() {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if s.state.Load() != stateRunning && s.state.Load() != stateNew {
-			return
-		}
-		for _, p := range s.parts {
-			p.q.PushControl(ctl{op: opIdleTick})
-		}
-		s.scheduleIdle()
-	})
-}
-
-func (s *Silo) stopIdle() {
-	if s.idleTimer != nil {
-		s.idleTimer.Stop()
-	}
 }
 
 // admit runs the checks every send and system message starts with — a

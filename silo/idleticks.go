@@ -1,0 +1,96 @@
+package silo
+
+// Idle ticks: once per IdleQuantum every partition collects its idle grains
+// (partition.collectIdle). A silo with nothing for them to do — no grain
+// that can go idle, no quarantine or activation failure to forget — does
+// not tick at all: an idle silo, or one whose grains live for good
+// (IdleTimeout < 0), must not wake every partition once a quantum (and a
+// synctest bubble's hour must not cost thousands of rounds). The watchdog
+// sleeps the same way (watchdog.go).
+//
+// The ticker and the owners meet Dekker-style on sequentially consistent
+// atomics: the ticker sets idleAsleep and then reads every partition's
+// idleQuiet; an owner clears its idleQuiet and then reads idleAsleep.
+// Either the ticker sees the owner's work and keeps ticking, or the owner
+// sees the ticker asleep and wakes it — never neither.
+
+// scheduleIdle schedules the next idle tick, at the next multiple of the
+// quantum since Start: a ticker woken from its sleep keeps the phase it
+// would have had. Called with s.mu held.
+func (s *Silo) scheduleIdle() {
+	q := s.cfg.IdleQuantum
+	d := q - s.since()%q
+	s.idleTimer = s.clock.AfterFunc(d, s.idleTick)
+}
+
+// idleTick asks every partition to collect its idle grains, then schedules
+// the next tick, unless every partition found nothing to do at its last.
+func (s *Silo) idleTick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.state.Load(); st != stateRunning && st != stateNew {
+		return
+	}
+	for _, p := range s.parts {
+		p.q.PushControl(ctl{op: opIdleTick})
+	}
+	if s.quietEverywhere() {
+		s.idleAsleep.Store(true)
+		if s.quietEverywhere() {
+			s.idleTimer = nil
+			return
+		}
+		// An owner found work meanwhile; if it also saw idleAsleep and
+		// is waiting for s.mu to wake the ticker, wakeIdleTicks finds it
+		// awake already.
+		s.idleAsleep.Store(false)
+	}
+	s.scheduleIdle()
+}
+
+func (s *Silo) quietEverywhere() bool {
+	for _, p := range s.parts {
+		if !p.idleQuiet.Load() {
+			return false
+		}
+	}
+	return true
+}
+
+// wakeIdleTicks restarts the idle ticks if they sleep. Called by an owner
+// whose partition has work for them again.
+func (s *Silo) wakeIdleTicks() {
+	if !s.idleAsleep.Load() || !s.idleAsleep.CompareAndSwap(true, false) {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.state.Load(); (st == stateRunning || st == stateNew) && s.idleTimer == nil {
+		s.scheduleIdle()
+	}
+}
+
+func (s *Silo) stopIdle() {
+	if s.idleTimer != nil {
+		s.idleTimer.Stop()
+	}
+}
+
+// needIdleTicks marks the partition as having work for the idle ticks —
+// a grain to watch for idleness, a quarantine or an activation failure to
+// forget — and wakes the ticks if they sleep. Owner only; one atomic load
+// while the partition has such work already.
+func (p *partition) needIdleTicks() {
+	if p.idleQuiet.Load() {
+		p.idleQuiet.Store(false)
+		p.s.wakeIdleTicks()
+	}
+}
+
+// noteIdleQuiet records, at the end of an idle collection, whether the
+// partition has anything left for the idle ticks.
+func (p *partition) noteIdleQuiet() {
+	if p.wheel.Len() == 0 && len(p.quarantine) == 0 && p.actFails == nil {
+		p.idleQuiet.Store(true)
+	}
+}
