@@ -289,6 +289,14 @@ func (q *Queue[T, C]) Trim() {
 	q.mu.Unlock()
 }
 
+// Spare returns the number of spare segments the queue holds: what the
+// next Trims may still let go of.
+func (q *Queue[T, C]) Spare() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.nfree
+}
+
 // Batch is the messages one Drain took, consumed in order with Pop. The zero
 // Batch is empty. A Batch belongs to the queue's consumer.
 type Batch[T, C any] struct {

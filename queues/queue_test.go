@@ -232,18 +232,18 @@ func fill(t *testing.T, q *queues.Queue[int, string], n int) {
 func TestTrimReturnsUnusedSpareSegments(t *testing.T) {
 	q := queues.New[int, string](0)
 	fill(t, q, 40*256) // a burst of 40 segments
-	spare := queues.Spare(q)
+	spare := q.Spare()
 	require.Greater(t, spare, 30)
 
 	q.Trim() // the first period's low-water mark is unknown: keep all
-	assert.Equal(t, spare, queues.Spare(q))
+	assert.Equal(t, spare, q.Spare())
 	fill(t, q, 3*256) // steady traffic: draws on a few spares
 	q.Trim()
-	kept := queues.Spare(q)
+	kept := q.Spare()
 	assert.Less(t, kept, spare, "what was not drawn on in the period goes")
 	assert.GreaterOrEqual(t, kept, 3, "what the period drew on stays")
 
 	q.Trim() // a quiet period: every spare goes
-	assert.Zero(t, queues.Spare(q))
+	assert.Zero(t, q.Spare())
 	fill(t, q, 256) // and the queue still works
 }

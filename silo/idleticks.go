@@ -2,8 +2,8 @@ package silo
 
 // Idle ticks: once per IdleQuantum every partition collects its idle grains
 // (partition.collectIdle). A silo with nothing for them to do — no grain
-// that can go idle, no quarantine or activation failure to forget — does
-// not tick at all: an idle silo, or one whose grains live for good
+// that can go idle, no quarantine or activation failure to forget, no spare
+// queue segment to give back — does not tick at all: an idle silo, or one whose grains live for good
 // (IdleTimeout < 0), must not wake every partition once a quantum (and a
 // synctest bubble's hour must not cost thousands of rounds). The watchdog
 // sleeps the same way (watchdog.go).
@@ -88,9 +88,11 @@ func (p *partition) needIdleTicks() {
 }
 
 // noteIdleQuiet records, at the end of an idle collection, whether the
-// partition has anything left for the idle ticks.
+// partition has anything left for the idle ticks — the queue's spare
+// segments included, which the ticks give back once unused (a partition
+// that keeps drawing on them keeps the ticks going, as it should).
 func (p *partition) noteIdleQuiet() {
-	if p.wheel.Len() == 0 && len(p.quarantine) == 0 && p.actFails == nil {
+	if p.wheel.Len() == 0 && len(p.quarantine) == 0 && p.actFails == nil && p.q.Spare() == 0 {
 		p.idleQuiet.Store(true)
 	}
 }
