@@ -70,7 +70,8 @@ type Config struct {
 	IdleTimeout time.Duration
 	// IdleQuantum is the granularity of idle collection (see
 	// DefaultIdleQuantum for the default); at least a millisecond, since
-	// every quantum is a round of work for every partition.
+	// every quantum is a round of work for every partition — while any
+	// grain can go idle: a silo with none does not tick.
 	IdleQuantum time.Duration
 	// DeactivationTimeout bounds each OnDeactivate.
 	DeactivationTimeout time.Duration
