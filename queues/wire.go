@@ -56,6 +56,8 @@ var ErrNilCodec = errors.New("granary: nil message codec")
 
 // Call is what of an ask crosses silos with its envelope. The receiving side
 // makes the Request from it, with a ctx of its own bounded by Deadline.
+// Deadline is wall-clock time, to the nanosecond: silos that exchange calls
+// keep their clocks close, or the transport adjusts it.
 type Call struct {
 	Chain      Chain     // the grains waiting for the call, outermost first
 	Interleave bool      // the target already waits in Chain and allowed re-entry
