@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 
@@ -133,7 +134,7 @@ func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error)
 		b = binary.AppendUvarint(b, env.Meta.Tick.Seq)
 	}
 	if flags&flagDeadline != 0 {
-		b = binary.AppendVarint(b, deadline.UnixNano())
+		b = binary.AppendVarint(b, unixNano(deadline))
 	}
 	if flags&flagAsk != 0 {
 		b = binary.AppendUvarint(b, uint64(len(env.Request.Chain)))
@@ -224,6 +225,25 @@ func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, erro
 	}
 	env.Hash = env.Target.Hash()
 	return env, call, r.b, nil
+}
+
+// The times a UnixNano can hold: about 1678 to 2262.
+var (
+	minUnixNano = time.Unix(0, math.MinInt64)
+	maxUnixNano = time.Unix(0, math.MaxInt64)
+)
+
+// unixNano is t.UnixNano, held to the times it can represent: a deadline
+// set far in the future as "never" stays far in the future, rather than
+// wrapping around into the past.
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.Before(minUnixNano):
+		return math.MinInt64
+	case t.After(maxUnixNano):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
 }
 
 func appendString(b []byte, s string) []byte {

@@ -93,6 +93,23 @@ func TestEnvelopeWireRoundTrip(t *testing.T) {
 	}
 }
 
+// A deadline beyond what nanoseconds since 1970 can hold (a program's
+// "never") stays in the far future instead of wrapping into the past.
+func TestEnvelopeWireFarDeadline(t *testing.T) {
+	for _, d := range []time.Time{time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		env := queues.Envelope{Target: grain.NewID("k", "x"), Msg: "m", Request: queues.NewRequest(withDeadline{t.Context(), d}, nil)}
+		b, err := queues.AppendEnvelope(nil, &env, stringEnc)
+		require.NoError(t, err)
+		_, call, _, err := queues.DecodeEnvelope(b, stringDec)
+		require.NoError(t, err)
+		if d.Year() > 2000 {
+			require.True(t, call.Deadline.After(time.Date(2262, 1, 1, 0, 0, 0, 0, time.UTC)), "%v", call.Deadline)
+		} else {
+			require.True(t, call.Deadline.Before(time.Date(1678, 12, 31, 0, 0, 0, 0, time.UTC)), "%v", call.Deadline)
+		}
+	}
+}
+
 // Frames written one after another are read back one after another.
 func TestEnvelopeWireFramesInARow(t *testing.T) {
 	var b []byte
