@@ -24,8 +24,10 @@ func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 		switch {
 		case errors.Is(err, ErrBusy):
 			http.Error(w, err.Error(), http.StatusConflict)
-		case errors.Is(err, grain.ErrSiloClosed):
+		case errors.Is(err, grain.ErrSiloClosed), errors.Is(err, grain.ErrOverloaded):
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		case errors.Is(err, grain.ErrTimeout):
+			http.Error(w, err.Error(), http.StatusGatewayTimeout)
 		case err != nil:
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 		default:
