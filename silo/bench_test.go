@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -157,6 +158,29 @@ func (benchRelay) Receive(ctx context.Context, c *grain.Context, _ any) (any, er
 
 // BenchmarkNestedCall: a call whose handler calls another grain.
 func BenchmarkNestedCall(b *testing.B) { benchCalls(b, grain.NewID("relay", "r")) }
+
+// BenchmarkNestedCallPartitions: the same on two partitions, the relay on the
+// callee's partition (its turn must let the partition go for the callee to
+// run) or on the other one.
+func BenchmarkNestedCallPartitions(b *testing.B) {
+	for _, bc := range []struct{ name, relay string }{{"same", "r"}, {"other", "s"}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := benchSilo(b, silo.Config{Partitions: 2})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			relay := grain.NewID("relay", bc.relay)
+			if pt, _ := queues.NewPartitioner(2); (pt.Partition(relay) == pt.Partition(grain.NewID("b", "x"))) != (bc.name == "same") {
+				b.Fatalf("%v is not on the partition the benchmark needs", relay)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := silo.Call[int](ctx, s, relay, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
 
 // bouncer tells its peer the ball until the count runs out: a tell made
 // from a turn.
