@@ -89,7 +89,8 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req
-	if ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.reentrant) {
+	mayReenter := ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.reentrant)
+	if mayReenter {
 		// This call may be re-entered: give up the turn token and say so
 		// before the request can reach anyone (see docs/calls.md).
 		x := ti.a.extra()
@@ -113,6 +114,21 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		return nil, err
 	}
 	if ti != nil {
+		if p != ti.w.p && !mayReenter {
+			// A grain of another partition may answer while this one
+			// yields: then the turn goes on without having handed its
+			// partition off (a new owner's goroutine, a worker, and the
+			// turn's outcome passed back as a control message, saved). A
+			// grain of its own partition cannot run before it does; and a
+			// call that let others interleave hands off at once, since
+			// taking the turn token back may wait for them.
+			runtime.Gosched()
+			select {
+			case r := <-done:
+				return s.answered(ask, done, r)
+			default:
+			}
+		}
 		// The turn is about to block: let its partition serve other grains.
 		ti.w.detach()
 	}
