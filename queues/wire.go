@@ -21,19 +21,22 @@ import (
 // Layout (version 1), integers as varints:
 //
 //	version  byte  (1)
-//	flags    byte  (1 ask, 2 sender, 4 tick, 8 interleave, 16 deadline)
+//	flags    byte  (1 ask, 2 sender, 4 tick, 8 deadline)
 //	target   ID
 //	sender   ID                      if flags&2
 //	tick     name string, seq        if flags&4
-//	deadline unix nanoseconds        if flags&16
+//	deadline unix nanoseconds        if flags&8
 //	chain    count, then per link: ID, allow-reentry byte (0 or 1)   if flags&1
 //	message  length, then the MessageEncoder's bytes
 //
 //	ID       form byte (0 string key, 1 int key), kind string, then key string or int key
 //	string   length, bytes
 //
-// The identity hash is not sent: the receiver computes it, so a frame
-// cannot carry a hash that disagrees with its target.
+// What can be derived is not sent, so a frame cannot carry a value that
+// disagrees with the rest: the identity hash (the receiver computes it from
+// the target), and whether an ask interleaves (it does when its target
+// already waits in its chain — a sender refuses the call at once with a
+// CallCycleError when that is not allowed).
 
 // wireVersion is the layout above. A decoder refuses any other.
 const wireVersion = 1
@@ -42,9 +45,8 @@ const (
 	flagAsk = 1 << iota
 	flagSender
 	flagTick
-	flagInterleave
 	flagDeadline
-	flagsKnown = flagAsk | flagSender | flagTick | flagInterleave | flagDeadline
+	flagsKnown = flagAsk | flagSender | flagTick | flagDeadline
 )
 
 // ErrMalformedEnvelope: bytes that are not an envelope's wire form. Decode
@@ -61,7 +63,7 @@ var ErrNilCodec = errors.New("granary: nil message codec")
 // keep their clocks close, or the transport adjusts it.
 type Call struct {
 	Chain      Chain     // the grains waiting for the call, outermost first
-	Interleave bool      // the target already waits in Chain and allowed re-entry
+	Interleave bool      // the target already waits in Chain: derived from it on decoding, never sent
 	Deadline   time.Time // the caller's; zero for none
 }
 
@@ -91,7 +93,7 @@ type MessageDecoderFunc func(b []byte) (any, error)
 func (f MessageDecoderFunc) DecodeMessage(b []byte) (any, error) { return f(b) }
 
 // AppendEnvelope appends the wire form of env to b. An ask's Call is taken
-// from env.Request: its Chain, Interleave, and its ctx's deadline. A target
+// from env.Request: its Chain and its ctx's deadline. A target
 // that is no valid identity is refused with its error; enc's error is
 // returned wrapped. On an error b is returned as it was.
 func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error) {
@@ -106,9 +108,6 @@ func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error)
 	var deadline time.Time
 	if r := env.Request; r != nil {
 		flags |= flagAsk
-		if r.Interleave {
-			flags |= flagInterleave
-		}
 		if r.Ctx != nil {
 			if d, ok := r.Ctx.Deadline(); ok {
 				flags |= flagDeadline
@@ -191,7 +190,7 @@ func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, erro
 		env.Meta = &meta
 	}
 	var call *Call
-	if flags&(flagDeadline|flagInterleave) != 0 && flags&flagAsk == 0 && r.err == nil {
+	if flags&flagDeadline != 0 && flags&flagAsk == 0 && r.err == nil {
 		r.fail("a tell with an ask's flags")
 	}
 	if flags&flagDeadline != 0 {
@@ -201,7 +200,6 @@ func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, erro
 		if call == nil {
 			call = &Call{}
 		}
-		call.Interleave = flags&flagInterleave != 0
 		n := r.uvarint("chain length")
 		// Every link takes at least four bytes: no count can ask for more
 		// links than the bytes left could hold.
@@ -214,6 +212,7 @@ func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, erro
 				call.Chain[i] = Link{ID: r.id("chain link"), AllowReentry: r.bool("allow reentry")}
 			}
 		}
+		_, call.Interleave = call.Chain.Find(env.Target)
 	}
 	msg := r.bytes("message")
 	if r.err != nil {
