@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -51,7 +52,7 @@ func (p *partition) noteActivationFailure(a *act, aerr *grain.ActivationError) {
 	if d == activation.Stop {
 		backoff = a.k.sup.Quarantine
 		f.restarts = activation.Restarts{} // a fresh count once the quarantine is over
-		p.s.cfg.Logger.Warn("granary: activation keeps failing; identity refused", "grain", a.ID.String(), "for", backoff, "err", aerr.Err)
+		p.s.log(slog.LevelWarn, "granary: activation keeps failing; identity refused", "grain", a.ID.String(), "for", backoff, "err", aerr.Err)
 	}
 	f.until, f.err, f.last = p.now+backoff, aerr, p.now
 }

@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"log/slog"
 	"runtime/debug"
 
 	"github.com/granary-go/granary/grain"
@@ -21,9 +22,10 @@ import (
 func (p *partition) goexited(w *worker) {
 	if w.word.Load()&stateMask == wIdle {
 		// Not in a turn: an owner-side callback (a Decider, whose turn
-		// partition.decide handed on first; a Logger's handler) exited.
-		// Keep the partition served.
-		p.s.cfg.Logger.Error("granary: a callback ended its partition's goroutine with runtime.Goexit; a new one takes over")
+		// partition.decide handed on first) exited. Keep the partition
+		// served. (A Logger's handler runs on a goroutine of its own:
+		// Silo.log.)
+		p.s.log(slog.LevelError, "granary: a callback ended its partition's goroutine with runtime.Goexit; a new one takes over")
 		p.s.owners.Add(1) // this goroutine is still counted: never at zero
 		go p.run(newWorker(p, false), nil)
 		p.s.owners.Done()

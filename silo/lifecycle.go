@@ -2,6 +2,7 @@ package silo
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -48,7 +49,7 @@ func (p *partition) deactivationOverran(a *act) {
 	if cur, ok := p.dir.Get(a.ID, a.ID.Hash()); !ok || cur != a || a.State() != activation.Deactivating {
 		return // it finished in time
 	}
-	p.s.cfg.Logger.Warn("granary: OnDeactivate overran its timeout; the grain was removed without it", "grain", a.ID.String())
+	p.s.log(slog.LevelWarn, "granary: OnDeactivate overran its timeout; the grain was removed without it", "grain", a.ID.String())
 	p.remove(a)
 }
 
@@ -130,7 +131,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 			x.deactTimer = nil
 		}
 		if res.err != nil {
-			p.s.cfg.Logger.Warn("granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
+			p.s.log(slog.LevelWarn, "granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
 		}
 		p.remove(a)
 		return
@@ -181,11 +182,11 @@ func (p *partition) decide(a *act, res *turnResult, first *queues.Envelope) (d a
 		d = activation.DefaultDecider(a.ID, res.err)
 		r := recover()
 		if r != nil {
-			p.s.cfg.Logger.Error("granary: Decider panicked; the default directive applies",
+			p.s.log(slog.LevelError, "granary: Decider panicked; the default directive applies",
 				"grain", a.ID.String(), "panic", fmt.Sprint(r), "err", res.err)
 			return
 		}
-		p.s.cfg.Logger.Error("granary: Decider called runtime.Goexit; the default directive applies",
+		p.s.log(slog.LevelError, "granary: Decider called runtime.Goexit; the default directive applies",
 			"grain", a.ID.String(), "err", res.err)
 		c := ctl{op: opTurnDone, a: a, res: *res}
 		c.res.decided, c.res.directive = true, d

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -332,7 +333,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 		case <-turnsDone:
 			allDone = true
 		case <-time.After(grace):
-			s.cfg.Logger.Warn("granary: silo stopped with turns still running; their handlers ignore ctx")
+			s.log(slog.LevelWarn, "granary: silo stopped with turns still running; their handlers ignore ctx")
 		}
 	}
 	s.runners.stop(allDone) // the waiting ones go; with no turn left, all of them

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -106,7 +107,7 @@ func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.En
 // handed the partition off: it took at least d. The silo times turns this
 // way, at the watchdog's granularity, so the hot path reads no clock.
 func (p *partition) reportSlow(a *act, d time.Duration) {
-	p.s.cfg.Logger.Warn("granary: slow turn held its partition", "grain", a.ID.String(), "at_least", d)
+	p.s.log(slog.LevelWarn, "granary: slow turn held its partition", "grain", a.ID.String(), "at_least", d)
 	p.s.slowTurns.Add(1) // after the log: a reader who sees the count finds the line
 }
 

@@ -1,0 +1,63 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// goexitHandler is a slog handler that ends its goroutine with
+// runtime.Goexit on every line, as a test's handler that calls t.FailNow on
+// a warning would.
+type goexitHandler struct{ lines *atomic.Int32 }
+
+func (h goexitHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h goexitHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h goexitHandler) WithGroup(string) slog.Handler            { return h }
+func (h goexitHandler) Handle(context.Context, slog.Record) error {
+	h.lines.Add(1)
+	runtime.Goexit()
+	return nil
+}
+
+// sulker fails its OnDeactivate, which the silo logs.
+type sulker struct{}
+
+func (sulker) Receive(context.Context, *grain.Context, any) (any, error) { return "here", nil }
+func (sulker) OnDeactivate(context.Context, *grain.Context) error        { return errors.New("sulking") }
+
+// A Logger whose handler calls runtime.Goexit ends only the goroutine that
+// wrote the line, not what the silo was doing when it logged: the failed
+// OnDeactivate's grain still leaves, and the next message activates it
+// afresh.
+func TestALoggerCallingGoexitDoesNotCutTheSilosWorkShort(t *testing.T) {
+	var lines, built atomic.Int32
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(goexitHandler{&lines})}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "sulker", func(grain.ID) sulker { built.Add(1); return sulker{} }))
+	})
+	id := grain.NewID("sulker", "a")
+	for i := range 4 {
+		// Each ask after a Deactivate waits for the OnDeactivate, then
+		// goes to a fresh activation: it is answered only if the failed
+		// deactivation was carried through.
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		v, err := s.Ask(ctx, id, get{})
+		cancel()
+		require.NoError(t, err, "round %d", i)
+		require.Equal(t, "here", v)
+		if i < 3 {
+			require.NoError(t, s.Deactivate(t.Context(), id))
+		}
+	}
+	require.EqualValues(t, 4, built.Load(), "a fresh activation after each deactivation")
+	require.EqualValues(t, 3, lines.Load(), "each failed OnDeactivate was logged")
+}
