@@ -75,7 +75,16 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opShutdown:
 		if p.mode == modeRunning {
 			p.mode = modeSettling
-			p.dir.All(func(_ grain.ID, a *act) bool { p.stopTimers(a); return true })
+			p.dir.All(func(_ grain.ID, a *act) bool {
+				p.stopTimers(a)
+				if a.State() == activation.Backoff && a.Mailbox.Len() > 0 {
+					// Its queued messages are work under way: it restarts
+					// now rather than at the end of its backoff (restart).
+					_ = a.Transition(activation.Activating)
+					p.makeReady(a)
+				}
+				return true
+			})
 		}
 	case opDrain:
 		if p.mode == modeSettling {

@@ -300,7 +300,10 @@ func (p *partition) activationFailed(a *act, err error, first *queues.Envelope) 
 }
 
 // restart drops the failed instance and builds a fresh one after backoff.
-// Messages wait in the mailbox meanwhile.
+// Messages wait in the mailbox meanwhile. Once a Shutdown has begun, no
+// backoff is waited out: the work queued for the grain is to finish, and a
+// backoff on a clock that does not move (a test's) would hold the Shutdown
+// until its deadline.
 func (p *partition) restart(a *act, backoff time.Duration) {
 	_ = a.Transition(activation.Backoff)
 	p.stopTimers(a)
@@ -312,7 +315,7 @@ func (p *partition) restart(a *act, backoff time.Duration) {
 		x.mu.Unlock()
 	}
 	p.s.restarts.Add(1)
-	if backoff <= 0 {
+	if backoff <= 0 || p.mode != modeRunning {
 		_ = a.Transition(activation.Activating)
 		p.makeReady(a)
 		return

@@ -253,6 +253,27 @@ func TestRestartQueuedBehindBackoff(t *testing.T) {
 	assert.Equal(t, 3, <-got)
 }
 
+// A Shutdown does not wait out a restart's backoff: the grain restarts at
+// once and its queued messages run — here on a manual clock that never
+// moves, which would otherwise hold the Shutdown until its deadline.
+func TestShutdownDoesNotWaitOutARestartBackoff(t *testing.T) {
+	sup := activation.Supervision{MaxRestarts: 5, MinBackoff: time.Hour, MaxBackoff: time.Hour}
+	e := newLife(t, silo.Config{}, silo.WithSupervision(sup))
+	id := e.id("a")
+	for range 2 { // the first restart is immediate, the second backs off an hour
+		_, err := e.s.Ask(e.ctx, id, boom{1})
+		require.ErrorIs(t, err, grain.ErrPanic)
+	}
+	got := make(chan any, 1)
+	go func() { v, _ := e.s.Ask(e.ctx, id, whoAmI{}); got <- v }()
+	waitBacklog(t, e.s, 1)
+
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	require.NoError(t, e.s.Shutdown(ctx))
+	assert.Equal(t, 3, <-got, "the queued ask ran on the restarted grain")
+}
+
 func TestRestartLimitStopsAndQuarantines(t *testing.T) {
 	sup := activation.Supervision{MaxRestarts: 2, Window: time.Minute, MinBackoff: time.Millisecond, Quarantine: 10 * time.Second}
 	e := newLife(t, silo.Config{}, silo.WithSupervision(sup))
