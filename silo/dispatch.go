@@ -103,6 +103,12 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		p.setOverfull(a, true) // before the push: once the backlog shows full, senders are refused
 	}
 	p.mbPush(a, *env)
+	if p.mode != modeRunning && a.State() == activation.Backoff {
+		// A Shutdown waits out no backoff (see restart): a message that
+		// comes for a grain in one while the silo settles restarts it.
+		_ = a.Transition(activation.Activating)
+		p.makeReady(a)
+	}
 	return true
 }
 

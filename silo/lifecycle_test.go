@@ -15,6 +15,7 @@ import (
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -63,6 +64,15 @@ type (
 	keepAlive  struct{ d time.Duration }
 	deactivate struct{}
 	whoAmI     struct{}
+	// tellLater: the turn signals started, waits for until, asks first
+	// (if set), then tells msg to to
+	tellLater struct {
+		started chan<- struct{}
+		until   <-chan struct{}
+		first   grain.ID
+		to      grain.ID
+		msg     any
+	}
 )
 
 func (l *life) OnActivate(_ context.Context, c *grain.Context) error {
@@ -112,6 +122,15 @@ func (l *life) Receive(ctx context.Context, c *grain.Context, msg any) (any, err
 	case hold:
 		<-m.until
 		return nil, nil
+	case tellLater:
+		close(m.started)
+		<-m.until
+		if !m.first.IsZero() {
+			if _, err := c.Silo().Ask(ctx, m.first, get{}); err != nil {
+				return nil, err
+			}
+		}
+		return nil, c.Silo().Tell(ctx, m.to, m.msg)
 	}
 	return nil, fmt.Errorf("life: %T", msg)
 }
@@ -272,6 +291,43 @@ func TestShutdownDoesNotWaitOutARestartBackoff(t *testing.T) {
 	defer cancel()
 	require.NoError(t, e.s.Shutdown(ctx))
 	assert.Equal(t, 3, <-got, "the queued ask ran on the restarted grain")
+}
+
+// Nor for a message a turn sends, while the silo settles, to a grain in its
+// backoff: the grain restarts for it.
+func TestShutdownRestartsAGrainInBackoffForATurnsMessage(t *testing.T) {
+	sup := activation.Supervision{MaxRestarts: 5, MinBackoff: time.Hour, MaxBackoff: time.Hour}
+	e := newLife(t, silo.Config{Partitions: 2}, silo.WithSupervision(sup))
+	// x backs off on one partition, next to z; y's turn, on the other,
+	// asks z — so x's partition has begun settling — then tells x.
+	pt, err := queues.NewPartitioner(2)
+	require.NoError(t, err)
+	x := e.id("x")
+	var y, z grain.ID
+	for i := 0; y.IsZero() || z.IsZero(); i++ {
+		id := e.id(fmt.Sprint("k", i))
+		if pt.Partition(id) == pt.Partition(x) {
+			z = id
+		} else {
+			y = id
+		}
+	}
+	for range 2 { // the second restart backs off an hour
+		_, err := e.s.Ask(e.ctx, x, boom{1})
+		require.ErrorIs(t, err, grain.ErrPanic)
+	}
+	started, gate := make(chan struct{}), make(chan struct{})
+	require.NoError(t, e.s.Tell(e.ctx, y, tellLater{started: started, until: gate, first: z, to: x, msg: incr{5}}))
+	<-started
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.s.Shutdown(ctx) }()
+	require.Eventually(t, func() bool { return errors.Is(e.s.Tell(e.ctx, z, get{}), grain.ErrSiloClosed) }, 5*time.Second, time.Millisecond,
+		"the Shutdown has begun")
+	close(gate)
+	require.NoError(t, <-done)
+	assert.Contains(t, e.j.all(), "incr x #3 -> 5", "the restarted grain handled the turn's message")
 }
 
 func TestRestartLimitStopsAndQuarantines(t *testing.T) {
