@@ -47,11 +47,13 @@ func (d *DeadLetters) Cancel() {
 }
 
 // SubscribeDeadLetters subscribes to dead letters with a buffer of the given
-// size (at least 1). Cancel the subscription when done with it.
+// size, at least 1 and at most MaxDeadLetterBuffer (a larger one would be
+// memory allocated up front, or a panic in make). Cancel the subscription
+// when done with it.
 // On a nil Silo, or one not made by New, C is closed at once: nothing will
 // ever be a dead letter there.
 func (s *Silo) SubscribeDeadLetters(buffer int) *DeadLetters {
-	d := &DeadLetters{c: make(chan DeadLetter, max(buffer, 1)), s: s}
+	d := &DeadLetters{c: make(chan DeadLetter, min(max(buffer, 1), MaxDeadLetterBuffer)), s: s}
 	d.C = d.c
 	if s.made() != nil {
 		d.once.Do(func() { close(d.c) })
@@ -60,6 +62,11 @@ func (s *Silo) SubscribeDeadLetters(buffer int) *DeadLetters {
 	s.dead.add(d)
 	return d
 }
+
+// MaxDeadLetterBuffer is the largest buffer of a dead-letter subscription:
+// about 10 MB of dead letters waiting to be read. A subscriber that falls
+// further behind loses the newest, counted in Dropped.
+const MaxDeadLetterBuffer = 1 << 16
 
 // deadHub fans dead letters out to subscribers. Publishing reads an
 // immutable snapshot of the subscriber list, so it takes no lock.
