@@ -3,6 +3,7 @@ package activation_test
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -147,4 +148,21 @@ func TestSupervisionRestartMatchesDecide(t *testing.T) {
 		require.Equal(t, b1, b2, "restart %d", i)
 	}
 	require.Equal(t, viaDecide.Count(), viaRestart.Count())
+}
+
+// Backoffs double up to MaxBackoff and never wrap: with a MaxBackoff of
+// "forever" and a long restart history, a doubling past the largest
+// Duration would turn negative — a restart at once, where the policy asked
+// for the longest wait.
+func TestBackoffDoublingSaturates(t *testing.T) {
+	s := activation.Supervision{MaxRestarts: 200, Window: time.Duration(math.MaxInt64), MinBackoff: time.Millisecond, MaxBackoff: time.Duration(math.MaxInt64)}
+	var r activation.Restarts
+	prev := time.Duration(0)
+	for i := range 150 {
+		d, b := s.Restart(&r, time.Duration(i))
+		require.Equal(t, activation.Restart, d, "restart %d", i)
+		require.GreaterOrEqual(t, b, prev, "restart %d: backoff %v after %v", i, b, prev)
+		prev = b
+	}
+	require.Equal(t, time.Duration(math.MaxInt64), prev)
 }

@@ -177,6 +177,10 @@ func (s Supervision) Restart(r *Restarts, now time.Duration) (Directive, time.Du
 	}
 	b := s.MinBackoff
 	for i := 2; i < k && b < s.MaxBackoff; i++ {
+		if b > s.MaxBackoff/2 { // doubling would pass it, or overflow into a negative backoff
+			b = s.MaxBackoff
+			break
+		}
 		b *= 2
 	}
 	return Restart, min(b, s.MaxBackoff)
