@@ -152,7 +152,7 @@ func (a *act) DeactivateOnIdle() {
 
 func (a *act) DelayDeactivation(d time.Duration) {
 	x := a.extra()
-	until := a.k.s.since() + d
+	until := a.k.s.since() + min(d, maxSpan)
 	x.mu.Lock()
 	x.keepUntil = max(x.keepUntil, until)
 	x.mu.Unlock()

@@ -42,6 +42,13 @@ type kind struct {
 	active atomic.Int64 // activations in the directory, for Stats
 }
 
+// maxSpan bounds the durations the silo adds to its clock's offset since
+// Start — idle timeouts, quarantines, backoffs, DelayDeactivation — to
+// about 146 years, so that the sum cannot overflow into the past (a grain
+// meant to stay "for ever" would go at the next idle tick). A longer one
+// means the same.
+const maxSpan = time.Duration(1 << 62)
+
 // KindOption sets one property of a kind at registration. Options only ever
 // change the kind being registered.
 type KindOption func(*kind)
@@ -147,6 +154,10 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	if i := slices.IndexFunc(k.filters, isNilFilter); i >= 0 {
 		return fmt.Errorf("%w: kind %q filter %d is nil", grain.ErrInvalidConfig, name, i-len(s.cfg.Filters))
 	}
+	k.idleTimeout = min(k.idleTimeout, maxSpan)
+	k.sup.Quarantine = min(k.sup.Quarantine, maxSpan)
+	k.sup.MinBackoff = min(k.sup.MinBackoff, maxSpan)
+	k.sup.MaxBackoff = min(k.sup.MaxBackoff, maxSpan)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch s.state.Load() {
