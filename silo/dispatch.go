@@ -283,7 +283,7 @@ func (p *partition) flushMailbox(a *act) {
 // bounded by the kind's backlog limit, as the mailbox is: past it, messages
 // wait in the mailbox under its overflow policy, and go in as turns end
 // (finish calls flushMailbox).
-func (p *partition) interleaveRoom(a *act) bool { return a.Turns <= int32(a.k.maxBacklog) }
+func (p *partition) interleaveRoom(a *act) bool { return int(a.Turns) <= a.k.maxBacklog }
 
 // callsBackWaitingTurn reports whether env is a call back into a, on the
 // call chain of a turn of a's that waits for it, and allowed to re-enter

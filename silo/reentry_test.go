@@ -2,6 +2,7 @@ package silo_test
 
 import (
 	"context"
+	"math"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -239,6 +240,33 @@ func TestInterleavedTurnsAreBoundedByTheBacklogLimit(t *testing.T) {
 	close(gate)
 	require.NoError(t, <-waited)
 	require.Eventually(t, func() bool { return int(held.Load()) == accepted }, 5*time.Second, time.Millisecond)
+}
+
+// The largest backlog limits do not wrap when compared with the turns in
+// flight: a reentrant grain with an "unbounded" backlog still lets a
+// message in while its turn waits. The limit used to be cut to 32 bits,
+// and math.MaxInt became -1: nothing interleaved.
+func TestReentrantGrainWithTheLargestBacklogStillInterleaves(t *testing.T) {
+	for _, limit := range []int{1 << 31, math.MaxInt} {
+		in, gate := make(chan struct{}), make(chan struct{})
+		s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+			require.NoError(t, silo.Register(s, "holder", func(grain.ID) *holder { return &holder{} },
+				silo.WithReentrant(), silo.WithMaxBacklog(limit, silo.RejectNewest)))
+			require.NoError(t, silo.Register(s, "gated", func(grain.ID) gated { return gated{in: in, gate: gate} }))
+		})
+		ctx := ctxT(t)
+		id := grain.NewID("holder", "h")
+		waited := make(chan error, 1)
+		go func() { _, err := silo.Call[string](ctx, s, id, "wait"); waited <- err }()
+		<-in // its turn waits in its call
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		v, err := silo.Call[string](pctx, s, id, "ping")
+		cancel()
+		require.NoError(t, err, "limit %d: a message interleaves while the turn waits", limit)
+		require.Equal(t, "ok", v)
+		close(gate)
+		require.NoError(t, <-waited)
+	}
 }
 
 // Silo.Deactivate of a reentrant grain whose turn waits in a call takes
