@@ -36,6 +36,11 @@ func main() {
 	match := flag.Duration("match", 20*time.Millisecond, "how long a match lasts")
 	addr := flag.String("http", "", "serve the HTTP API on this address instead of simulating")
 	flag.Parse()
+	if err := checkFlags(*players, *duration, *match); err != nil {
+		fmt.Fprintln(os.Stderr, "game:", err)
+		flag.Usage()
+		os.Exit(2)
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
@@ -53,6 +58,21 @@ func main() {
 		fmt.Fprintln(os.Stderr, "game:", err)
 		os.Exit(1)
 	}
+}
+
+// checkFlags refuses what the simulation cannot run with, before anything
+// starts: a bot retries every half match, so a match takes a millisecond at
+// least.
+func checkFlags(players int, duration, match time.Duration) error {
+	switch {
+	case players < 0:
+		return fmt.Errorf("-players %d: not negative", players)
+	case duration < 0:
+		return fmt.Errorf("-duration %v: not negative", duration)
+	case match < time.Millisecond:
+		return fmt.Errorf("-match %v: a millisecond at least", match)
+	}
+	return nil
 }
 
 // newGame starts a silo with the game's grains, and a meter of their turns

@@ -76,3 +76,12 @@ func TestHTTP(t *testing.T) {
 	assert.Equal(t, kindLeaderboard, turns[0].Kind)
 	assert.Positive(t, turns[0].Turns)
 }
+
+func TestCheckFlags(t *testing.T) {
+	require.NoError(t, checkFlags(200, 2*time.Second, 20*time.Millisecond))
+	require.NoError(t, checkFlags(0, 0, time.Millisecond))
+	require.Error(t, checkFlags(-1, time.Second, time.Second))
+	require.Error(t, checkFlags(1, -time.Second, time.Second))
+	require.Error(t, checkFlags(1, time.Second, 0))
+	require.Error(t, checkFlags(1, time.Second, -time.Second))
+}
