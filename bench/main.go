@@ -64,6 +64,14 @@ func main() {
 		}
 		return
 	}
+	if *runs < 1 {
+		fmt.Fprintf(os.Stderr, "bench: -runs %d: one at least\n", *runs)
+		os.Exit(2)
+	}
+	if *impl != "" && !slices.Contains(impls, *impl) {
+		fmt.Fprintf(os.Stderr, "bench: unknown implementation %q (have %s)\n", *impl, strings.Join(impls, ", "))
+		os.Exit(2)
+	}
 	names := workloadNames()
 	if *workload != "all" {
 		if _, ok := workloads[*workload]; !ok {
