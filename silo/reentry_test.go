@@ -2,8 +2,8 @@ package silo_test
 
 import (
 	"context"
-	"math"
 	"errors"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
