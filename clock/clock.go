@@ -87,8 +87,11 @@ func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {
 
 // Advance moves the clock forward by d, calling, in time order, every
 // function that falls due, each with the clock set to its due time. A function
-// scheduled by another during the advance runs too if it falls due.
+// scheduled by another during the advance runs too if it falls due. The
+// clock never goes back: a negative d counts as 0 (a silo's idle deadlines,
+// backoffs and quarantines are offsets on it).
 func (m *Manual) Advance(d time.Duration) {
+	d = max(d, 0)
 	m.mu.Lock()
 	end := m.now.Add(d)
 	for len(m.timers) > 0 && !m.timers[0].at.After(end) {

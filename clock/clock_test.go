@@ -54,3 +54,15 @@ func TestSince(t *testing.T) {
 	t0 := r.Now()
 	assert.GreaterOrEqual(t, clock.Since(r, t0), time.Duration(0))
 }
+
+// A Manual clock never goes back: a negative Advance counts as none, though
+// it still runs what is due now.
+func TestManualNeverGoesBack(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := clock.NewManual(start)
+	fired := false
+	m.AfterFunc(0, func() { fired = true })
+	m.Advance(-time.Hour)
+	assert.Equal(t, start, m.Now())
+	assert.True(t, fired, "due now: run")
+}
