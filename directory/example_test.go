@@ -15,7 +15,10 @@ type record struct {
 // A Table holds at most one record per identity, found by the identity's
 // hash, which the sender computed once.
 func ExampleTable() {
-	t := directory.NewTable[record](func(r *record) *grain.ID { return &r.id })
+	t, err := directory.NewTable[record](func(r *record) *grain.ID { return &r.id })
+	if err != nil {
+		panic(err)
+	}
 	p1 := &record{id: grain.NewID("player", "p1")}
 	fmt.Println(t.Put(p1.id, p1.id.Hash(), p1))
 	fmt.Println(t.Put(p1.id, p1.id.Hash(), &record{id: p1.id})) // one activation per identity

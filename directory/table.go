@@ -1,6 +1,7 @@
 package directory
 
 import (
+	"fmt"
 	"unsafe"
 
 	"github.com/granary-go/granary/grain"
@@ -61,11 +62,15 @@ const (
 )
 
 // NewTable returns an empty table. idOf returns a pointer to the identity
-// an entry is for, which must not change while the entry is in the table.
-func NewTable[T any](idOf func(*T) *grain.ID) *Table[T] {
+// an entry is for, which must not change while the entry is in the table; a
+// nil idOf is refused with grain.ErrInvalidConfig.
+func NewTable[T any](idOf func(*T) *grain.ID) (*Table[T], error) {
+	if idOf == nil {
+		return nil, fmt.Errorf("%w: a directory table with a nil idOf", grain.ErrInvalidConfig)
+	}
 	t := &Table[T]{idOf: idOf, mult: multiplier(0), shrinks: 1}
 	t.alloc(minSlots)
-	return t
+	return t, nil
 }
 
 // home is the first slot h probes. The hash is multiplied and its top bits

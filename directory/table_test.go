@@ -15,7 +15,16 @@ import (
 type entry struct{ id grain.ID }
 
 func newTable() *directory.Table[entry] {
-	return directory.NewTable[entry](func(e *entry) *grain.ID { return &e.id })
+	t, err := directory.NewTable[entry](func(e *entry) *grain.ID { return &e.id })
+	if err != nil {
+		panic(err)
+	}
+	return t
+}
+
+func TestNewTableRefusesANilIDOf(t *testing.T) {
+	_, err := directory.NewTable[entry](nil)
+	require.ErrorIs(t, err, grain.ErrInvalidConfig)
 }
 
 func TestTableSingleEntryPerID(t *testing.T) {

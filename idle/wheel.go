@@ -3,10 +3,15 @@ package idle
 import (
 	"fmt"
 	"time"
+
+	"github.com/granary-go/granary/grain"
 )
 
 // DefaultSlots is the number of slots used when NewWheel is given 0.
 const DefaultSlots = 512
+
+// MaxSlots is the most slots a wheel may have: 16 M slots are 512 MB.
+const MaxSlots = 1 << 24
 
 // Entry is one tracked item, embedded or allocated once per activation.
 // The zero Entry is untracked.
@@ -35,13 +40,13 @@ type Wheel[T any] struct {
 // (DefaultSlots if 0). now is the current time offset.
 func NewWheel[T any](quantum time.Duration, slots int, now time.Duration) (*Wheel[T], error) {
 	if quantum <= 0 {
-		return nil, fmt.Errorf("idle: quantum %v must be > 0", quantum)
+		return nil, fmt.Errorf("%w: idle wheel quantum %v (must be > 0)", grain.ErrInvalidConfig, quantum)
 	}
 	if slots == 0 {
 		slots = DefaultSlots
 	}
-	if slots < 1 {
-		return nil, fmt.Errorf("idle: %d slots", slots)
+	if slots < 1 || slots > MaxSlots {
+		return nil, fmt.Errorf("%w: idle wheel of %d slots (1 to %d)", grain.ErrInvalidConfig, slots, MaxSlots)
 	}
 	w := &Wheel[T]{quantum: quantum, slots: make([]Entry[T], slots)}
 	for i := range w.slots {

@@ -1,6 +1,7 @@
 package idle_test
 
 import (
+	"math"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
 )
 
@@ -86,10 +88,13 @@ func TestWheelAgainstModel(t *testing.T) {
 }
 
 func TestNewWheelRejectsBadInput(t *testing.T) {
-	_, err := idle.NewWheel[int](0, 0, 0)
-	require.Error(t, err)
-	_, err = idle.NewWheel[int](time.Second, -1, 0)
-	require.Error(t, err)
+	for _, c := range []struct {
+		q     time.Duration
+		slots int
+	}{{0, 0}, {-time.Second, 8}, {time.Second, -1}, {time.Second, idle.MaxSlots + 1}, {time.Second, math.MaxInt}} {
+		_, err := idle.NewWheel[int](c.q, c.slots, 0)
+		require.ErrorIs(t, err, grain.ErrInvalidConfig, "quantum %v, %d slots", c.q, c.slots)
+	}
 }
 
 func BenchmarkWheelTouch(b *testing.B) {

@@ -67,11 +67,15 @@ type partition struct {
 }
 
 func newPartition(s *Silo, idx, limit int) (*partition, error) {
+	dir, err := directory.NewTable[act](func(a *act) *grain.ID { return &a.ID })
+	if err != nil {
+		return nil, err
+	}
 	p := &partition{
 		s:          s,
 		idx:        idx,
 		q:          queues.New[queues.Envelope, ctl](s.cfg.QueueCapacity),
-		dir:        directory.NewTable[act](func(a *act) *grain.ID { return &a.ID }),
+		dir:        dir,
 		limit:      limit,
 		quarantine: make(map[grain.ID]time.Duration),
 		ov:         make(map[grain.ID]struct{}),
@@ -81,7 +85,6 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 	if limit > 0 {
 		// Sized above the limit: evictions are ours to choose (idle grains
 		// only), never the LRU's own.
-		var err error
 		if p.lru, err = simplelru.NewLRU[grain.ID, *act](2*limit+16, nil); err != nil {
 			return nil, err
 		}
