@@ -204,18 +204,10 @@ func (h *holder) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 // handled once the gates open.
 func TestInterleavedTurnsAreBoundedByTheBacklogLimit(t *testing.T) {
 	const limit = 5
-	in, gate, hold := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	hold := make(chan struct{})
 	var held atomic.Int32
-	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "holder", func(grain.ID) *holder { return &holder{hold: hold, held: &held} },
-			silo.WithReentrant(), silo.WithMaxBacklog(limit, silo.RejectNewest)))
-		require.NoError(t, silo.Register(s, "gated", func(grain.ID) gated { return gated{in: in, gate: gate} }))
-	})
-	ctx := ctxT(t)
-	id := grain.NewID("holder", "h")
-	waited := make(chan error, 1)
-	go func() { _, err := silo.Call[string](ctx, s, id, "wait"); waited <- err }()
-	<-in // the first turn waits in its call
+	e := newHolderWaiting(t, limit, hold, &held)
+	s, ctx, id := e.s, e.ctx, e.id
 	accepted, refused := 0, 0
 	for range 100 {
 		switch err := s.Tell(ctx, id, "hold"); {
@@ -237,9 +229,32 @@ func TestInterleavedTurnsAreBoundedByTheBacklogLimit(t *testing.T) {
 	assert.LessOrEqual(t, accepted, 2*limit+2, "interleaved turns and mailbox, each bounded by the limit")
 	assert.Positive(t, refused)
 	close(hold)
-	close(gate)
-	require.NoError(t, <-waited)
+	close(e.gate)
+	require.NoError(t, <-e.waited)
 	require.Eventually(t, func() bool { return int(held.Load()) == accepted }, 5*time.Second, time.Millisecond)
+}
+
+// holderEnv is a silo whose reentrant holder grain has a turn waiting in a
+// call to a gated grain, until gate is closed.
+type holderEnv struct {
+	s      *silo.Silo
+	ctx    context.Context
+	id     grain.ID
+	gate   chan struct{}
+	waited chan error // the waiting turn's caller's outcome
+}
+
+func newHolderWaiting(t *testing.T, limit int, hold <-chan struct{}, held *atomic.Int32) *holderEnv {
+	in := make(chan struct{})
+	e := &holderEnv{ctx: ctxT(t), id: grain.NewID("holder", "h"), gate: make(chan struct{}), waited: make(chan error, 1)}
+	e.s = newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "holder", func(grain.ID) *holder { return &holder{hold: hold, held: held} },
+			silo.WithReentrant(), silo.WithMaxBacklog(limit, silo.RejectNewest)))
+		require.NoError(t, silo.Register(s, "gated", func(grain.ID) gated { return gated{in: in, gate: e.gate} }))
+	})
+	go func() { _, err := silo.Call[string](e.ctx, e.s, e.id, "wait"); e.waited <- err }()
+	<-in // the first turn waits in its call
+	return e
 }
 
 // The largest backlog limits do not wrap when compared with the turns in
@@ -248,24 +263,14 @@ func TestInterleavedTurnsAreBoundedByTheBacklogLimit(t *testing.T) {
 // and math.MaxInt became -1: nothing interleaved.
 func TestReentrantGrainWithTheLargestBacklogStillInterleaves(t *testing.T) {
 	for _, limit := range []int{1 << 31, math.MaxInt} {
-		in, gate := make(chan struct{}), make(chan struct{})
-		s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
-			require.NoError(t, silo.Register(s, "holder", func(grain.ID) *holder { return &holder{} },
-				silo.WithReentrant(), silo.WithMaxBacklog(limit, silo.RejectNewest)))
-			require.NoError(t, silo.Register(s, "gated", func(grain.ID) gated { return gated{in: in, gate: gate} }))
-		})
-		ctx := ctxT(t)
-		id := grain.NewID("holder", "h")
-		waited := make(chan error, 1)
-		go func() { _, err := silo.Call[string](ctx, s, id, "wait"); waited <- err }()
-		<-in // its turn waits in its call
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		v, err := silo.Call[string](pctx, s, id, "ping")
+		e := newHolderWaiting(t, limit, nil, nil)
+		pctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+		v, err := silo.Call[string](pctx, e.s, e.id, "ping")
 		cancel()
 		require.NoError(t, err, "limit %d: a message interleaves while the turn waits", limit)
 		require.Equal(t, "ok", v)
-		close(gate)
-		require.NoError(t, <-waited)
+		close(e.gate)
+		require.NoError(t, <-e.waited)
 	}
 }
 
