@@ -80,8 +80,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 				if a.State() == activation.Backoff && a.Mailbox.Len() > 0 {
 					// Its queued messages are work under way: it restarts
 					// now rather than at the end of its backoff (restart).
-					_ = a.Transition(activation.Activating)
-					p.makeReady(a)
+					p.rebuild(a)
 				}
 				return true
 			})

@@ -106,8 +106,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	if p.mode != modeRunning && a.State() == activation.Backoff {
 		// A Shutdown waits out no backoff (see restart): a message that
 		// comes for a grain in one while the silo settles restarts it.
-		_ = a.Transition(activation.Activating)
-		p.makeReady(a)
+		p.rebuild(a)
 	}
 	return true
 }

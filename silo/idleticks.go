@@ -3,10 +3,10 @@ package silo
 // Idle ticks: once per IdleQuantum every partition collects its idle grains
 // (partition.collectIdle). A silo with nothing for them to do — no grain
 // that can go idle, no quarantine or activation failure to forget, no spare
-// queue segment to give back — does not tick at all: an idle silo, or one whose grains live for good
-// (IdleTimeout < 0), must not wake every partition once a quantum (and a
-// synctest bubble's hour must not cost thousands of rounds). The watchdog
-// sleeps the same way (watchdog.go).
+// queue segment to give back — does not tick at all: an idle silo, or one
+// whose grains live for good (IdleTimeout < 0), must not wake every
+// partition once a quantum (and a synctest bubble's hour must not cost
+// thousands of rounds). The watchdog sleeps the same way (watchdog.go).
 //
 // The ticker and the owners meet Dekker-style on sequentially consistent
 // atomics: the ticker sets idleAsleep and then reads every partition's

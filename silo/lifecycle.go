@@ -316,11 +316,17 @@ func (p *partition) restart(a *act, backoff time.Duration) {
 	}
 	p.s.restarts.Add(1)
 	if backoff <= 0 || p.mode != modeRunning {
-		_ = a.Transition(activation.Activating)
-		p.makeReady(a)
+		p.rebuild(a)
 		return
 	}
 	p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: a}) })
+}
+
+// rebuild readies a, whose failed instance was dropped, for a fresh one:
+// its next step is the activation turn.
+func (p *partition) rebuild(a *act) {
+	_ = a.Transition(activation.Activating)
+	p.makeReady(a)
 }
 
 // stop quarantines the grain and deactivates it; what waits for it is a dead
