@@ -30,6 +30,11 @@ type Envelope struct {
 type Meta struct {
 	Sender grain.ID // the grain that sent the message
 	Tick   *Tick    // set when the message is a timer's tick
+	// MayInterleave is set when the target's kind lets the message run while
+	// one of the grain's turns waits in a call: judged once, by the sender,
+	// so that the runtime's own goroutines never run the kind's predicate.
+	// It is not part of the wire form: a receiving silo judges again.
+	MayInterleave bool
 }
 
 // Sender returns the grain that sent the message, or the zero ID.

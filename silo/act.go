@@ -79,15 +79,20 @@ type actExtra struct {
 	// grain); applied when the grain's last turn ends
 	deactWhenIdle bool
 
-	// For interleaving (reentrant kinds, call-chain reentrancy): the turn
+	// For interleaving (reentrant kinds, WithMayInterleave, call-chain
+	// reentrancy): the turn
 	// token, and how many turns wait in a call holding none.
 	token   fifoToken
 	waiting atomic.Int32
-	// activating: OnActivate runs. A reentrant kind's messages do not
+	// activating: OnActivate runs. An interleaving kind's messages do not
 	// interleave with it — the grain's state may not be loaded yet — but
 	// calls back on its call chain still do, or they would deadlock.
 	activating atomic.Bool
 	callMu     sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
+	// owner: how many messages in the mailbox its kind's WithMayInterleave
+	// predicate let in, so that flushMailbox looks through it only when one
+	// may go in
+	mayIn int
 }
 
 // deferDirective keeps d for when the grain's last turn ends; of several,
@@ -120,6 +125,7 @@ type timerOp struct {
 	due, period time.Duration
 	msg         any
 	stop        bool
+	letIn       bool // the kind's WithMayInterleave predicate took msg
 }
 
 // extra returns the extra record, making it if needed. Safe from any
@@ -165,9 +171,11 @@ func (a *act) StartTimer(name string, due, period time.Duration, msg any) error 
 	if due < 0 || period < 0 {
 		return fmt.Errorf("%w: timer %q due %v period %v", grain.ErrInvalidConfig, name, due, period)
 	}
+	// Judged here, on the turn's goroutine: the owner runs no predicate.
+	letIn := a.k.mayInterleave != nil && a.k.lets(msg)
 	x := a.extra()
 	x.mu.Lock()
-	x.timerOps = append(x.timerOps, timerOp{name: name, due: due, period: period, msg: msg})
+	x.timerOps = append(x.timerOps, timerOp{name: name, due: due, period: period, msg: msg, letIn: letIn})
 	x.mu.Unlock()
 	return nil
 }

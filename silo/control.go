@@ -25,7 +25,7 @@ const (
 	opDeactivate                    // Silo.Deactivate: deactivate a grain ahead of its queued messages
 	opStop                          // Silo.Stop: stop a grain; its queued messages become dead letters
 	opDeactTimeout                  // an OnDeactivate overran its timeout
-	opWaiting                       // a turn of a reentrant grain began waiting in a call
+	opWaiting                       // a turn of an interleaving grain began waiting in a call
 	opDrain                         // Shutdown: the silo has settled; deactivate everything
 )
 
@@ -106,7 +106,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 		if !ok || a.isStopping() || a.State() >= activation.Deactivating {
 			return true // not active, or already on its way out
 		}
-		if a.k.reentrant && a.busy() {
+		if a.k.interleaves() && a.busy() {
 			// Its turns may wait in calls, and for what interleaves with
 			// them: it deactivates once the last one ends, as
 			// DeactivateOnIdle would (see afterMessage).

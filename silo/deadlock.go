@@ -21,8 +21,8 @@ import (
 // close when an ask is queued behind a busy grain (any other last step lets
 // the ask run), so that is where the owner looks: from the grain the ask is
 // queued behind, it follows the edges; if they lead back to the ask's own
-// caller, and no ask on the way would be let in (a reentrant kind, or
-// call-chain reentrancy), every turn in the cycle waits for the next and
+// caller, and no ask on the way would be let in (a reentrant kind, a
+// WithMayInterleave predicate, call-chain reentrancy), every turn in the cycle waits for the next and
 // none can end. The newest ask, the one that closed the cycle, fails at
 // once with ErrCallCycle (a dead letter, reason deadlock); its caller goes
 // on, and the others' calls complete.
@@ -65,6 +65,7 @@ type waitEdge struct {
 	target grain.ID
 	thash  uint64 // target's hash
 	n      int    // calls out
+	letIn  bool   // the target lets req in while it waits (WithMayInterleave)
 }
 
 // waitShard holds the edges of one partition's grains, by the hash of the
@@ -76,8 +77,8 @@ type waitShard struct {
 }
 
 // start records that a turn of id (whose hash is h) waits on req, to
-// target (whose hash is th).
-func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64) {
+// target (whose hash is th); letIn, that target lets req in while it waits.
+func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn bool) {
 	w.mu.Lock()
 	if w.m == nil {
 		w.m = make(map[uint64]waitEdge)
@@ -87,7 +88,7 @@ func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target gra
 		e.n++
 		e.req = nil // several calls out (or two grains of one hash): unknown
 	} else {
-		e = waitEdge{id: id, req: req, target: target, thash: th, n: 1}
+		e = waitEdge{id: id, req: req, target: target, thash: th, n: 1, letIn: letIn}
 	}
 	w.m[h] = e
 	w.mu.Unlock()
@@ -110,14 +111,14 @@ func (w *waitShard) end(h uint64, req *queues.Request) {
 }
 
 // edge returns the outstanding call of id (whose hash is h), if it has
-// exactly one, and its target.
-func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target grain.ID, th uint64) {
+// exactly one, its target, and whether the target lets it in while it waits.
+func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target grain.ID, th uint64, letIn bool) {
 	w.mu.Lock()
 	if e, ok := w.m[h]; ok && e.req != nil && e.id == id {
-		req, target, th = e.req, e.target, e.thash
+		req, target, th, letIn = e.req, e.target, e.thash, e.letIn
 	}
 	w.mu.Unlock()
-	return req, target, th
+	return req, target, th, letIn
 }
 
 // recordsWaits reports whether id's kind is in the graph: a reentrant
@@ -141,7 +142,9 @@ const maxCycle = 64
 // its caller back to it — or nil.
 func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 	caller := env.Sender()
-	if caller.IsZero() || !s.recordsWaits(caller) {
+	if caller.IsZero() || !s.recordsWaits(caller) || env.Meta.MayInterleave {
+		// No caller to wait; or one that lets in whatever comes; or env
+		// may go in as soon as its target has room for it.
 		return nil
 	}
 	// On the stack while the walk is short: most end at the first grain.
@@ -151,17 +154,17 @@ func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 	asks := append(asksBuf[:0], env.Request)
 	cur, ch := env.Target, env.Hash
 	for range maxCycle {
-		req, next, nh := s.waitsOf(ch).edge(cur, ch)
+		req, next, nh, letIn := s.waitsOf(ch).edge(cur, ch)
 		if req == nil || req.Resolved() || req.Abandoned() {
 			return nil // cur's turn is not stuck on one known call
 		}
-		if req.Interleave || !s.recordsWaits(next) {
+		if req.Interleave || letIn || !s.recordsWaits(next) {
 			return nil // next lets req in while it waits
 		}
 		asks = append(asks, req)
 		path = append(path, next)
 		if next == caller {
-			if own, _, _ := s.waitsOf(nh).edge(caller, nh); own != env.Request {
+			if own, _, _, _ := s.waitsOf(nh).edge(caller, nh); own != env.Request {
 				return nil
 			}
 			for _, r := range asks[1:] { // the second look (see above)

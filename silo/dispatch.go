@@ -69,13 +69,16 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		}
 		return p.runTurn(w, a, tkMessage, env)
 	}
-	// A busy reentrant grain (its first turn included: activation and
-	// first message run as one) takes env now if a turn waits in a call —
-	// after what waits in its mailbox, which came first. (Calls back on a
-	// waiting turn's chain, of any kind, were let in above.)
-	if p.letsIn(a) && p.interleaveRoom(a) {
+	// A busy grain that lets env in (a reentrant kind, or one whose
+	// WithMayInterleave predicate took env; its first turn included:
+	// activation and first message run as one) takes env now if a turn
+	// waits in a call — after what waits in its mailbox and may go in too,
+	// which came first. (Calls back on a waiting turn's chain, of any kind,
+	// were let in above.) With room left after the flush, nothing that may
+	// go in is left in the mailbox.
+	if p.letsIn(a, env) && p.interleaveRoom(a) {
 		p.flushMailbox(a)
-		if a.Mailbox.Len() == 0 && p.interleaveRoom(a) {
+		if p.interleaveRoom(a) {
 			p.interleave(a, *env)
 			return true
 		}
@@ -258,19 +261,35 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	}))
 }
 
-// flushMailbox runs the messages waiting in the mailbox of a reentrant
-// grain as interleaved turns, in order, if its turns wait in calls. They
-// went to the mailbox because no turn waited when they came (one ran, or
-// OnActivate did); left there once every turn waits, they would wait for
-// turns that may be waiting for them. Called when a message comes (ahead of
-// it) and when a turn of the grain begins waiting (opWaiting).
+// flushMailbox runs the messages waiting in the mailbox of a grain that
+// lets them in (all of a reentrant kind's; those its WithMayInterleave
+// predicate took), as interleaved turns, in order, if its turns wait in
+// calls; the others stay, in their order. They went to the mailbox because
+// no turn waited when they came (one ran, or OnActivate did); left there
+// once every turn waits, they would wait for turns that may be waiting for
+// them. Called when a message comes (ahead of it), when a turn of the grain
+// begins waiting (opWaiting), and when an interleaved turn ends (room for
+// one more).
 func (p *partition) flushMailbox(a *act) {
-	if a.Mailbox.Len() == 0 || !p.letsIn(a) {
+	if a.Mailbox.Len() == 0 || !p.open(a) {
 		return
 	}
-	for a.Mailbox.Len() > 0 && p.interleaveRoom(a) {
-		env, _ := p.mbPop(a)
-		p.interleave(a, env)
+	if a.k.reentrant {
+		for a.Mailbox.Len() > 0 && p.interleaveRoom(a) {
+			env, _ := p.mbPop(a)
+			p.interleave(a, env)
+		}
+	} else if x := a.extra(); x.mayIn > 0 && p.interleaveRoom(a) {
+		// Once round the mailbox: what goes in leaves it, the rest is put
+		// back behind — all of it, room or not, which keeps its order.
+		for n := a.Mailbox.Len(); n > 0; n-- {
+			env, _ := p.mbPop(a)
+			if env.Meta != nil && env.Meta.MayInterleave && p.interleaveRoom(a) {
+				p.interleave(a, env)
+			} else {
+				p.mbPush(a, env)
+			}
+		}
 	}
 	if a.isOverfull() && a.Mailbox.Len() < a.k.maxBacklog {
 		p.setOverfull(a, false)
@@ -289,12 +308,4 @@ func (p *partition) interleaveRoom(a *act) bool { return int(a.Turns) <= a.k.max
 // (call-chain reentrancy, or a reentrant kind).
 func (p *partition) callsBackWaitingTurn(a *act, env *queues.Envelope) bool {
 	return env.Request != nil && env.Request.Interleave && a.waiting() > 0 && a.State() <= activation.Active
-}
-
-// letsIn reports whether a reentrant grain lets any message in now: one of
-// its turns waits in a call, OnActivate is not running, and it is not on
-// its way out (see docs/calls.md).
-func (p *partition) letsIn(a *act) bool {
-	return a.k.reentrant && a.waiting() > 0 && !a.wantsDeactivate() && !a.isStopping() &&
-		a.State() <= activation.Active && !a.x.Load().activating.Load()
 }

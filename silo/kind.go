@@ -30,6 +30,7 @@ const (
 type kind struct {
 	s              *Silo
 	name           string
+	mayInterleave  func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
 	factory        func(grain.ID) grain.Grain
 	idleTimeout    time.Duration // < 0: never
 	sup            activation.Supervision
@@ -40,6 +41,8 @@ type kind struct {
 	filters        []grain.Filter // the silo's, then the kind's own; nil when none
 
 	active atomic.Int64 // activations in the directory, for Stats
+
+	optErr error // a bad option's complaint, returned by Register
 }
 
 // maxSpan bounds the durations the silo adds to its clock's offset since
@@ -94,6 +97,37 @@ func WithMaxBacklog(n int, o Overflow) KindOption {
 // Call, other messages to the grain may run. See docs/calls.md.
 func WithReentrant() KindOption { return func(k *kind) { k.reentrant = true } }
 
+// WithMayInterleave lets some messages in while one of the kind's turns
+// waits in a Call: those for which pred returns true run as interleaved
+// turns, the others wait for the grain's turn as usual — Orleans'
+// [MayInterleave], and its [AlwaysInterleave] when pred matches a message
+// type. A status query or a cancellation, say, need not wait behind a turn
+// that waits on a slow grain:
+//
+//	silo.WithMayInterleave(func(msg any) bool {
+//		_, ok := msg.(GetStatus)
+//		return ok
+//	})
+//
+// A message pred lets in may overtake messages that wait in the grain's
+// mailbox (as in Orleans); those it does not keep their order. A call back
+// into a waiting turn's chain is allowed when pred lets its message in, and
+// fails with ErrCallCycle otherwise. pred sees only the message: it runs on
+// the silo's goroutines, at the call and as the message is dispatched, so it
+// must be quick and safe for concurrent use, and must not block; a pred that
+// panics counts as false (the panic is logged). WithReentrant lets every
+// message in, with or without it. Register refuses a nil pred with
+// ErrInvalidConfig. See docs/calls.md.
+func WithMayInterleave(pred func(msg any) bool) KindOption {
+	return func(k *kind) {
+		if pred == nil {
+			k.optErr = fmt.Errorf("%w: kind %q: WithMayInterleave(nil)", grain.ErrInvalidConfig, k.name)
+			return
+		}
+		k.mayInterleave = pred
+	}
+}
+
 // WithTimerKeepAlive makes timer ticks count as activity for idle
 // deactivation (by default they do not, as in Orleans).
 func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive = true } }
@@ -138,6 +172,12 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		if o != nil {
 			o(k)
 		}
+	}
+	if k.optErr != nil {
+		return k.optErr
+	}
+	if k.reentrant {
+		k.mayInterleave = nil // every message goes in: no predicate to run
 	}
 	if k.maxBacklog <= 0 {
 		return fmt.Errorf("%w: kind %q backlog %d", grain.ErrInvalidConfig, name, k.maxBacklog)

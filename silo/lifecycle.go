@@ -415,12 +415,18 @@ func (p *partition) overfull(id grain.ID) bool {
 func (p *partition) mbPush(a *act, env queues.Envelope) {
 	a.Mailbox.Push(env)
 	p.backlog.Add(1)
+	if env.Meta != nil && env.Meta.MayInterleave {
+		a.extra().mayIn++
+	}
 }
 
 func (p *partition) mbPop(a *act) (queues.Envelope, bool) {
 	env, ok := a.Mailbox.Pop()
 	if ok {
 		p.backlog.Add(-1)
+		if env.Meta != nil && env.Meta.MayInterleave {
+			a.extra().mayIn--
+		}
 	}
 	return env, ok
 }
@@ -430,6 +436,9 @@ func (p *partition) mbPop(a *act) (queues.Envelope, bool) {
 // neither reactivate a grain nor count as undelivered messages.
 func (p *partition) mbDrain(a *act, f func(queues.Envelope)) {
 	p.backlog.Add(-int64(a.Mailbox.Len()))
+	if x := a.x.Load(); x != nil {
+		x.mayIn = 0
+	}
 	a.Mailbox.Drain(func(e queues.Envelope) {
 		if e.Tick() == nil {
 			f(e)

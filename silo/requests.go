@@ -37,7 +37,7 @@ func (s *Silo) Stop(ctx context.Context, id grain.ID) error {
 // request sends a system message for id on its partition's control lane,
 // which the owner reads before any user message.
 func (s *Silo) request(ctx context.Context, id grain.ID, op ctlOp) error {
-	p, h, err := s.admit(ctx, id, op)
+	p, _, h, err := s.admit(ctx, id, op)
 	if err != nil {
 		return err
 	}

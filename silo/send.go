@@ -30,7 +30,7 @@ import (
 // grain as its sender, and while a Shutdown lets the work under way finish,
 // it is taken (see Silo.Shutdown).
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
-	p, h, err := s.admitSend(ctx, id, msg)
+	p, k, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
 		return err
 	}
@@ -38,6 +38,9 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	ti := turnFrom(ctx)
 	if ti != nil {
 		env.Meta = ti.w.p.senders.meta(ti.a)
+	}
+	if k.mayInterleave != nil && k.lets(msg) {
+		env.Meta = s.letInMeta(env.Meta)
 	}
 	return s.push(ctx, p, &env, ti)
 }
@@ -65,20 +68,27 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // at once with a *grain.CallCycleError) and lets the partition serve other
 // grains while the turn waits. Most code uses the typed Call instead.
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
-	p, h, err := s.admitSend(ctx, id, msg)
+	p, k, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
 		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout
 	}
 	env := queues.Envelope{Target: id, Hash: h, Msg: msg}
 	ti := turnFrom(ctx)
+	letIn := k.reentrant // whether id would let msg in while one of its turns waits
+	if ti != nil {
+		env.Meta = ti.w.p.senders.meta(ti.a)
+	}
+	if k.mayInterleave != nil && k.lets(msg) {
+		letIn = true
+		env.Meta = s.letInMeta(env.Meta)
+	}
 	var chain queues.Chain
 	reenter := false
 	if ti != nil {
-		env.Meta = ti.w.p.senders.meta(ti.a)
 		_, allow := ctx.Value(reentryKey{}).(bool)
 		chain = ti.chain().Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
 		if l, waiting := chain.Find(id); waiting {
-			if !l.AllowReentry && !s.kinds[id.Kind()].reentrant {
+			if !l.AllowReentry && !letIn {
 				return nil, &grain.CallCycleError{Chain: append(chain.IDs(), id)}
 			}
 			reenter = true
@@ -89,12 +99,12 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req
-	mayReenter := ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.reentrant)
+	mayReenter := ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.interleaves())
 	if mayReenter {
 		// This call may be re-entered: give up the turn token and say so
 		// before the request can reach anyone (see docs/calls.md).
 		x := ti.a.extra()
-		if ti.leaveToken(x) && ti.a.k.reentrant {
+		if ti.leaveToken(x) && ti.a.k.interleaves() {
 			// Messages that came while no turn waited are in the mailbox:
 			// the owner lets them in now (partition.flushMailbox).
 			ti.w.p.q.PushControl(ctl{op: opWaiting, a: ti.a})
@@ -106,7 +116,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		// by the owners to fail a call that closes a deadlock (deadlock.go).
 		// A call to another silo's grain is none of this silo's graph.
 		w, mine := &ti.w.p.waits, ti.a.ID.Hash()
-		w.start(ti.a.ID, mine, req, id, h)
+		w.start(ti.a.ID, mine, req, id, h, letIn)
 		defer w.end(mine, req)
 	}
 	if err := s.push(ctx, p, &env, ti); err != nil {

@@ -29,18 +29,18 @@ import (
 //
 // A running silo's sends take the short way, admit's checks in one frame:
 // each call between here and checkTarget passed the 48-byte ID on again.
-func (s *Silo) admitSend(ctx context.Context, id grain.ID, msg any) (*partition, uint64, error) {
+func (s *Silo) admitSend(ctx context.Context, id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	if s != nil && ctx != nil && s.state.Load() == stateRunning {
 		if err := ctx.Err(); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
 		return s.checkTarget(id, msg)
 	}
-	p, h, err := s.admit(ctx, id, msg)
+	p, k, h, err := s.admit(ctx, id, msg)
 	if err == grain.ErrSiloClosed && s.lateSend(turnFrom(ctx)) {
 		return s.checkTarget(id, msg)
 	}
-	return p, h, err
+	return p, k, h, err
 }
 
 // lateSend reports whether a send comes from a turn of this silo while it

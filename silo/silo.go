@@ -68,7 +68,8 @@ type Silo struct {
 	// none is scheduled; the first owner that has something wakes them
 	// (idleticks.go)
 	idleAsleep atomic.Bool
-	runners    *runners // goroutines for handed-off partitions and interleaved turns
+	runners    *runners    // goroutines for handed-off partitions and interleaved turns
+	letInMeta0 queues.Meta // what marks a message from outside as let in (letInMeta)
 
 	timers    sync.Pool // *time.Timer, for default call timeouts
 	replies   sync.Pool // chan queues.Result, for asks
@@ -97,6 +98,7 @@ func New(cfg Config) (*Silo, error) {
 		done:    make(chan struct{}),
 		runners: newRunners(idleRunnersPerPartition * cfg.Partitions),
 	}
+	s.letInMeta0.MayInterleave = true
 	s.sincer, _ = cfg.Clock.(clock.Sincer)
 	limit := 0
 	if cfg.MaxActivations > 0 {
@@ -380,58 +382,59 @@ func (s *Silo) setIdleQuantum() error {
 
 // admit runs the checks every send and system message starts with — a
 // silo and a ctx to use, a ctx not done yet, a valid target and message —
-// and returns the target's partition and identity hash.
-func (s *Silo) admit(ctx context.Context, id grain.ID, msg any) (*partition, uint64, error) {
+// and returns the target's partition, kind and identity hash.
+func (s *Silo) admit(ctx context.Context, id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	if s == nil {
-		return nil, 0, errNilSilo
+		return nil, nil, 0, errNilSilo
 	}
 	if ctx == nil {
-		return nil, 0, grain.ErrNilContext
+		return nil, nil, 0, grain.ErrNilContext
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, 0, err
+		return nil, nil, 0, err
 	}
 	return s.check(id, msg)
 }
 
 // check validates a send, so that nothing bad is ever enqueued, and returns
 // the target's partition and identity hash.
-func (s *Silo) check(id grain.ID, msg any) (*partition, uint64, error) {
+func (s *Silo) check(id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	// The state first: before Start, Register may still be writing kinds.
 	switch s.state.Load() {
 	case stateRunning:
 	case stateNew:
 		if s.done == nil {
-			return nil, 0, errNotNew
+			return nil, nil, 0, errNotNew
 		}
-		return nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
+		return nil, nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
 	default:
-		return nil, 0, grain.ErrSiloClosed // exactly this value: see admitSend
+		return nil, nil, 0, grain.ErrSiloClosed // exactly this value: see admitSend
 	}
 	return s.checkTarget(id, msg)
 }
 
 // checkTarget is check past the silo's state.
-func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, uint64, error) {
-	if _, ok := s.kindOf.get(id.Kind(), s.kinds); !ok {
+func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, error) {
+	k, ok := s.kindOf.get(id.Kind(), s.kinds)
+	if !ok {
 		if err := id.Validate(); err != nil {
-			return nil, 0, err
+			return nil, nil, 0, err
 		}
-		return nil, 0, fmt.Errorf("%w: %q", grain.ErrUnknownKind, id.Kind())
+		return nil, nil, 0, fmt.Errorf("%w: %q", grain.ErrUnknownKind, id.Kind())
 	}
 	// A registered kind is a valid one; only the key is left to check.
 	if _, isInt := id.IntKey(); !isInt && id.Key() == "" {
-		return nil, 0, &grain.IDError{ID: id, Err: grain.ErrEmptyKey}
+		return nil, nil, 0, &grain.IDError{ID: id, Err: grain.ErrEmptyKey}
 	}
 	if msg == nil {
-		return nil, 0, grain.ErrNilMessage
+		return nil, nil, 0, grain.ErrNilMessage
 	}
 	h := id.Hash()
 	loc := s.locator.LocateHash(h)
 	if loc.Silo != s.cfg.Name {
-		return nil, 0, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)
+		return nil, nil, 0, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)
 	}
-	return s.parts[loc.Partition], h, nil
+	return s.parts[loc.Partition], k, h, nil
 }
 
 // push enqueues env on p. A grain known to be overloaded refuses it with

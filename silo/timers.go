@@ -30,7 +30,7 @@ func (p *partition) applyTimers(a *act, ops []timerOp) {
 		}
 		p.timerSeq++
 		gt := &grainTimer{period: op.period, msg: op.msg, tick: &queues.Tick{Name: op.name, Seq: p.timerSeq}}
-		gt.meta = &queues.Meta{Tick: gt.tick}
+		gt.meta = &queues.Meta{Tick: gt.tick, MayInterleave: op.letIn}
 		if x.timers == nil {
 			x.timers = make(map[string]*grainTimer)
 		}

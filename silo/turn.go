@@ -157,10 +157,10 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	tc.release()
 }
 
-// activateHook runs a's OnActivate, marked as running for a reentrant kind
-// (see actExtra.activating).
+// activateHook runs a's OnActivate, marked as running for an interleaving
+// kind (see actExtra.activating).
 func (p *partition) activateHook(w *worker, a *act, tc *turnCtx) error {
-	if !a.k.reentrant {
+	if !a.k.interleaves() {
 		return activation.Activate(tc, a.g, &w.gc)
 	}
 	x := a.extra()

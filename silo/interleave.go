@@ -1,0 +1,69 @@
+package silo
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/queues"
+)
+
+// What may run while a grain's turn waits in a call: everything for a
+// reentrant kind, the messages its predicate lets in for a kind with
+// WithMayInterleave, nothing otherwise (but calls back on the waiting turn's
+// own chain, allowed per call). See docs/calls.md.
+
+// interleaves reports whether the kind's turns let any message in while
+// they wait in calls: such a turn gives the turn token up when it calls,
+// and the owner looks at the grain's mailbox when it begins waiting.
+func (k *kind) interleaves() bool { return k.reentrant || k.mayInterleave != nil }
+
+// lets reports whether msg may run while one of the kind's turns waits in a
+// call. It runs the kind's predicate, user code, on whatever goroutine asks
+// (the owner's, as it dispatches; a caller's, in Ask): a predicate that
+// panics counts as false, so no silo goroutine dies of it.
+func (k *kind) lets(msg any) (ok bool) {
+	if k.reentrant {
+		return true
+	}
+	if k.mayInterleave == nil {
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			ok = false
+			k.s.log(slog.LevelError, "granary: a WithMayInterleave predicate panicked; the message does not interleave",
+				"kind", k.name, "panic", fmt.Sprint(r))
+		}
+	}()
+	return k.mayInterleave(msg)
+}
+
+// letInMeta returns the envelope metadata of a message that its target's
+// kind lets in while the grain waits: m, marked. A message from outside
+// shares one Meta of the silo's; a grain's gets a copy of its sender
+// metadata, which its other messages share and which must not change.
+func (s *Silo) letInMeta(m *queues.Meta) *queues.Meta {
+	if m == nil {
+		return &s.letInMeta0
+	}
+	c := *m
+	c.MayInterleave = true
+	return &c
+}
+
+// letsIn reports whether a busy grain lets env in now: its kind lets env's
+// message in (every one, for a reentrant kind), one of its turns waits in a
+// call, OnActivate is not running, and it is not on its way out (see
+// docs/calls.md).
+func (p *partition) letsIn(a *act, env *queues.Envelope) bool {
+	return (a.k.reentrant || env.Meta != nil && env.Meta.MayInterleave) && p.open(a)
+}
+
+// open reports whether a grain of an interleaving kind lets messages in now:
+// one of its turns waits in a call, OnActivate is not running, and it is not
+// on its way out.
+func (p *partition) open(a *act) bool {
+	return a.k.interleaves() && a.waiting() > 0 && !a.wantsDeactivate() && !a.isStopping() &&
+		a.State() <= activation.Active && !a.x.Load().activating.Load()
+}
