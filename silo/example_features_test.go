@@ -317,7 +317,7 @@ func (f *feed) Receive(ctx context.Context, c *grain.Context, msg any) (any, err
 		f.fetched += n
 		return f.fetched, err
 	case read:
-		return f.fetched, nil // ...and, the kind being reentrant, reads run meanwhile
+		return f.fetched, nil // ...and, the kind letting reads in, they run meanwhile
 	}
 	return nil, nil
 }
@@ -356,67 +356,45 @@ func ExampleWithReentrant() {
 	// refreshed: 3
 }
 
-// A job grain whose steps each wait on a slow worker.
-type job struct{ done int }
-
-type (
-	step     struct{ worker grain.ID }
-	progress struct{}
-)
-
-func (j *job) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
-	switch m := msg.(type) {
-	case step:
-		_, err := silo.Call[string](ctx, c.Silo(), m.worker, "work") // the turn waits here
-		j.done++
-		return j.done, err
-	case progress:
-		return j.done, nil
-	}
-	return nil, nil
-}
-
 // A kind may let some messages in while one of its turns waits in a call,
-// as Orleans' [AlwaysInterleave] methods do: here a progress query is
-// answered while a step waits on its worker, and the next step, which the
-// predicate does not take, waits for the first to end.
+// as Orleans' [AlwaysInterleave] methods do: here a read is answered while
+// a refresh waits on its source, and a second refresh, which the predicate
+// does not take, waits for the first to end.
 func ExampleWithMayInterleave() {
 	s, _ := silo.New(silo.Config{})
-	working, release := make(chan struct{}, 2), make(chan struct{})
-	_ = silo.Register(s, "job", func(grain.ID) *job { return &job{} }, silo.WithMayInterleave(func(msg any) bool {
-		_, ok := msg.(progress)
+	fetching, release := make(chan struct{}, 2), make(chan struct{})
+	_ = silo.Register(s, "feed", func(grain.ID) *feed { return &feed{} }, silo.WithMayInterleave(func(msg any) bool {
+		_, ok := msg.(read)
 		return ok
 	}))
-	_ = silo.Register(s, "worker", func(grain.ID) grain.Func {
+	_ = silo.Register(s, "source", func(grain.ID) grain.Func {
 		return func(context.Context, *grain.Context, any) (any, error) {
-			working <- struct{}{}
+			fetching <- struct{}{}
 			<-release // slow
-			return "done", nil
+			return 3, nil
 		}
 	})
 	_ = s.Start()
 	defer s.Close()
 	ctx := context.Background()
 
-	id, worker := grain.NewID("job", "build-7"), grain.NewID("worker", "w")
-	steps := make(chan error, 2)
+	id := grain.NewID("feed", "news")
+	refreshed := make(chan int, 2)
 	for range 2 {
 		go func() {
-			_, err := silo.Call[int](ctx, s, id, step{worker})
-			steps <- err
+			n, _ := silo.Call[int](ctx, s, id, refresh{grain.NewID("source", "wire")})
+			refreshed <- n
 		}()
 	}
-	<-working // one step's turn waits on the worker; the other step waits for it
-	n, _ := silo.Call[int](ctx, s, id, progress{})
-	fmt.Println("progress while a step works:", n)
+	<-fetching // one refresh's turn waits on the source; the other waits for it
+	n, _ := silo.Call[int](ctx, s, id, read{})
+	fmt.Println("read while refreshing:", n)
 	close(release)
-	<-steps
-	<-steps
-	n, _ = silo.Call[int](ctx, s, id, progress{})
-	fmt.Println("steps done:", n)
+	a, b := <-refreshed, <-refreshed
+	fmt.Println("refreshed:", min(a, b), max(a, b))
 	// Output:
-	// progress while a step works: 0
-	// steps done: 2
+	// read while refreshing: 0
+	// refreshed: 3 6
 }
 
 // A checkout that is under way when the silo shuts down still completes:
