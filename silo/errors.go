@@ -58,3 +58,6 @@ var ErrShutdownFromTurn = errors.New("granary: Shutdown called from a turn: begu
 // test. The turn fails as if it had panicked: its caller gets a
 // *grain.PanicError wrapping ErrGoexit, and the kind's supervision applies.
 var ErrGoexit = errors.New("granary: the handler called runtime.Goexit")
+
+// ErrNilFunc is what Await returns for a nil wait: nothing ran.
+var ErrNilFunc = errors.New("granary: nil func")

@@ -397,6 +397,61 @@ func ExampleWithMayInterleave() {
 	// refreshed: 3 6
 }
 
+// A stock price grain that polls an outside service in its turn.
+type stockPrice struct{ last int }
+
+type (
+	poll struct {
+		started chan<- struct{}
+		reply   <-chan int // the service's answer: a network call, in life
+	}
+	quote struct{}
+)
+
+func (t *stockPrice) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case poll:
+		var v int
+		err := silo.Await(ctx, func() error { // touches no state of the grain
+			close(m.started)
+			v = <-m.reply
+			return nil
+		})
+		t.last = v // after the wait: other turns may have run
+		return v, err
+	case quote:
+		return t.last, nil
+	}
+	return nil, nil
+}
+
+// Await makes a wait that is no grain call an await point, as every await
+// is in an Orleans reentrant grain: a quote is answered while a poll waits
+// on the outside service.
+func ExampleAwait() {
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "price", func(grain.ID) *stockPrice { return &stockPrice{last: 100} }, silo.WithReentrant())
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	id := grain.NewID("price", "ACME")
+	started, reply := make(chan struct{}), make(chan int)
+	polled := make(chan int)
+	go func() {
+		v, _ := silo.Call[int](ctx, s, id, poll{started, reply})
+		polled <- v
+	}()
+	<-started
+	v, _ := silo.Call[int](ctx, s, id, quote{})
+	fmt.Println("quote while polling:", v)
+	reply <- 101
+	fmt.Println("polled:", <-polled)
+	// Output:
+	// quote while polling: 100
+	// polled: 101
+}
+
 // A checkout that is under way when the silo shuts down still completes:
 // its call to the stock grain and its tell to the audit grain are part of
 // the work the silo had taken, and go through; a send from outside is

@@ -1,10 +1,12 @@
 package silo
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 
 	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 )
 
@@ -66,4 +68,40 @@ func (p *partition) letsIn(a *act, env *queues.Envelope) bool {
 func (p *partition) open(a *act) bool {
 	return a.k.interleaves() && a.waiting() > 0 && !a.wantsDeactivate() && !a.isStopping() &&
 		a.State() <= activation.Active && !a.x.Load().activating.Load()
+}
+
+// Await runs wait — a blocking wait of the calling turn that is not a
+// grain call: I/O, a timer, a channel — as an await point: while it runs,
+// the grain lets in what its kind interleaves, as it does while the turn
+// waits in a Call (every message for WithReentrant, those the predicate
+// takes for WithMayInterleave, none for other kinds), and the partition
+// goes on serving its other grains at once, without waiting for the
+// handoff threshold. It returns wait's error.
+//
+// Orleans' reentrant grains interleave at every await; a Granary turn lets
+// others in only where it says so, at its calls and in Await. As across a
+// call, the grain's state may change while wait runs: wait must not touch
+// it, and the turn reads what it needs again after. With a ctx that is not
+// a turn's, Await just runs wait. A nil wait is refused with ErrNilFunc.
+func Await(ctx context.Context, wait func() error) error {
+	if ctx == nil {
+		return grain.ErrNilContext
+	}
+	if wait == nil {
+		return ErrNilFunc
+	}
+	ti := turnFrom(ctx)
+	if ti == nil {
+		return wait()
+	}
+	if ti.a.k.interleaves() {
+		// As a call that may be re-entered gives the token up (Ask).
+		x := ti.a.extra()
+		if ti.leaveToken(x) {
+			ti.w.p.q.PushControl(ctl{op: opWaiting, a: ti.a})
+		}
+		defer ti.retakeToken(x)
+	}
+	ti.w.detach() // the turn is about to block: let its partition go
+	return wait()
 }

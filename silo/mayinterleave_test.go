@@ -22,7 +22,8 @@ type status struct{}
 func isStatus(msg any) bool { _, ok := msg.(status); return ok }
 
 // svc is a grain whose kind interleaves status queries (WithMayInterleave).
-// "work" calls the gated grain and waits there; "hold" first waits for
+// "work" calls the gated grain and waits there; "io" waits for the env's
+// gate in silo.Await; "hold" first waits for
 // its own gate, holding the turn, then does the same; "call:MSG" calls the
 // relay grain r with MSG, which calls back into svc with it.
 type svc struct {
@@ -42,6 +43,9 @@ func (g *svc) Receive(ctx context.Context, c *grain.Context, msg any) (any, erro
 		fallthrough
 	case m == "work":
 		return silo.Call[string](ctx, c.Silo(), grain.NewID("gated", "g"), "x")
+	case m == "io": // a wait that is no grain call
+		g.e.in <- struct{}{}
+		return "ok", silo.Await(ctx, func() error { <-g.e.gate; return nil })
 	case m == "tick":
 		return "ok", c.StartTimer("t", time.Minute, 0, status{})
 	case strings.HasPrefix(m, "call:"):
@@ -246,4 +250,57 @@ func TestMayInterleaveRefusesANilPredicate(t *testing.T) {
 	err = silo.Register(s, "svc", func(grain.ID) *svc { return &svc{} }, silo.WithMayInterleave(nil))
 	require.ErrorIs(t, err, grain.ErrInvalidConfig)
 	assert.False(t, errors.Is(err, grain.ErrAlreadyRegistered))
+}
+
+// Await makes a wait that is no grain call an await point: what the kind
+// interleaves goes in while it runs, the rest waits for the turn.
+func TestAwaitLetsInWhatTheKindInterleaves(t *testing.T) {
+	e := newSvc(t, silo.Config{}, isStatus)
+	worked := e.callAsync("io")
+	<-e.in // in Await
+	require.NoError(t, e.s.Tell(e.ctx, e.id, "write"))
+	v, err := silo.Call[string](e.ctx, e.s, e.id, status{})
+	require.NoError(t, err)
+	assert.Equal(t, "status", v)
+	close(e.gate)
+	require.NoError(t, <-worked)
+	_, err = silo.Call[string](e.ctx, e.s, e.id, "last")
+	require.NoError(t, err)
+	assert.Equal(t, []string{"io", "status", "write", "last"}, e.logged())
+}
+
+// In a kind that interleaves nothing, Await lets no message of the grain
+// in, but the partition serves its other grains at once: with a handoff
+// threshold of an hour, a call to another grain of the one partition
+// would otherwise wait that long.
+func TestAwaitLetsThePartitionGoAtOnce(t *testing.T) {
+	ctx := ctxT(t)
+	in, gate := make(chan struct{}), make(chan struct{})
+	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "io", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "wait" {
+					close(in)
+					return "waited", silo.Await(ctx, func() error { <-gate; return nil })
+				}
+				return "ok", nil
+			}
+		}))
+	})
+	waited := make(chan error, 1)
+	go func() { _, err := silo.Call[string](ctx, s, grain.NewID("io", "a"), "wait"); waited <- err }()
+	<-in
+	v, err := silo.Call[string](ctx, s, grain.NewID("io", "b"), "other")
+	require.NoError(t, err)
+	assert.Equal(t, "ok", v)
+	close(gate)
+	require.NoError(t, <-waited)
+}
+
+func TestAwaitOutsideATurnAndBadInput(t *testing.T) {
+	boom := errors.New("boom")
+	require.ErrorIs(t, silo.Await(context.Background(), func() error { return boom }), boom)
+	require.ErrorIs(t, silo.Await(context.Background(), nil), silo.ErrNilFunc)
+	//lint:ignore SA1012 a nil ctx is what is tested
+	require.ErrorIs(t, silo.Await(nil, func() error { return nil }), grain.ErrNilContext) //nolint:staticcheck
 }
