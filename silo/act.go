@@ -80,8 +80,8 @@ type actExtra struct {
 	deactWhenIdle bool
 
 	// For interleaving (reentrant kinds, WithMayInterleave, call-chain
-	// reentrancy): the turn
-	// token, and how many turns wait in a call holding none.
+	// reentrancy): the turn token, and how many turns wait in a call (or
+	// in Await) holding none.
 	token   fifoToken
 	waiting atomic.Int32
 	// activating: OnActivate runs. An interleaving kind's messages do not

@@ -20,17 +20,11 @@ import (
 // and the owner looks at the grain's mailbox when it begins waiting.
 func (k *kind) interleaves() bool { return k.reentrant || k.mayInterleave != nil }
 
-// lets reports whether msg may run while one of the kind's turns waits in a
-// call. It runs the kind's predicate, user code, on whatever goroutine asks
-// (the owner's, as it dispatches; a caller's, in Ask): a predicate that
-// panics counts as false, so no silo goroutine dies of it.
+// lets reports whether the kind's WithMayInterleave predicate, which it
+// must have, takes msg. It is called where msg is sent — Tell, Ask,
+// StartTimer — never on a silo goroutine: the predicate is the program's
+// code. One that panics takes nothing.
 func (k *kind) lets(msg any) (ok bool) {
-	if k.reentrant {
-		return true
-	}
-	if k.mayInterleave == nil {
-		return false
-	}
 	defer func() {
 		if r := recover(); r != nil {
 			ok = false
@@ -63,7 +57,7 @@ func (p *partition) letsIn(a *act, env *queues.Envelope) bool {
 }
 
 // open reports whether a grain of an interleaving kind lets messages in now:
-// one of its turns waits in a call, OnActivate is not running, and it is not
+// one of its turns waits in a call (or in Await), OnActivate is not running, and it is not
 // on its way out.
 func (p *partition) open(a *act) bool {
 	return a.k.interleaves() && a.waiting() > 0 && !a.wantsDeactivate() && !a.isStopping() &&

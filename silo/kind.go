@@ -94,7 +94,8 @@ func WithMaxBacklog(n int, o Overflow) KindOption {
 }
 
 // WithReentrant marks the kind reentrant: while one of its turns waits in a
-// Call, other messages to the grain may run. See docs/calls.md.
+// Call (or in Await), other messages to the grain may run. See
+// docs/calls.md.
 func WithReentrant() KindOption { return func(k *kind) { k.reentrant = true } }
 
 // WithMayInterleave lets some messages in while one of the kind's turns
@@ -112,11 +113,12 @@ func WithReentrant() KindOption { return func(k *kind) { k.reentrant = true } }
 // A message pred lets in may overtake messages that wait in the grain's
 // mailbox (as in Orleans); those it does not keep their order. A call back
 // into a waiting turn's chain is allowed when pred lets its message in, and
-// fails with ErrCallCycle otherwise. pred sees only the message: it runs on
-// the silo's goroutines, at the call and as the message is dispatched, so it
-// must be quick and safe for concurrent use, and must not block; a pred that
-// panics counts as false (the panic is logged). WithReentrant lets every
-// message in, with or without it. Register refuses a nil pred with
+// fails with ErrCallCycle otherwise. pred sees only the message, once,
+// where it is sent: on the goroutine that calls Tell or Ask (in StartTimer
+// for a timer's message), never on the silo's own. So it must be quick and
+// safe for concurrent use, and must not block; a pred that panics counts as
+// false (the panic is logged). WithReentrant lets every message in, with or
+// without it. Await makes a wait that is no call an await point too. Register refuses a nil pred with
 // ErrInvalidConfig. See docs/calls.md.
 func WithMayInterleave(pred func(msg any) bool) KindOption {
 	return func(k *kind) {
