@@ -22,13 +22,15 @@ type soakMsg struct {
 	id    int64
 	panic bool
 	sleep bool
+	await bool // wait in silo.Await: an await point
+	peek  bool // taken by the interleaving kind's predicate
 }
 
 type soakGrain struct {
 	handled *sync.Map // message id -> *atomic.Int32
 }
 
-func (g *soakGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+func (g *soakGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
 	m := msg.(soakMsg)
 	n, _ := g.handled.LoadOrStore(m.id, new(atomic.Int32))
 	n.(*atomic.Int32).Add(1)
@@ -37,6 +39,9 @@ func (g *soakGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, 
 	}
 	if m.sleep {
 		busyWork(200 * time.Microsecond) // a slow turn, to provoke handoffs
+	}
+	if m.await { // others of the grain may run meanwhile
+		_ = silo.Await(ctx, func() error { busyWork(100 * time.Microsecond); return nil })
 	}
 	if m.id%97 == 0 {
 		c.DeactivateOnIdle()
@@ -51,11 +56,15 @@ func (g *soakGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, 
 // message accepted is either handled exactly once or a dead letter exactly
 // once, and every ask returns.
 func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
-	t.Run("graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second) })
-	t.Run("shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond) })
+	t.Run("graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second, false) })
+	t.Run("shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond, false) })
+	// Turns wait in Await while the messages the kind's predicate takes
+	// interleave with them, failing too.
+	t.Run("interleaving, graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second, true) })
+	t.Run("interleaving, shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond, true) })
 }
 
-func soak(t *testing.T, shutdownDeadline time.Duration) {
+func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 	const (
 		senders = 8
 		perSend = 2500
@@ -72,8 +81,11 @@ func soak(t *testing.T, shutdownDeadline time.Duration) {
 		HandoffThreshold: time.Millisecond,
 		Supervision:      activation.Supervision{MaxRestarts: 2, Window: time.Second, MinBackoff: 10 * time.Millisecond, Quarantine: 300 * time.Millisecond},
 	}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} },
-			silo.WithMaxBacklog(8, silo.RejectNewest)))
+		opts := []silo.KindOption{silo.WithMaxBacklog(8, silo.RejectNewest)}
+		if interleaving {
+			opts = append(opts, silo.WithMayInterleave(func(msg any) bool { return msg.(soakMsg).peek }))
+		}
+		require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} }, opts...))
 	})
 	dl := s.SubscribeDeadLetters(senders * perSend)
 	ctx := ctxT(t)
@@ -117,6 +129,9 @@ func soak(t *testing.T, shutdownDeadline time.Duration) {
 					}()
 				}
 				m := soakMsg{id: id, panic: r.IntN(8) == 0, sleep: r.IntN(100) == 0}
+				if interleaving {
+					m.await, m.peek = r.IntN(10) == 0, r.IntN(3) == 0
+				}
 				target := grain.NewIntID("soak", int64(r.IntN(grains)))
 				switch r.IntN(150) { // system messages race the load too
 				case 0:
