@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -65,6 +66,11 @@ type actExtra struct {
 	restarts activation.Restarts    // owner: for supervision's restart limit
 
 	deactTimer clock.Timer // owner: gives up on an OnDeactivate that overruns
+	// owner: OnDeactivate's ctx, made with the timer, and what ends it —
+	// at the give-up too, which runs on the silo's clock (a test's manual
+	// one, say), while the ctx's own deadline is in real time
+	deactCtx context.Context
+	deactEnd context.CancelCauseFunc
 
 	stopAt stopPoint // owner: where an explicit Stop stands among the messages
 

@@ -73,7 +73,10 @@ type Config struct {
 	// every quantum is a round of work for every partition — while any
 	// grain can go idle: a silo with none does not tick.
 	IdleQuantum time.Duration
-	// DeactivationTimeout bounds each OnDeactivate.
+	// DeactivationTimeout bounds each OnDeactivate: its ctx ends then (in
+	// real time), and a hook still running a HandoffThreshold later (on
+	// Clock) is given up on — its ctx ended too, its grain removed without
+	// it.
 	DeactivationTimeout time.Duration
 	// MaxActivations caps the activations in the silo (split evenly across
 	// partitions); a new activation past the cap first deactivates the least

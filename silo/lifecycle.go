@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"time"
@@ -34,12 +35,29 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 		return true
 	}
 	// OnDeactivate's ctx ends at DeactivationTimeout; a hook that ignores it
-	// must not keep the grain's messages waiting for ever.
+	// must not keep the grain's messages waiting for ever. The give-up runs
+	// on the silo's clock and ends the ctx too, so that on a test's manual
+	// clock a hook waiting on its ctx returns when the test moves the clock
+	// past the timeout, not after that long in real time.
 	x := a.extra()
+	ctx, end := context.WithCancelCause(p.s.base)
+	x.deactCtx, x.deactEnd = ctx, end
 	x.deactTimer = p.s.after(p.s.cfg.DeactivationTimeout+p.s.cfg.HandoffThreshold, func() {
 		p.q.PushControl(ctl{op: opDeactTimeout, a: a})
 	})
 	return p.runTurn(w, a, tkDeactivate, &queues.Envelope{})
+}
+
+// errDeactivationOverran is the cause of the ctx of an OnDeactivate the
+// silo gave up on: a deadline, matching context.DeadlineExceeded.
+var errDeactivationOverran = fmt.Errorf("granary: OnDeactivate overran Config.DeactivationTimeout: %w", context.DeadlineExceeded)
+
+// endDeactCtx ends the ctx of a's OnDeactivate, if it has one, with cause.
+func (p *partition) endDeactCtx(a *act, cause error) {
+	if x := a.x.Load(); x != nil && x.deactEnd != nil {
+		x.deactEnd(cause)
+		x.deactCtx, x.deactEnd = nil, nil
+	}
 }
 
 // deactivationOverran gives up on a's OnDeactivate: a is removed now, and
@@ -50,6 +68,7 @@ func (p *partition) deactivationOverran(a *act) {
 		return // it finished in time
 	}
 	p.s.log(slog.LevelWarn, "granary: OnDeactivate overran its timeout; the grain was removed without it", "grain", a.ID.String())
+	p.endDeactCtx(a, errDeactivationOverran)
 	p.remove(a)
 }
 
@@ -130,6 +149,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 			x.deactTimer.Stop()
 			x.deactTimer = nil
 		}
+		p.endDeactCtx(a, context.Canceled)
 		if res.err != nil {
 			p.s.log(slog.LevelWarn, "granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
 		}

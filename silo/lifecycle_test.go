@@ -753,3 +753,48 @@ func TestOverrunningOnDeactivateIsGivenUpOn(t *testing.T) {
 	assert.Equal(t, 2, <-waited, "a fresh activation answered")
 	assert.Contains(t, logs.String(), "OnDeactivate overran")
 }
+
+// hookWaiter's OnDeactivate waits for its ctx to end, and reports why.
+type hookWaiter struct {
+	in  chan<- struct{}
+	out chan<- error
+}
+
+func (h hookWaiter) Receive(context.Context, *grain.Context, any) (any, error) { return "ok", nil }
+
+func (h hookWaiter) OnDeactivate(ctx context.Context, _ *grain.Context) error {
+	h.in <- struct{}{}
+	<-ctx.Done()
+	h.out <- context.Cause(ctx)
+	return ctx.Err()
+}
+
+// The silo gives up on an overrunning OnDeactivate on its own clock, and
+// ends the hook's ctx then too: on a test's manual clock, a hook that
+// waits on its ctx returns when the clock passes the timeout, not after
+// that long in real time (an hour here: the test's deadline would come
+// first). Its ctx used to end on real time only.
+func TestGivingUpOnOnDeactivateEndsItsCtx(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	in, out := make(chan struct{}, 1), make(chan error, 1)
+	ctx := ctxT(t)
+	s := newSilo(t, silo.Config{Clock: clk, DeactivationTimeout: time.Hour}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hook", func(grain.ID) hookWaiter { return hookWaiter{in: in, out: out} }))
+	})
+	id := grain.NewID("hook", "h")
+	_, err := s.Ask(ctx, id, "hi")
+	require.NoError(t, err)
+	require.NoError(t, s.Deactivate(ctx, id))
+	<-in // OnDeactivate waits on its ctx
+	clk.Advance(time.Hour + silo.DefaultHandoffThreshold)
+	select {
+	case cause := <-out:
+		require.ErrorIs(t, cause, context.DeadlineExceeded)
+		assert.Contains(t, cause.Error(), "DeactivationTimeout")
+	case <-ctx.Done():
+		t.Fatal("the hook's ctx did not end when the silo gave up on it")
+	}
+	v, err := s.Ask(ctx, id, "again") // a fresh activation
+	require.NoError(t, err)
+	assert.Equal(t, "ok", v)
+}

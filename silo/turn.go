@@ -119,7 +119,9 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	*res = turnResult{kind: k, req: env.Request}
 	var tc *turnCtx
 	if k == tkDeactivate { // its own ctx, bounded by the deactivation timeout
-		ctx, cancel := context.WithTimeout(p.s.base, p.s.cfg.DeactivationTimeout)
+		// The owner made its parent (beginDeactivate, on this goroutine),
+		// and ends it when the turn is over or given up on.
+		ctx, cancel := context.WithTimeout(a.x.Load().deactCtx, p.s.cfg.DeactivationTimeout)
 		defer cancel()
 		tc = &turnCtx{base: p.s.base}
 		tc.reset(ctx, a, nil, w, interleaved)
