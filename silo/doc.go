@@ -17,6 +17,13 @@
 // a new goroutine while the blocked grain's own later messages wait for it in
 // order. See docs/architecture.md and docs/calls.md.
 //
+// A grain runs one turn at a time unless its kind says otherwise, and then
+// only while a turn waits — in a Call, or in Await: WithReentrant lets every
+// message in, WithMayInterleave those its predicate takes (a status query,
+// say), and AllowCallChainReentrancy a call back on the turn's own chain.
+// The grain's code still never runs on two goroutines at once
+// (docs/calls.md).
+//
 // grain.Filters run around every message turn — the silo's (Config.Filters)
 // outermost, then the kind's (WithFilters) — for logging, metrics, tracing
 // or refusing a message; they are part of the turn (docs/guide.md).
