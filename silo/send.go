@@ -34,7 +34,12 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if err != nil {
 		return err
 	}
-	env := queues.Envelope{Target: id, Hash: h, Msg: msg}
+	// Field by field: a composite literal is built in a temporary and then
+	// copied, and the copy's 16-byte loads of the hash and message just
+	// stored 8 bytes at a time stall on store forwarding (about 7 % of
+	// tell's CPU in the profile).
+	var env queues.Envelope
+	env.Target, env.Hash, env.Msg = id, h, msg
 	ti := turnFrom(ctx)
 	if ti != nil {
 		env.Meta = ti.w.p.senders.meta(ti.a)
