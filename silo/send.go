@@ -77,7 +77,8 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	if err != nil {
 		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout
 	}
-	env := queues.Envelope{Target: id, Hash: h, Msg: msg}
+	var env queues.Envelope // field by field, as in Tell
+	env.Target, env.Hash, env.Msg = id, h, msg
 	ti := turnFrom(ctx)
 	letIn := k.reentrant // whether id would let msg in while one of its turns waits
 	if ti != nil {
