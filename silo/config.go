@@ -135,6 +135,11 @@ func (c Config) withDefaults() Config {
 	if c.HandoffThreshold == 0 {
 		c.HandoffThreshold = DefaultHandoffThreshold
 	}
+	// The silo gives up on an OnDeactivate at the sum of these two: each
+	// held to half of maxSpan, the largest Duration meaning "never" does not
+	// overflow it into an immediate give-up.
+	c.DeactivationTimeout = min(c.DeactivationTimeout, maxSpan/2)
+	c.HandoffThreshold = min(c.HandoffThreshold, maxSpan/2)
 	c.Supervision = c.Supervision.WithDefaults()
 	c.Filters = slices.Clone(c.Filters) // the caller's slice may change after New
 	if c.Clock == nil {

@@ -102,7 +102,14 @@ func New(cfg Config) (*Silo, error) {
 	s.sincer, _ = cfg.Clock.(clock.Sincer)
 	limit := 0
 	if cfg.MaxActivations > 0 {
-		limit = (cfg.MaxActivations + cfg.Partitions - 1) / cfg.Partitions
+		// Split evenly, rounded up, without overflowing for the largest
+		// caps; and held to maxPartitionCap, far past any partition's
+		// memory, so that the LRU sized from it cannot overflow either.
+		limit = cfg.MaxActivations / cfg.Partitions
+		if cfg.MaxActivations%cfg.Partitions != 0 {
+			limit++
+		}
+		limit = min(limit, maxPartitionCap)
 	}
 	s.parts = make([]*partition, cfg.Partitions)
 	for i := range s.parts {
@@ -357,6 +364,10 @@ func (s *Silo) since() time.Duration {
 
 // after runs f once d has passed on the silo clock.
 func (s *Silo) after(d time.Duration, f func()) clock.Timer { return s.clock.AfterFunc(d, f) }
+
+// maxPartitionCap bounds a partition's share of Config.MaxActivations: a
+// trillion activations, more than any machine holds.
+const maxPartitionCap = 1 << 40
 
 // setIdleQuantum fixes the idle wheel's tick now that the kinds are known,
 // and builds the partitions' wheels with it.
