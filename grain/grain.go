@@ -40,7 +40,9 @@ func (f Func) Receive(ctx context.Context, c *Context, msg any) (any, error) { r
 // activation: every message waiting for it fails, and the next message tries
 // a fresh activation — at once the first time; an activation that keeps
 // failing is retried with backoff, and then refused for a while, under the
-// kind's supervision limits (messages meanwhile fail with its error).
+// kind's supervision limits (messages meanwhile fail with its error). The
+// silo bounds it (silo.Config.ActivationTimeout): one that does not return
+// in time fails the same way, its ctx ended.
 type Activator interface {
 	OnActivate(ctx context.Context, c *Context) error
 }

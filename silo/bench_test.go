@@ -43,6 +43,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "relay", func(grain.ID) benchRelay { return benchRelay{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "hooked", func(grain.ID) *hookedGrain { return &hookedGrain{} }); err != nil {
+		b.Fatal(err)
+	}
 	if err := s.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -135,6 +138,36 @@ func BenchmarkActivate(b *testing.B) {
 	done := make(chan struct{})
 	_ = s.Tell(ctx, grain.NewIntID("b", -1), &benchSync{done})
 	<-done
+}
+
+// hookedGrain is benchGrain with an OnActivate, which the silo bounds by
+// Config.ActivationTimeout.
+type hookedGrain struct{ benchGrain }
+
+func (*hookedGrain) OnActivate(context.Context, *grain.Context) error { return nil }
+
+// BenchmarkActivateWithHook: the first message to a new grain that has an
+// OnActivate; /unbounded with a negative ActivationTimeout.
+func BenchmarkActivateWithHook(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		timeout time.Duration
+	}{{"bounded", 0}, {"unbounded", -1}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := benchSilo(b, silo.Config{ActivationTimeout: bc.timeout})
+			ctx := context.Background()
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if err := tellRetry(ctx, s, grain.NewIntID("hooked", int64(i)), incrMsg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			done := make(chan struct{})
+			_ = s.Tell(ctx, grain.NewIntID("hooked", -1), &benchSync{done})
+			<-done
+		})
+	}
 }
 
 // tellRetry treats ErrOverloaded as backpressure, as a producer should.

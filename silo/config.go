@@ -27,6 +27,9 @@ const (
 	// Config.IdleQuantum, the tick is an eighth of the shortest idle timeout
 	// of the registered kinds, between 1 ms and this.
 	DefaultIdleQuantum = time.Second
+	// DefaultActivationTimeout bounds each activation (Orleans'
+	// ActivationTimeout).
+	DefaultActivationTimeout = 30 * time.Second
 	// DefaultDeactivationTimeout bounds each OnDeactivate (Orleans' 30 s is
 	// generous for a hook that must not do much; shutdown waits on it).
 	DefaultDeactivationTimeout = 10 * time.Second
@@ -73,6 +76,16 @@ type Config struct {
 	// every quantum is a round of work for every partition — while any
 	// grain can go idle: a silo with none does not tick.
 	IdleQuantum time.Duration
+	// ActivationTimeout bounds each activation — the kind's factory, then
+	// OnActivate: one still running this long after it blocked its
+	// partition (on Clock, checked at the idle ticks) is given up on. The
+	// activation fails with a *grain.ActivationError whose cause matches
+	// context.DeadlineExceeded, and so do the messages that waited for it
+	// (dead letters, reason activation failed); the hook's ctx ends; the
+	// next message tries a fresh activation under the kind's restart
+	// limits, while the hook goes on alone (Orleans' ActivationTimeout).
+	// Negative means no bound.
+	ActivationTimeout time.Duration
 	// DeactivationTimeout bounds each OnDeactivate: its ctx ends then (in
 	// real time), and a hook still running a HandoffThreshold later (on
 	// Clock) is given up on — its ctx ended too, its grain removed without
@@ -126,6 +139,9 @@ func (c Config) withDefaults() Config {
 	if c.DeactivationTimeout == 0 {
 		c.DeactivationTimeout = DefaultDeactivationTimeout
 	}
+	if c.ActivationTimeout == 0 {
+		c.ActivationTimeout = DefaultActivationTimeout
+	}
 	if c.MaxBacklog == 0 {
 		c.MaxBacklog = DefaultMaxBacklog
 	}
@@ -139,6 +155,7 @@ func (c Config) withDefaults() Config {
 	// held to half of maxSpan, the largest Duration meaning "never" does not
 	// overflow it into an immediate give-up.
 	c.DeactivationTimeout = min(c.DeactivationTimeout, maxSpan/2)
+	c.ActivationTimeout = min(c.ActivationTimeout, maxSpan/2)
 	c.HandoffThreshold = min(c.HandoffThreshold, maxSpan/2)
 	c.Supervision = c.Supervision.WithDefaults()
 	c.Filters = slices.Clone(c.Filters) // the caller's slice may change after New

@@ -95,6 +95,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.closeAll()
 	case opDeactTimeout:
 		p.deactivationOverran(c.a)
+
 	case opWaiting:
 		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a {
 			p.flushMailbox(c.a)
@@ -147,6 +148,7 @@ func (p *partition) collectIdle() {
 		}
 	}
 	p.forgetActivationFailures()
+	p.checkActivations()
 	p.noteIdleQuiet()
 }
 

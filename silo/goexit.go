@@ -3,6 +3,7 @@ package silo
 import (
 	"log/slog"
 	"runtime/debug"
+	"sync/atomic"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -38,7 +39,7 @@ func (p *partition) goexited(w *worker) {
 	}
 	c := ctl{op: opTurnDone, a: a, res: w.res}
 	p.endGoexited(w, a, &c.res)
-	if c.res.kind != tkMessage && !c.res.ranMsg && w.env.Msg != nil {
+	if c.res.kind != tkMessage && !c.res.ranMsg && w.env.Msg != nil && atomic.LoadInt32(&w.actRace) != actGivenUp {
 		c.first = w.env // an activation's first message, which did not run
 	}
 	p.q.PushControl(c)

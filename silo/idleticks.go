@@ -92,7 +92,7 @@ func (p *partition) needIdleTicks() {
 // segments included, which the ticks give back once unused (a partition
 // that keeps drawing on them keeps the ticks going, as it should).
 func (p *partition) noteIdleQuiet() {
-	if p.wheel.Len() == 0 && len(p.quarantine) == 0 && p.actFails == nil && p.q.Spare() == 0 {
+	if p.wheel.Len() == 0 && len(p.quarantine) == 0 && p.actFails == nil && len(p.actWatch) == 0 && p.q.Spare() == 0 {
 		p.idleQuiet.Store(true)
 	}
 }

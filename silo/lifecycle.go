@@ -127,7 +127,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	a.Turns--
 	p.inflight--
 	p.nHandled++
-	if a.State() == activation.Gone { // a Close removed it while the turn ran
+	if a.State() == activation.Gone { // a Close (or a give-up) removed it while the turn ran
 		if first != nil { // an activation that failed after the close
 			p.s.deadLetter(*first, grain.ReasonShutdown, nil)
 		}

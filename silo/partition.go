@@ -35,6 +35,7 @@ type partition struct {
 	limit      int
 	quarantine map[grain.ID]time.Duration
 	actFails   map[grain.ID]*actFailure // identities whose activation failed lately; nil when none
+	actWatch   []actWatch               // activation turns handed off while they ran (acttimeout.go)
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
 	ready      []*act
 	rhead      int
@@ -106,8 +107,11 @@ func (p *partition) run(w, from *worker) {
 	}()
 	p.cur.Store(w)
 	p.now = p.s.since()
-	if from != nil && from.req != nil {
-		p.orphans[from.req] = struct{}{}
+	if from != nil {
+		if from.req != nil {
+			p.orphans[from.req] = struct{}{}
+		}
+		p.watchActivation(from)
 	}
 	for p.step(w) {
 	}

@@ -3,6 +3,7 @@ package silo
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -26,6 +27,7 @@ type turnResult struct {
 	err    error        // the activation's error, or the message's
 	tick   *queues.Tick // the turn ran a timer's tick
 	ranMsg bool         // an activation turn went on to run its first message
+	gaveUp bool         // an activation turn the owner gave up on (acttimeout.go)
 	// the Decider's directive for a failed turn, asked before finish
 	// applies anything (partition.decide)
 	decided   bool
@@ -50,7 +52,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	}
 	a.Turns++
 	p.inflight++
-	w.req = env.Request
+	w.req, w.kind = env.Request, k
 	if k != tkMessage {
 		return p.runOtherTurn(w, a, k, *env)
 	}
@@ -74,11 +76,12 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 // copy of the envelope.
 func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envelope) bool {
 	res := &w.res
-	w.a, w.env = a, env // for a turn that ends in runtime.Goexit (see goexit.go)
+	w.a, w.env = a, env // for a turn that ends in runtime.Goexit (see goexit.go), and a give-up
+	w.actRace = actHooking
 	w.begin()
 	p.execute(w, a, k, &env, false, res)
 	var first *queues.Envelope // an activation turn's message, if it did not run
-	if k == tkActivate && !res.ranMsg && env.Msg != nil {
+	if k == tkActivate && !res.ranMsg && env.Msg != nil && !res.gaveUp {
 		first = &env
 	}
 	return p.endTurn(w, a, res, first)
@@ -134,10 +137,22 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	case tkMessage:
 		res.reply, res.err = activation.Run(tc, w.receiver(a), &w.gc, env.Msg)
 	case tkActivate:
+		if res.req == nil && p.s.cfg.ActivationTimeout >= 0 {
+			// A tell's ctx ends with the silo alone; this one may end
+			// at a give-up too (timeOut): give it a parent, so that
+			// Done makes a channel that can.
+			tc.parent = p.s.base
+		}
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil {
 			a.g = g
 			err = p.activateHook(w, a, tc)
+		}
+		if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned) {
+			// Given up on while it ran (acttimeout.go): the owner has
+			// failed the activation and taken its first message.
+			res.err, res.gaveUp = errActivationOverran, true
+			break
 		}
 		if err != nil {
 			res.err = err // finish fails the first message with the rest

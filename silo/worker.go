@@ -38,6 +38,11 @@ type worker struct {
 	res   turnResult   // the outcome of the turn w ran last
 	chain *filterChain // the filters around a filtered turn's grain; made for the first one
 	from  *worker      // a new owner's: the worker it takes the partition from, until it starts
+	kind  turnKind     // the kind of the turn w runs (set before it begins)
+	// an activation turn's race with the give-up on it (acttimeout.go):
+	// reset with a plain store before the turn begins, then used
+	// atomically
+	actRace int32
 }
 
 // runTask is the goroutine of a worker launched to take over its partition.

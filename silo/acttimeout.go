@@ -1,0 +1,108 @@
+package silo
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// An activation that never ends — an OnActivate whose storage hangs, a
+// factory that blocks — would keep its grain activating for good: every
+// message to it waiting, each ask until its caller's deadline, the tells
+// for ever. Orleans bounds it (ActivationTimeout, 30 s); so does
+// Config.ActivationTimeout. The bound costs an activation that returns in
+// time nothing but one compare-and-swap: only an activation turn that held
+// its partition long enough to be handed off is watched. The owner that
+// takes the partition over notes it (partition.run), with its deadline on
+// the silo's clock; the idle ticks look at it; past the deadline the
+// activation fails as if the hook had returned an error — the messages
+// that waited for it, the turn's first included, are dead letters (reason
+// activation failed), the grain leaves the directory, the failure counts
+// against the kind's restart limits, the hook's ctx ends — while the hook
+// goes on alone. What it does later is dropped: it never runs the first
+// message.
+//
+// The hook's return and the give-up race; worker.actRace settles it: the
+// turn moves it from actHooking to actReturned once the factory and the
+// hook have returned, the owner from actHooking to actGivenUp, and only the
+// winner acts. It is reset, a plain store, before every activation turn:
+// the atomics on it come after, ordered by the turn's start and the
+// partition's handoff.
+
+const (
+	actHooking  int32 = iota // the factory or OnActivate runs
+	actReturned              // they returned in time: the turn goes on
+	actGivenUp               // the owner gave up on them
+)
+
+// errActivationOverran is the cause of an activation given up on: a
+// deadline, matching context.DeadlineExceeded.
+var errActivationOverran = fmt.Errorf("granary: the activation overran Config.ActivationTimeout: %w", context.DeadlineExceeded)
+
+// actWatch is an activation turn handed off while it ran: the give-up's
+// deadline, and the worker that runs it (and holds its first message).
+type actWatch struct {
+	a        *act
+	w        *worker
+	deadline time.Duration
+}
+
+// watchActivation notes that the activation turn of from, whose partition
+// this owner has just taken over, runs on without it.
+func (p *partition) watchActivation(from *worker) {
+	if from.kind != tkActivate || p.s.cfg.ActivationTimeout < 0 {
+		return
+	}
+	p.actWatch = append(p.actWatch, actWatch{a: from.a, w: from, deadline: p.now + p.s.cfg.ActivationTimeout})
+	p.needIdleTicks()
+}
+
+// checkActivations gives up on the watched activations past their
+// deadline, and forgets those that ended. Called each idle tick.
+func (p *partition) checkActivations() {
+	keep := p.actWatch[:0]
+	for _, aw := range p.actWatch {
+		if cur, ok := p.dir.Get(aw.a.ID, aw.a.ID.Hash()); !ok || cur != aw.a || aw.a.State() != activation.Activating ||
+			atomic.LoadInt32(&aw.w.actRace) != actHooking {
+			continue // it ended (or was removed) meanwhile
+		}
+		if p.now < aw.deadline {
+			keep = append(keep, aw)
+			continue
+		}
+		p.activationOverran(aw.a, aw.w)
+	}
+	clear(p.actWatch[len(keep):])
+	p.actWatch = keep
+}
+
+// activationOverran gives up on a's activation, run by w, if the turn has
+// not got past it meanwhile.
+func (p *partition) activationOverran(a *act, w *worker) {
+	if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, actGivenUp) {
+		return
+	}
+	p.s.log(slog.LevelWarn, "granary: the activation overran its timeout; it failed without it", "grain", a.ID.String())
+	turnCtxOf(w, w.req).timeOut() // the hook's ctx ends, DeadlineExceeded
+	aerr := &grain.ActivationError{ID: a.ID, Err: errActivationOverran}
+	// As activationFailed, but a.g stays the turn's (it may still be
+	// setting it), and the first message is the turn's env, written before
+	// the turn began: the turn will not run it.
+	first := w.env
+	var waiting []queues.Envelope
+	p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
+	p.remove(a)
+	p.noteActivationFailure(a, aerr)
+	if first.Msg != nil {
+		p.s.deadLetter(first, grain.ReasonActivationFailed, aerr)
+	}
+	for _, e := range waiting {
+		p.s.deadLetter(e, grain.ReasonActivationFailed, aerr)
+	}
+}

@@ -1,0 +1,195 @@
+package silo_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// slowStart's first instance hangs in OnActivate until release is closed,
+// ignoring its ctx or (honour) returning when its ctx ends; later
+// instances start at once. It records the messages it handled.
+type slowStart struct {
+	instance int
+	honour   bool
+	in       chan<- struct{}
+	release  <-chan struct{}
+	cause    chan<- error
+	handled  *sync.Map
+}
+
+func (g *slowStart) OnActivate(ctx context.Context, _ *grain.Context) error {
+	if g.instance > 1 {
+		return nil
+	}
+	g.in <- struct{}{}
+	if g.honour {
+		<-ctx.Done()
+		g.cause <- context.Cause(ctx)
+		return ctx.Err()
+	}
+	<-g.release
+	return nil
+}
+
+func (g *slowStart) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	g.handled.Store(msg, g.instance)
+	return g.instance, nil
+}
+
+// An OnActivate that overruns Config.ActivationTimeout is given up on, on
+// the silo's clock (at the first idle tick past the deadline, counted from
+// the handoff of its blocked turn): the messages that waited for the
+// activation fail with it (dead letters, reason activation failed, the error matching
+// ErrActivation and context.DeadlineExceeded), the grain leaves the
+// directory, and the next message activates a fresh instance. Whatever the
+// hook does later is dropped: it never runs the message it held. Without
+// the bound the grain stayed activating for good, its tells waiting for
+// ever and each ask until its caller's deadline.
+func TestAnOverrunningOnActivateIsGivenUpOn(t *testing.T) {
+	for _, honour := range []bool{false, true} {
+		name := "ignoring its ctx"
+		if honour {
+			name = "ending with its ctx"
+		}
+		t.Run(name, func(t *testing.T) {
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			in, release := make(chan struct{}, 1), make(chan struct{})
+			cause := make(chan error, 1)
+			handled := &sync.Map{}
+			var built atomic.Int32
+			s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "slow", func(grain.ID) *slowStart {
+					return &slowStart{instance: int(built.Add(1)), honour: honour, in: in, release: release, cause: cause, handled: handled}
+				}))
+			})
+			t.Cleanup(func() { close(release) }) // the first hook, which the silo gave up on, ends with the test
+			dl := s.SubscribeDeadLetters(16)
+			ctx := ctxT(t)
+			id := grain.NewID("slow", "s")
+
+			require.NoError(t, s.Tell(ctx, id, "first")) // activates: the hook hangs
+			<-in
+			require.NoError(t, s.Tell(ctx, id, "second"))
+			asked := make(chan error, 1)
+			go func() { _, err := s.Ask(ctx, id, "third"); asked <- err }()
+			waitBacklog(t, s, 2) // both wait for the activation
+
+			clk.Advance(time.Minute + time.Second) // the deadline, and the idle tick after it
+			err := <-asked
+			require.ErrorIs(t, err, grain.ErrActivation)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			got := map[any]grain.Reason{}
+			for range 3 {
+				d := <-dl.C
+				got[d.Msg] = d.Reason
+			}
+			assert.Equal(t, map[any]grain.Reason{
+				"first": grain.ReasonActivationFailed, "second": grain.ReasonActivationFailed, "third": grain.ReasonActivationFailed,
+			}, got)
+			if honour {
+				require.ErrorIs(t, <-cause, context.DeadlineExceeded, "the hook's ctx ended at the give-up")
+			}
+
+			v, err := silo.Call[int](ctx, s, id, "fourth") // a fresh instance
+			require.NoError(t, err)
+			assert.Equal(t, 2, v)
+			_, ran := handled.Load("first")
+			assert.False(t, ran, "the first message was a dead letter; the abandoned instance never ran it")
+			assert.Zero(t, s.Stats().DeadLetters[grain.ReasonShutdown])
+		})
+	}
+}
+
+// An OnActivate that blocked long enough to be handed off, and then
+// returned in time, is forgotten by the watch: the clock passing its
+// deadline fails nothing.
+func TestAnOnActivateThatReturnsInTimeIsNotGivenUpOn(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	in, release := make(chan struct{}, 1), make(chan struct{})
+	handled := &sync.Map{}
+	var built atomic.Int32
+	s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "slow", func(grain.ID) *slowStart {
+			return &slowStart{instance: int(built.Add(1)), in: in, release: release, handled: handled}
+		}))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("slow", "s")
+	asked := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, id, "first"); asked <- err }()
+	<-in
+	require.NoError(t, s.Tell(ctx, id, "second"))
+	waitBacklog(t, s, 1) // handed off: watched
+	close(release)
+	require.NoError(t, <-asked)
+	clk.Advance(2 * time.Minute)
+	v, err := silo.Call[int](ctx, s, id, "second")
+	require.NoError(t, err)
+	assert.Equal(t, 1, v, "the same instance")
+	assert.Zero(t, s.Stats().DeadLetters[grain.ReasonActivationFailed])
+}
+
+// A negative ActivationTimeout bounds nothing; the zero one is the default.
+func TestActivationTimeoutConfig(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	in, release := make(chan struct{}, 1), make(chan struct{})
+	var built atomic.Int32
+	s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: -1, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "slow", func(grain.ID) *slowStart {
+			return &slowStart{instance: int(built.Add(1)), in: in, release: release, handled: &sync.Map{}}
+		}))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("slow", "s")
+	asked := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, id, "first"); asked <- err }()
+	<-in
+	clk.Advance(24 * time.Hour)
+	waited := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, id, "second"); waited <- err }()
+	waitBacklog(t, s, 1) // still activating, a day later
+	close(release)
+	require.NoError(t, <-asked)
+	require.NoError(t, <-waited)
+}
+
+// blockingFactory builds its grain only once released: a factory that
+// blocks holds the activation as a hook would, and is bounded the same way.
+func TestABlockingFactoryIsGivenUpOn(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	in, release := make(chan struct{}, 1), make(chan struct{})
+	var built atomic.Int32
+	s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "blocky", func(grain.ID) *counter {
+			if built.Add(1) == 1 {
+				in <- struct{}{}
+				<-release
+			}
+			return &counter{}
+		}))
+	})
+	t.Cleanup(func() { close(release) })
+	ctx := ctxT(t)
+	id := grain.NewID("blocky", "b")
+	asked := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, id, get{}); asked <- err }()
+	<-in
+	require.NoError(t, s.Tell(ctx, id, incr{1}))
+	waitBacklog(t, s, 1) // a new owner took the partition over, and watches the activation
+	clk.Advance(time.Minute + time.Second)
+	err := <-asked
+	require.ErrorIs(t, err, grain.ErrActivation)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = s.Ask(ctx, id, get{}) // a fresh activation
+	require.NoError(t, err)
+}
