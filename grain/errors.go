@@ -42,6 +42,10 @@ var (
 	// call chain, or would close a cycle of grains whose turns, on different
 	// chains, each wait for the next (a deadlock); see *CallCycleError.
 	ErrCallCycle = errors.New("granary: call cycle")
+	// ErrCallTooDeep: the call would make its call chain longer than the
+	// silo allows (silo.Config.MaxCallDepth): runaway recursion through
+	// grains, most likely.
+	ErrCallTooDeep = errors.New("granary: call chain too deep")
 	// ErrTimeout: a call's deadline passed before the reply came. A
 	// *TimeoutError also matches context.DeadlineExceeded, whether the
 	// deadline was the caller's ctx's or the silo's default call timeout.

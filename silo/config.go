@@ -33,6 +33,12 @@ const (
 	// DefaultDeactivationTimeout bounds each OnDeactivate (Orleans' 30 s is
 	// generous for a hook that must not do much; shutdown waits on it).
 	DefaultDeactivationTimeout = 10 * time.Second
+	// DefaultMaxCallDepth is the most grains one call chain may hold
+	// waiting (Dapr bounds reentrant chains at 32). A chain grows by a grain
+	// at each call from a turn; a runaway recursion through grains would
+	// otherwise grow it until memory ran out — its chains alone grow with
+	// the square of its depth (10,000 deep: 2.7 GB).
+	DefaultMaxCallDepth = 64
 	// DefaultMaxBacklog is the most messages one grain may have waiting for
 	// its turn (behind a running or blocked turn, or an activation).
 	DefaultMaxBacklog = 10_000
@@ -98,6 +104,11 @@ type Config struct {
 	// every grain of the partition is busy the new one is activated anyway —
 	// a message is never refused for it. 0 means no cap.
 	MaxActivations int
+	// MaxCallDepth is the most grains one call chain may hold waiting: a
+	// call from a turn whose chain holds that many already fails at once
+	// with ErrCallTooDeep. Default DefaultMaxCallDepth; negative means no
+	// limit.
+	MaxCallDepth int
 	// MaxBacklog is the default per-grain backlog limit of a kind.
 	MaxBacklog int
 	// QueueCapacity is the most messages each partition queue holds.
@@ -144,6 +155,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxBacklog == 0 {
 		c.MaxBacklog = DefaultMaxBacklog
+	}
+	if c.MaxCallDepth == 0 {
+		c.MaxCallDepth = DefaultMaxCallDepth
 	}
 	if c.QueueCapacity == 0 {
 		c.QueueCapacity = DefaultQueueCapacity

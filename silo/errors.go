@@ -41,6 +41,8 @@ var (
 	ErrGrainStopped = grain.ErrGrainStopped
 	// ErrCallCycle: the call would deadlock on a grain waiting in its chain.
 	ErrCallCycle = grain.ErrCallCycle
+	// ErrCallTooDeep: the call chain would pass Config.MaxCallDepth.
+	ErrCallTooDeep = grain.ErrCallTooDeep
 	// ErrTimeout: a call got no reply in time.
 	ErrTimeout = grain.ErrTimeout
 	// ErrNilContext: a nil ctx was passed; nothing was sent or stopped.

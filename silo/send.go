@@ -91,6 +91,10 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	var chain queues.Chain
 	reenter := false
 	if ti != nil {
+		if outer := ti.chain(); s.cfg.MaxCallDepth > 0 && len(outer) >= s.cfg.MaxCallDepth {
+			return nil, fmt.Errorf("%w: %v calling %v would make %d grains wait, past Config.MaxCallDepth",
+				grain.ErrCallTooDeep, ti.a.ID, id, len(outer)+1)
+		}
 		_, allow := ctx.Value(reentryKey{}).(bool)
 		chain = ti.chain().Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
 		if l, waiting := chain.Find(id); waiting {
