@@ -304,3 +304,29 @@ func TestAwaitOutsideATurnAndBadInput(t *testing.T) {
 	//lint:ignore SA1012 a nil ctx is what is tested
 	require.ErrorIs(t, silo.Await(nil, func() error { return nil }), grain.ErrNilContext) //nolint:staticcheck
 }
+
+// A message the predicate takes keeps its sender: none from outside, the
+// calling grain from a turn (its envelope metadata is a marked copy of
+// the sender's).
+func TestMayInterleaveKeepsTheSender(t *testing.T) {
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "who", func(grain.ID) grain.Func {
+			return func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+				if msg == "relay" {
+					return silo.Call[string](ctx, c.Silo(), grain.NewID("who", "b"), status{})
+				}
+				if from, ok := c.Sender(); ok {
+					return from.String(), nil
+				}
+				return "outside", nil
+			}
+		}, silo.WithMayInterleave(isStatus)))
+	})
+	ctx := ctxT(t)
+	v, err := silo.Call[string](ctx, s, grain.NewID("who", "b"), status{})
+	require.NoError(t, err)
+	assert.Equal(t, "outside", v)
+	v, err = silo.Call[string](ctx, s, grain.NewID("who", "a"), "relay")
+	require.NoError(t, err)
+	assert.Equal(t, "who/a", v)
+}
