@@ -49,6 +49,18 @@ func (g *soakGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any
 	return m.id, nil
 }
 
+// soakHooked is soakGrain with an OnActivate that now and then holds its
+// activation past the interleaving variant's ActivationTimeout (the silo
+// clock runs fast in the soak: a millisecond a yield).
+type soakHooked struct{ soakGrain }
+
+func (g *soakHooked) OnActivate(context.Context, *grain.Context) error {
+	if rand.IntN(5) == 0 {
+		busyWork(time.Duration(1+rand.IntN(3)) * time.Millisecond)
+	}
+	return nil
+}
+
 // TestSoakEveryMessageHandledOrDeadLettered runs many senders against grains
 // that panic at random, with idle deactivation on an injected clock racing
 // new messages, an activation cap forcing evictions, restarts backing off,
@@ -59,7 +71,8 @@ func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
 	t.Run("graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second, false) })
 	t.Run("shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond, false) })
 	// Turns wait in Await while the messages the kind's predicate takes
-	// interleave with them, failing too.
+	// interleave with them, failing too; and some activations overrun a
+	// short ActivationTimeout, and are given up on.
 	t.Run("interleaving, graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second, true) })
 	t.Run("interleaving, shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond, true) })
 }
@@ -72,20 +85,29 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 	)
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	handled := &sync.Map{}
+	actTimeout := time.Duration(-1) // none
+	if interleaving {
+		actTimeout = 200 * time.Millisecond
+	}
 	s := newSilo(t, silo.Config{
-		Partitions:       3,
-		Clock:            clk,
-		IdleTimeout:      2 * time.Second,
-		IdleQuantum:      100 * time.Millisecond,
-		MaxActivations:   60,
-		HandoffThreshold: time.Millisecond,
-		Supervision:      activation.Supervision{MaxRestarts: 2, Window: time.Second, MinBackoff: 10 * time.Millisecond, Quarantine: 300 * time.Millisecond},
+		ActivationTimeout: actTimeout,
+		Partitions:        3,
+		Clock:             clk,
+		IdleTimeout:       2 * time.Second,
+		IdleQuantum:       100 * time.Millisecond,
+		MaxActivations:    60,
+		HandoffThreshold:  time.Millisecond,
+		Supervision:       activation.Supervision{MaxRestarts: 2, Window: time.Second, MinBackoff: 10 * time.Millisecond, Quarantine: 300 * time.Millisecond},
 	}, func(s *silo.Silo) {
 		opts := []silo.KindOption{silo.WithMaxBacklog(8, silo.RejectNewest)}
 		if interleaving {
 			opts = append(opts, silo.WithMayInterleave(func(msg any) bool { return msg.(soakMsg).peek }))
 		}
-		require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} }, opts...))
+		if interleaving {
+			require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakHooked { return &soakHooked{soakGrain{handled: handled}} }, opts...))
+		} else {
+			require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} }, opts...))
+		}
 	})
 	dl := s.SubscribeDeadLetters(senders * perSend)
 	ctx := ctxT(t)
