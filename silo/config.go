@@ -90,7 +90,7 @@ type Config struct {
 	// (dead letters, reason activation failed); the hook's ctx ends; the
 	// next message tries a fresh activation under the kind's restart
 	// limits, while the hook goes on alone (Orleans' ActivationTimeout).
-	// Negative means no bound.
+	// Default DefaultActivationTimeout; negative means no bound.
 	ActivationTimeout time.Duration
 	// DeactivationTimeout bounds each OnDeactivate: its ctx ends then (in
 	// real time), and a hook still running a HandoffThreshold later (on
