@@ -95,7 +95,6 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.closeAll()
 	case opDeactTimeout:
 		p.deactivationOverran(c.a)
-
 	case opWaiting:
 		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a {
 			p.flushMailbox(c.a)
