@@ -178,7 +178,7 @@ func (a *act) StartTimer(name string, due, period time.Duration, msg any) error 
 		return fmt.Errorf("%w: timer %q due %v period %v", grain.ErrInvalidConfig, name, due, period)
 	}
 	// Judged here, on the turn's goroutine: the owner runs no predicate.
-	letIn := a.k.mayInterleave != nil && a.k.lets(msg)
+	letIn := a.k.takes(msg)
 	x := a.extra()
 	x.mu.Lock()
 	x.timerOps = append(x.timerOps, timerOp{name: name, due: due, period: period, msg: msg, letIn: letIn})

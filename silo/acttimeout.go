@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/activation"
-	"github.com/granary-go/granary/grain"
-	"github.com/granary-go/granary/queues"
 )
 
 // An activation that never ends — an OnActivate whose storage hangs, a
@@ -90,19 +88,11 @@ func (p *partition) activationOverran(a *act, w *worker) {
 	}
 	p.s.log(slog.LevelWarn, "granary: the activation overran its timeout; it failed without it", "grain", a.ID.String())
 	turnCtxOf(w, w.req).timeOut() // the hook's ctx ends, DeadlineExceeded
-	aerr := &grain.ActivationError{ID: a.ID, Err: errActivationOverran}
-	// As activationFailed, but a.g stays the turn's (it may still be
-	// setting it), and the first message is the turn's env, written before
-	// the turn began: the turn will not run it.
-	first := w.env
-	var waiting []queues.Envelope
-	p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
-	p.remove(a)
-	p.noteActivationFailure(a, aerr)
-	if first.Msg != nil {
-		p.s.deadLetter(first, grain.ReasonActivationFailed, aerr)
-	}
-	for _, e := range waiting {
-		p.s.deadLetter(e, grain.ReasonActivationFailed, aerr)
+	// The first message is the turn's env, written before the turn began:
+	// the turn will not run it.
+	if first := w.env; first.Msg != nil {
+		p.failActivation(a, errActivationOverran, &first)
+	} else {
+		p.failActivation(a, errActivationOverran, nil)
 	}
 }

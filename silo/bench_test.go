@@ -125,18 +125,22 @@ func BenchmarkCallParallel(b *testing.B) {
 }
 
 // BenchmarkActivate: the first message to a new grain.
-func BenchmarkActivate(b *testing.B) {
-	s := benchSilo(b, silo.Config{})
+func BenchmarkActivate(b *testing.B) { benchActivations(b, silo.Config{}, "b") }
+
+// benchActivations sends one message to each of b.N new grains of kind,
+// and waits for them all.
+func benchActivations(b *testing.B, cfg silo.Config, kind string) {
+	s := benchSilo(b, cfg)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if err := tellRetry(ctx, s, grain.NewIntID("b", int64(i)), incrMsg); err != nil {
+		if err := tellRetry(ctx, s, grain.NewIntID(kind, int64(i)), incrMsg); err != nil {
 			b.Fatal(err)
 		}
 	}
 	b.StopTimer()
 	done := make(chan struct{})
-	_ = s.Tell(ctx, grain.NewIntID("b", -1), &benchSync{done})
+	_ = s.Tell(ctx, grain.NewIntID(kind, -1), &benchSync{done})
 	<-done
 }
 
@@ -154,18 +158,7 @@ func BenchmarkActivateWithHook(b *testing.B) {
 		timeout time.Duration
 	}{{"bounded", 0}, {"unbounded", -1}} {
 		b.Run(bc.name, func(b *testing.B) {
-			s := benchSilo(b, silo.Config{ActivationTimeout: bc.timeout})
-			ctx := context.Background()
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if err := tellRetry(ctx, s, grain.NewIntID("hooked", int64(i)), incrMsg); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.StopTimer()
-			done := make(chan struct{})
-			_ = s.Tell(ctx, grain.NewIntID("hooked", -1), &benchSync{done})
-			<-done
+			benchActivations(b, silo.Config{ActivationTimeout: bc.timeout}, "hooked")
 		})
 	}
 }

@@ -22,10 +22,10 @@ import (
 // the ask run), so that is where the owner looks: from the grain the ask is
 // queued behind, it follows the edges; if they lead back to the ask's own
 // caller, and no ask on the way would be let in (a reentrant kind, a
-// WithMayInterleave predicate, call-chain reentrancy), every turn in the cycle waits for the next and
-// none can end. The newest ask, the one that closed the cycle, fails at
-// once with ErrCallCycle (a dead letter, reason deadlock); its caller goes
-// on, and the others' calls complete.
+// WithMayInterleave predicate, call-chain reentrancy), every turn in the
+// cycle waits for the next and none can end. The newest ask, the one that
+// closed the cycle, fails at once with ErrCallCycle (a dead letter, reason
+// deadlock); its caller goes on, and the others' calls complete.
 //
 // The walk reads each edge at a different moment, so before it reports a
 // cycle it checks again that none of the asks on it has been answered or

@@ -20,10 +20,13 @@ import (
 // and the owner looks at the grain's mailbox when it begins waiting.
 func (k *kind) interleaves() bool { return k.reentrant || k.mayInterleave != nil }
 
-// lets reports whether the kind's WithMayInterleave predicate, which it
-// must have, takes msg. It is called where msg is sent — Tell, Ask,
-// StartTimer — never on a silo goroutine: the predicate is the program's
-// code. One that panics takes nothing.
+// takes reports whether the kind's WithMayInterleave predicate, if it has
+// one, takes msg. It is called where msg is sent — Tell, Ask, StartTimer —
+// never on a silo goroutine: the predicate is the program's code. Small
+// enough to inline, so a kind without one costs a send a nil check.
+func (k *kind) takes(msg any) bool { return k.mayInterleave != nil && k.lets(msg) }
+
+// lets runs the predicate; one that panics takes nothing.
 func (k *kind) lets(msg any) (ok bool) {
 	defer func() {
 		if r := recover(); r != nil {

@@ -300,12 +300,18 @@ func (p *partition) touch(a *act) {
 }
 
 // activationFailed fails every message that waited for the activation and
-// forgets it: the next message tries afresh.
+// forgets it, instance included: the next message tries afresh.
 func (p *partition) activationFailed(a *act, err error, first *queues.Envelope) {
+	a.g = nil
+	p.failActivation(a, err, first)
+}
+
+// failActivation is activationFailed but for the instance, which a turn
+// given up on may still be setting (acttimeout.go).
+func (p *partition) failActivation(a *act, err error, first *queues.Envelope) {
 	aerr := &grain.ActivationError{ID: a.ID, Err: err}
 	var waiting []queues.Envelope
 	p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
-	a.g = nil
 	// Out of the directory first, so a caller who sees the error finds the
 	// grain gone and its next message tries afresh (or, after repeated
 	// failures, fails at once until the backoff is over: actfail.go).

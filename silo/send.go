@@ -44,7 +44,7 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if ti != nil {
 		env.Meta = ti.w.p.senders.meta(ti.a)
 	}
-	if k.mayInterleave != nil && k.lets(msg) {
+	if k.takes(msg) {
 		env.Meta = s.letInMeta(env.Meta)
 	}
 	return s.push(ctx, p, &env, ti)
@@ -84,7 +84,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	if ti != nil {
 		env.Meta = ti.w.p.senders.meta(ti.a)
 	}
-	if k.mayInterleave != nil && k.lets(msg) {
+	if k.takes(msg) {
 		letIn = true
 		env.Meta = s.letInMeta(env.Meta)
 	}
