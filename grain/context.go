@@ -121,8 +121,9 @@ func (c *Context) DelayDeactivation(d time.Duration) {
 // StartTimer starts the named timer: after due, and then every period if
 // period > 0, msg is delivered to this grain as a turn of its own, never
 // concurrent with another turn. Starting a timer with the name of a running
-// one replaces it. Timers stop when the grain deactivates. Whether ticks keep
-// the grain from idle deactivation is the kind's choice (silo.WithTimerKeepAlive).
+// one replaces it. Timers stop when the grain deactivates; one started from
+// OnDeactivate is refused with ErrDeactivating. Whether ticks keep the grain
+// from idle deactivation is the kind's choice (silo.WithTimerKeepAlive).
 func (c *Context) StartTimer(name string, due, period time.Duration, msg any) error {
 	if c == nil || c.self == nil {
 		return fmt.Errorf("%w: no runtime behind this Context to run timer %q", ErrSiloClosed, name)

@@ -46,6 +46,9 @@ var (
 	// silo allows (silo.Config.MaxCallDepth): runaway recursion through
 	// grains, most likely.
 	ErrCallTooDeep = errors.New("granary: call chain too deep")
+	// ErrDeactivating: the grain is deactivating — a timer started from
+	// OnDeactivate, which would never fire.
+	ErrDeactivating = errors.New("granary: grain is deactivating")
 	// ErrTimeout: a call's deadline passed before the reply came. A
 	// *TimeoutError also matches context.DeadlineExceeded, whether the
 	// deadline was the caller's ctx's or the silo's default call timeout.

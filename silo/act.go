@@ -59,6 +59,7 @@ type actExtra struct {
 	// turn has finished
 	mu         sync.Mutex // interleaved turns may write concurrently
 	deactivate bool
+	closing    bool // OnDeactivate runs (or ran): a timer started now would never fire
 	keepUntil  time.Duration
 	timerOps   []timerOp
 
@@ -181,6 +182,10 @@ func (a *act) StartTimer(name string, due, period time.Duration, msg any) error 
 	letIn := a.k.takes(msg)
 	x := a.extra()
 	x.mu.Lock()
+	if x.closing {
+		x.mu.Unlock()
+		return fmt.Errorf("%w: timer %q started in OnDeactivate would never fire", grain.ErrDeactivating, name)
+	}
 	x.timerOps = append(x.timerOps, timerOp{name: name, due: due, period: period, msg: msg, letIn: letIn})
 	x.mu.Unlock()
 	return nil

@@ -371,6 +371,34 @@ func TestTimersStopOnDeactivationAndDoNotKeepAlive(t *testing.T) {
 	assert.Equal(t, 0, s.Stats().Activations["ticker"])
 }
 
+// lateTimer starts a timer from OnDeactivate, as code saving state on its
+// way out might ("retry the save in a second").
+type lateTimer struct{ got chan error }
+
+func (lateTimer) Receive(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+func (g lateTimer) OnDeactivate(_ context.Context, gc *grain.Context) error {
+	g.got <- gc.StartTimer("retry", time.Second, 0, "retry")
+	return nil
+}
+
+// A timer started from OnDeactivate would never fire — timers stop with the
+// grain — so it is refused, not taken and dropped.
+func TestATimerStartedInOnDeactivateIsRefused(t *testing.T) {
+	got := make(chan error, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "late", func(grain.ID) lateTimer { return lateTimer{got} }))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("late", "a")
+	_, err := s.Ask(ctx, id, "hi")
+	require.NoError(t, err)
+	require.NoError(t, s.Deactivate(ctx, id))
+	require.ErrorIs(t, <-got, grain.ErrDeactivating)
+	// The next instance is a fresh one, whose timers work.
+	_, err = s.Ask(ctx, id, "hi")
+	require.NoError(t, err)
+}
+
 // keeper hands its turn's ctx to whoever asks, as a handler that starts a
 // goroutine with it would.
 type keeper struct{ kept chan context.Context }

@@ -40,6 +40,9 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	// clock a hook waiting on its ctx returns when the test moves the clock
 	// past the timeout, not after that long in real time.
 	x := a.extra()
+	x.mu.Lock()
+	x.closing = true // before the hook's turn begins: its StartTimer sees it
+	x.mu.Unlock()
 	ctx, end := context.WithCancelCause(p.s.base)
 	x.deactCtx, x.deactEnd = ctx, end
 	x.deactTimer = p.s.after(p.s.cfg.DeactivationTimeout+p.s.cfg.HandoffThreshold, func() {
