@@ -90,6 +90,21 @@ func (w *Wheel[T]) Remove(e *Entry[T]) {
 	w.n--
 }
 
+// Each calls f for every tracked entry, in no particular order, until f
+// returns false. f must not Touch or Remove entries. It costs a visit of
+// every slot and entry: for the rare pass over all of them (shedding under
+// memory pressure), not for every tick.
+func (w *Wheel[T]) Each(f func(*Entry[T]) bool) {
+	for i := range w.slots {
+		h := &w.slots[i]
+		for e := h.next; e != h; e = e.next {
+			if !f(e) {
+				return
+			}
+		}
+	}
+}
+
 // Advance moves the wheel to now and appends to expired, and stops tracking,
 // every entry whose deadline is at or before now's tick. It returns expired.
 func (w *Wheel[T]) Advance(now time.Duration, expired []*Entry[T]) []*Entry[T] {

@@ -87,6 +87,29 @@ func TestWheelAgainstModel(t *testing.T) {
 	}
 }
 
+// Each visits every tracked entry once, stale ones (touched later, filed
+// under an old slot) included, and stops when asked.
+func TestWheelEachVisitsEveryEntry(t *testing.T) {
+	w, _ := idle.NewWheel[int](time.Second, 4, 0)
+	for i := range 10 {
+		w.Touch(&idle.Entry[int]{Value: i}, time.Duration(i+1)*time.Second)
+	}
+	moved := &idle.Entry[int]{Value: 10}
+	w.Touch(moved, time.Second)
+	w.Touch(moved, time.Hour)
+	gone := &idle.Entry[int]{Value: 11}
+	w.Touch(gone, 2*time.Second)
+	w.Remove(gone)
+
+	var seen []int
+	w.Each(func(e *idle.Entry[int]) bool { seen = append(seen, e.Value); return true })
+	assert.ElementsMatch(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, seen)
+
+	n := 0
+	w.Each(func(*idle.Entry[int]) bool { n++; return n < 3 })
+	assert.Equal(t, 3, n)
+}
+
 func TestNewWheelRejectsBadInput(t *testing.T) {
 	for _, c := range []struct {
 		q     time.Duration

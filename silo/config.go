@@ -104,6 +104,24 @@ type Config struct {
 	// every grain of the partition is busy the new one is activated anyway —
 	// a message is never refused for it. 0 means no cap.
 	MaxActivations int
+	// MemoryLimit, if positive, sheds activations under memory pressure
+	// (Orleans' activation shedding): at each idle tick, while the memory
+	// MemoryGauge reports is above MemoryLimit bytes, every partition
+	// deactivates the share of its activations that would bring it down to
+	// DefaultShedTarget percent of the limit if memory were spread evenly
+	// over them — idle-collectable grains only, those nearest their idle
+	// deadline first (for one idle timeout, the least recently active).
+	// Grains that never go idle (an idle timeout < 0), busy grains, grains
+	// with messages waiting and grains kept by DelayDeactivation are not
+	// shed. Each shed grain runs its OnDeactivate, as at its idle timeout;
+	// Stats().Shed counts them. 0 means off, the default (as in Orleans).
+	MemoryLimit int64
+	// MemoryGauge reports the memory MemoryLimit is held to. Default: the
+	// Go heap's live bytes as measured by the last GC (runtime/metrics
+	// /gc/heap/live:bytes) — about half the heap the process holds with the
+	// default GOGC; then, after a shed, the silo waits for the next GC's
+	// figure before it sheds again.
+	MemoryGauge MemoryGauge
 	// MaxCallDepth is the most grains one call chain may hold waiting: a
 	// call from a turn whose chain holds that many already fails at once
 	// with ErrCallTooDeep. Default DefaultMaxCallDepth; negative means no
@@ -176,6 +194,9 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = clock.Real()
 	}
+	if c.MemoryGauge == nil {
+		c.MemoryGauge = heapGauge{}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -208,6 +229,10 @@ func (c Config) validate() error {
 		return bad("DeactivationTimeout", c.DeactivationTimeout)
 	case c.MaxActivations < 0:
 		return bad("MaxActivations", c.MaxActivations)
+	case c.MemoryLimit < 0:
+		return bad("MemoryLimit", c.MemoryLimit)
+	case c.MemoryGauge != nil && isNil(c.MemoryGauge): // a nil MemoryGaugeFunc too
+		return bad("MemoryGauge", fmt.Sprintf("a nil %T", c.MemoryGauge))
 	case c.MaxBacklog < 0:
 		return bad("MaxBacklog", c.MaxBacklog)
 	case c.QueueCapacity < 0:

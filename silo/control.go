@@ -35,7 +35,7 @@ type ctl struct {
 	res   turnResult
 	tm    *grainTimer
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
-	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt)
+	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick: the share to shed, in ppm (memory.go)
 }
 
 type mode uint8
@@ -60,7 +60,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 		}
 		p.finish(c.a, &c.res, first)
 	case opIdleTick:
-		p.collectIdle()
+		p.collectIdle(c.ahead)
 	case opRestart:
 		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a && c.a.State() == activation.Backoff {
 			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {
@@ -120,7 +120,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 }
 
 // collectIdle deactivates the grains whose idle deadline passed.
-func (p *partition) collectIdle() {
+func (p *partition) collectIdle(shedPPM int) {
 	p.now = p.s.since()
 	if p.rhead == len(p.ready) { // a quiet moment: let a burst's ready list go
 		p.ready, p.rhead = reuse(p.ready, 0), 0
@@ -141,6 +141,9 @@ func (p *partition) collectIdle() {
 	}
 	clear(exp)
 	p.expired = reuse(exp, len(exp))
+	if shedPPM > 0 && p.mode == modeRunning {
+		p.shed(shedPPM)
+	}
 	for id, until := range p.quarantine {
 		if until <= p.now {
 			delete(p.quarantine, id)

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -497,4 +499,45 @@ func ExampleSilo_Shutdown() {
 	// audit tell: <nil>
 	// paid <nil>
 	// audited: sold
+}
+
+// A document grain: its content is its state; it says when it goes.
+type document struct{ gone chan<- string }
+
+func (d document) Receive(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+func (d document) OnDeactivate(_ context.Context, gc *grain.Context) error {
+	d.gone <- gc.ID().Key()
+	return nil
+}
+
+// Config.MemoryLimit sheds activations when memory runs short, whatever
+// their idle timeout: those nearest it first, as many as would bring memory
+// back to nine tenths of the limit. The default gauge is the Go heap's live
+// bytes; a test passes its own, as it passes a manual clock.
+func ExampleConfig_memoryLimit() {
+	var inUse atomic.Uint64 // what the gauge reads
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, _ := silo.New(silo.Config{
+		Clock: clk, IdleTimeout: time.Hour, IdleQuantum: time.Second,
+		MemoryLimit: 400 << 20, MemoryGauge: silo.MemoryGaugeFunc(inUse.Load),
+		Partitions: 1, // each partition sheds its share: one, for a plain count
+	})
+	gone := make(chan string, 10)
+	_ = silo.Register(s, "doc", func(grain.ID) document { return document{gone} })
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	for _, name := range []string{"draft", "memo", "notes", "report", "slides"} {
+		_, _ = s.Ask(ctx, grain.NewID("doc", name), "open") // a minute apart
+		clk.Advance(time.Minute)
+	}
+	inUse.Store(500 << 20) // 100 MB over: 28 % of the grains must go
+	clk.Advance(time.Second)
+	shed := []string{<-gone, <-gone}
+	slices.Sort(shed)
+	_, _ = s.Ask(ctx, grain.NewID("doc", "slides"), "open") // a barrier: the two are gone
+	fmt.Println("shed:", shed, "left:", s.Stats().Activations["doc"])
+	// Output:
+	// shed: [draft memo] left: 3
 }

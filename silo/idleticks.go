@@ -26,13 +26,19 @@ func (s *Silo) scheduleIdle() {
 // idleTick asks every partition to collect its idle grains, then schedules
 // the next tick, unless every partition found nothing to do at its last.
 func (s *Silo) idleTick() {
+	shed := 0
+	if st := s.state.Load(); st == stateRunning {
+		// Once for the silo, and before s.mu: the gauge may be the
+		// program's code, which must not hold up a Shutdown.
+		shed = s.shedShare()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if st := s.state.Load(); st != stateRunning && st != stateNew {
 		return
 	}
 	for _, p := range s.parts {
-		p.q.PushControl(ctl{op: opIdleTick})
+		p.q.PushControl(ctl{op: opIdleTick, ahead: shed})
 	}
 	if s.quietEverywhere() {
 		s.idleAsleep.Store(true)

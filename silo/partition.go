@@ -32,6 +32,7 @@ type partition struct {
 	dir        *directory.Table[act]
 	wheel      *idle.Wheel[*act]
 	lru        *simplelru.LRU[grain.ID, *act] // nil when the silo has no cap
+	shedHist   []int32                        // shed's histogram, made at its first (memory.go)
 	limit      int
 	quarantine map[grain.ID]time.Duration
 	actFails   map[grain.ID]*actFailure // identities whose activation failed lately; nil when none

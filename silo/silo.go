@@ -77,6 +77,8 @@ type Silo struct {
 	restarts  atomic.Uint64
 	stops     atomic.Uint64
 	slowTurns atomic.Uint64
+	shedCount atomic.Uint64
+	shed      shedState // the idle ticker's
 }
 
 // New returns a silo configured by cfg, or an error wrapping

@@ -32,6 +32,9 @@ type Stats struct {
 	// Config.HandoffThreshold without calling out (each is also logged at
 	// Warn, with the grain and a lower bound of its duration).
 	SlowTurns uint64
+	// Shed counts activations deactivated under memory pressure
+	// (Config.MemoryLimit).
+	Shed uint64
 }
 
 // Stats returns a snapshot of the silo's counters. Safe for concurrent use.
@@ -52,6 +55,7 @@ func (s *Silo) Stats() Stats {
 		Restarts:        s.restarts.Load(),
 		Stops:           s.stops.Load(),
 		SlowTurns:       s.slowTurns.Load(),
+		Shed:            s.shedCount.Load(),
 	}
 	for name, k := range s.kinds {
 		st.Activations[name] = int(k.active.Load())

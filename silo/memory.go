@@ -1,0 +1,224 @@
+package silo
+
+import (
+	"log/slog"
+	"math/bits"
+	"runtime/metrics"
+	"sync"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/idle"
+)
+
+// Shedding activations under memory pressure (Config.MemoryLimit), as
+// Orleans 9.2 does (EnableActivationSheddingOnMemoryPressure): a cap on the
+// number of activations (MaxActivations) cannot know how much state each
+// holds; this watches the memory itself.
+//
+// At each idle tick the ticker reads the gauge once for the silo. Above the
+// limit, it asks every partition to shed the share of its activations that
+// would bring memory down to the target (nine tenths of the limit) if memory
+// were spread evenly over activations — Orleans' estimate too. Each
+// partition deactivates that many of its idle-collectable grains, those
+// nearest their idle deadline first: for grains of one idle timeout, the
+// least recently active. The live heap the default gauge reads is measured
+// at the end of a GC, so after a shed the ticker waits for the next GC's
+// figure before shedding again, rather than shed again on the figure that
+// made it shed.
+
+// DefaultShedTarget is the share of Config.MemoryLimit that shedding aims
+// to bring memory down to, in percent.
+const DefaultShedTarget = 90
+
+// MemoryGauge reports the memory in use, in bytes, that Config.MemoryLimit
+// is held to. The silo calls MemoryInUse once an idle tick, on a goroutine
+// of its own; it should return at once — one that blocks holds up the idle
+// ticks, and so idle collection, until it returns. One that panics gives no
+// reading that tick (logged at Error).
+type MemoryGauge interface {
+	MemoryInUse() uint64
+}
+
+// MemoryGaugeFunc adapts a function to MemoryGauge.
+type MemoryGaugeFunc func() uint64
+
+// MemoryInUse calls f.
+func (f MemoryGaugeFunc) MemoryInUse() uint64 { return f() }
+
+// heapGauge is the default MemoryGauge: the Go heap's live bytes, as
+// measured by the last GC (runtime/metrics /gc/heap/live:bytes), and how
+// many GCs have ended, so a shed waits for a fresh figure.
+type heapGauge struct{}
+
+func (heapGauge) read() (live, gcs uint64) {
+	s := [2]metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycle"}}
+	metrics.Read(s[:])
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		live = s[0].Value.Uint64()
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		gcs = s[1].Value.Uint64()
+	}
+	return live, gcs
+}
+
+func (g heapGauge) MemoryInUse() uint64 {
+	live, _ := g.read()
+	return live
+}
+
+// shedState is the idle ticker's memory of shedding.
+type shedState struct {
+	mu       sync.Mutex // ticks do not overlap; this makes sure
+	shedding bool       // the last tick found memory above the limit
+	gcs      uint64     // the default gauge's GC count at the last shed
+}
+
+// shedShare reads the gauge and returns the share of activations each
+// partition is to shed at this tick, in parts per million; 0 when memory is
+// within the limit or shedding is off. Called by the idle ticker.
+func (s *Silo) shedShare() int {
+	if s.cfg.MemoryLimit <= 0 {
+		return 0
+	}
+	limit := uint64(s.cfg.MemoryLimit)
+	used, gcs, fresh, ok := s.readGauge()
+	if !ok {
+		return 0
+	}
+	st := &s.shed
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if used <= limit {
+		if st.shedding {
+			st.shedding = false
+			s.log(slog.LevelInfo, "granary: memory back within Config.MemoryLimit", "in_use", used, "limit", limit)
+		}
+		return 0
+	}
+	if !fresh && st.shedding && gcs == st.gcs {
+		return 0 // no GC since the last shed: this figure is the one that made it shed
+	}
+	if !st.shedding {
+		s.log(slog.LevelWarn, "granary: memory above Config.MemoryLimit: shedding idle activations", "in_use", used, "limit", limit)
+	}
+	st.shedding, st.gcs = true, gcs
+	target := limit / 100 * DefaultShedTarget
+	hi, lo := bits.Mul64(used-target, 1_000_000)
+	ppm, _ := bits.Div64(hi, lo, used) // (used-target)/used < 1: no overflow
+	return int(ppm) + 1                // rounded up: shed at least one
+}
+
+// readGauge reads Config.MemoryGauge. The default one says how many GCs have
+// ended (its figure is fresh only after one); another is taken as fresh at
+// every reading. Another is the program's code, run on a goroutine of its
+// own: one that panics or calls runtime.Goexit gives no reading (logged),
+// and the idle ticks go on.
+func (s *Silo) readGauge() (used, gcs uint64, fresh, ok bool) {
+	if g, isHeap := s.cfg.MemoryGauge.(heapGauge); isHeap {
+		used, gcs = g.read()
+		return used, gcs, false, true
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			if r := recover(); r != nil {
+				s.log(slog.LevelError, "granary: Config.MemoryGauge panicked", "panic", r)
+			}
+		}()
+		used = s.cfg.MemoryGauge.MemoryInUse()
+		ok = true
+	}()
+	<-done
+	return used, 0, true, ok
+}
+
+// How near its idle deadline a grain is, in buckets of 1/128 of an octave
+// (bucketOf): slacks under 1 % apart may share one, so grains active 7 s
+// apart are told apart at a 15-minute idle timeout, 30 s apart at an hour.
+// The histogram is 29 KB, made for a partition's first shed.
+const (
+	shedSubBits = 7
+	shedBuckets = (63 - shedSubBits + 1) << shedSubBits
+)
+
+// bucketOf returns the bucket of a slack of d nanoseconds: the octave, then
+// the shedSubBits bits after its top one.
+func bucketOf(d int64) int {
+	const sub = 1 << shedSubBits
+	if d <= 0 {
+		return 0
+	}
+	u := uint64(d)
+	if u < sub {
+		return int(u)
+	}
+	n := bits.Len64(u) // shedSubBits+1 .. 63
+	return (n-shedSubBits)<<shedSubBits + int(u>>(n-shedSubBits-1))&(sub-1)
+}
+
+// shed deactivates ppm parts per million of the partition's activations,
+// chosen among the grains that idle collection could take now — active,
+// not busy, nothing waiting, not kept by DelayDeactivation — those nearest
+// their idle deadline first. Two passes over the idle wheel: the first
+// counts candidates by bucket to find where the cut falls, the second asks
+// them to deactivate. Owner only, from collectIdle.
+func (p *partition) shed(ppm int) {
+	n := p.dir.Len()
+	want := int((int64(n)*int64(ppm) + 999_999) / 1_000_000)
+	if want == 0 || p.wheel.Len() == 0 {
+		return
+	}
+	if p.shedHist == nil {
+		p.shedHist = make([]int32, shedBuckets)
+	}
+	hist := p.shedHist
+	clear(hist)
+	eligible := 0
+	p.wheel.Each(func(e *idle.Entry[*act]) bool {
+		if p.sheddable(e.Value) {
+			hist[bucketOf(int64(e.Deadline()-p.now))]++
+			eligible++
+		}
+		return true
+	})
+	want = min(want, eligible)
+	if want == 0 {
+		return
+	}
+	cut, below := 0, 0 // every candidate in buckets below cut goes; want-below from cut
+	for ; cut < shedBuckets && below+int(hist[cut]) < want; cut++ {
+		below += int(hist[cut])
+	}
+	atCut := want - below
+	shed := 0
+	p.wheel.Each(func(e *idle.Entry[*act]) bool {
+		a := e.Value
+		if !p.sheddable(a) {
+			return true
+		}
+		b := bucketOf(int64(e.Deadline() - p.now))
+		if b > cut {
+			return true
+		}
+		if b == cut {
+			if atCut == 0 {
+				return true
+			}
+			atCut--
+		}
+		a.setDeactWant(true)
+		p.makeReady(a)
+		shed++
+		return shed < want
+	})
+	p.s.shedCount.Add(uint64(shed))
+}
+
+// sheddable reports whether idle collection could take a now: what
+// collectIdle's expiry checks, less the deadline.
+func (p *partition) sheddable(a *act) bool {
+	return a.State() == activation.Active && !a.busy() && a.Mailbox.Len() == 0 &&
+		!a.wantsDeactivate() && a.keepUntil() <= p.now
+}

@@ -1,0 +1,219 @@
+package silo_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// tenant is a grain that reports its deactivations, and can keep itself
+// alive or block a turn.
+type tenant struct {
+	gone  chan<- string
+	state []byte
+}
+
+type (
+	keepFor time.Duration
+	ballast int
+)
+
+func (g *tenant) Receive(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case keepFor:
+		gc.DelayDeactivation(time.Duration(m))
+	case ballast:
+		g.state = make([]byte, m)
+		for i := range g.state { // touched, so the memory is really in use
+			g.state[i] = byte(i)
+		}
+	case block:
+		<-m.until
+	}
+	return nil, nil
+}
+
+func (g *tenant) OnDeactivate(_ context.Context, gc *grain.Context) error {
+	g.gone <- gc.ID().Key()
+	return nil
+}
+
+// memSilo is a one-partition silo on a manual clock, ticking every second,
+// whose gauge reads *used; "tenant" grains go idle after a minute, "pinned"
+// ones never.
+func memSilo(t *testing.T, limit int64, gauge silo.MemoryGauge) (*silo.Silo, *clock.Manual, chan string) {
+	t.Helper()
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	gone := make(chan string, 1024)
+	s := newSilo(t, silo.Config{
+		Clock: clk, Partitions: 1, IdleTimeout: time.Minute, IdleQuantum: time.Second,
+		MemoryLimit: limit, MemoryGauge: gauge,
+	}, func(s *silo.Silo) {
+		newTenant := func(grain.ID) *tenant { return &tenant{gone: gone} }
+		require.NoError(t, silo.Register(s, "tenant", newTenant))
+		require.NoError(t, silo.Register(s, "pinned", newTenant, silo.WithIdleTimeout(-1)))
+	})
+	return s, clk, gone
+}
+
+// idleTickNow moves the clock one idle quantum and waits until the partition has
+// handled the tick: an ask behind it is a barrier, since the owner drains
+// control items (the tick) before messages.
+func idleTickNow(t *testing.T, s *silo.Silo, clk *clock.Manual) {
+	t.Helper()
+	clk.Advance(time.Second)
+	_, err := s.Ask(ctxT(t), grain.NewID("pinned", "barrier"), "sync")
+	require.NoError(t, err)
+}
+
+// drained returns what gone holds now.
+func drained(gone chan string) []string {
+	var out []string
+	for {
+		select {
+		case k := <-gone:
+			out = append(out, k)
+		default:
+			return out
+		}
+	}
+}
+
+// Above the limit, the grains nearest their idle deadline go first, as many
+// as would bring memory to 90 % of the limit were it spread evenly; within
+// it, nothing goes.
+func TestShedsTheLeastRecentlyActiveUnderMemoryPressure(t *testing.T) {
+	var used atomic.Uint64
+	s, clk, gone := memSilo(t, 1000, silo.MemoryGaugeFunc(used.Load))
+	ctx := ctxT(t)
+	for i := range 10 { // t0 active 5 s before t1, ... t9 last
+		_, err := s.Ask(ctx, grain.NewID("tenant", fmt.Sprint("t", i)), "hi")
+		require.NoError(t, err)
+		clk.Advance(5 * time.Second)
+	}
+	used.Store(1000) // at the limit: within it
+	idleTickNow(t, s, clk)
+	assert.Empty(t, drained(gone))
+
+	// 1250 against a target of 900: 28 % of the 11 activations (the
+	// barrier included, which never goes idle) is 4 grains.
+	used.Store(1250)
+	idleTickNow(t, s, clk)
+	require.EqualValues(t, 4, s.Stats().Shed)
+	assert.ElementsMatch(t, []string{"t0", "t1", "t2", "t3"}, []string{<-gone, <-gone, <-gone, <-gone})
+	assert.Equal(t, 6, s.Stats().Activations["tenant"])
+
+	used.Store(950)
+	idleTickNow(t, s, clk)
+	assert.Empty(t, drained(gone), "below the limit, though above the target")
+	assert.EqualValues(t, 4, s.Stats().Shed)
+}
+
+// Only what idle collection could take now is shed: not a grain whose turn
+// runs, nor one kept by DelayDeactivation, nor one that never goes idle.
+func TestSheddingSparesBusyKeptAndPinnedGrains(t *testing.T) {
+	var used atomic.Uint64
+	s, clk, gone := memSilo(t, 1000, silo.MemoryGaugeFunc(used.Load))
+	ctx := ctxT(t)
+	for _, id := range []grain.ID{grain.NewID("pinned", "p1"), grain.NewID("pinned", "p2"), grain.NewID("tenant", "kept")} {
+		_, err := s.Ask(ctx, id, "hi")
+		require.NoError(t, err)
+	}
+	_, err := s.Ask(ctx, grain.NewID("tenant", "kept"), keepFor(time.Hour))
+	require.NoError(t, err)
+	release := make(chan struct{})
+	defer close(release)
+	require.NoError(t, s.Tell(ctx, grain.NewID("tenant", "busy"), block{release}))
+	_, err = s.Ask(ctx, grain.NewID("tenant", "free"), "hi")
+	require.NoError(t, err)
+
+	used.Store(100_000) // far over: every activation's share
+	for range 3 {
+		idleTickNow(t, s, clk)
+	}
+	assert.Equal(t, "free", <-gone)
+	idleTickNow(t, s, clk)
+	assert.Empty(t, drained(gone))
+	assert.EqualValues(t, 1, s.Stats().Shed)
+	assert.Equal(t, 3, s.Stats().Activations["pinned"])
+	assert.Equal(t, 2, s.Stats().Activations["tenant"])
+}
+
+// With the default gauge, the Go heap's live bytes after the last GC: a
+// silo whose grains hold more than the limit sheds them, and after a shed
+// waits for a GC's figure before it sheds again.
+func TestShedsOnTheLiveHeap(t *testing.T) {
+	const grains, each = 64, 1 << 20 // 64 MB of state
+	s, clk, gone := memSilo(t, 32<<20, nil)
+	ctx := ctxT(t)
+	for i := range grains {
+		_, err := s.Ask(ctx, grain.NewIntID("tenant", int64(i)), ballast(each))
+		require.NoError(t, err)
+	}
+	runtime.GC() // a fresh figure: at least the 64 MB the grains hold
+	idleTickNow(t, s, clk)
+	first := s.Stats().Shed
+	// At least the share that brings 64 MB to 29 MB: over half.
+	assert.GreaterOrEqual(t, first, uint64(grains/2))
+
+	idleTickNow(t, s, clk) // no GC since: the same figure, which shed already
+	assert.Equal(t, first, s.Stats().Shed)
+	assert.NotEmpty(t, drained(gone))
+	runtime.GC() // what was shed is freed: within the limit now, or near
+	idleTickNow(t, s, clk)
+	assert.Less(t, s.Stats().Activations["tenant"], grains)
+}
+
+// A gauge that panics gives no reading: nothing is shed, it is logged, and
+// idle collection goes on.
+func TestAPanickingMemoryGaugeShedsNothing(t *testing.T) {
+	logged := &syncBuffer{}
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	gone := make(chan string, 16)
+	s := newSilo(t, silo.Config{
+		Clock: clk, Partitions: 1, IdleTimeout: 3 * time.Second, IdleQuantum: time.Second,
+		MemoryLimit: 1, MemoryGauge: silo.MemoryGaugeFunc(func() uint64 { panic("no gauge") }),
+		Logger: newTextLogger(logged),
+	}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "tenant", func(grain.ID) *tenant { return &tenant{gone: gone} }))
+		require.NoError(t, silo.Register(s, "pinned", func(grain.ID) *tenant { return &tenant{gone: gone} }, silo.WithIdleTimeout(-1)))
+	})
+	_, err := s.Ask(ctxT(t), grain.NewID("tenant", "a"), "hi")
+	require.NoError(t, err)
+	idleTickNow(t, s, clk)
+	assert.Empty(t, drained(gone))
+	assert.Contains(t, logged.String(), "MemoryGauge panicked")
+	for range 3 {
+		idleTickNow(t, s, clk)
+	}
+	assert.Equal(t, "a", <-gone, "collected at its idle timeout")
+	assert.Zero(t, s.Stats().Shed)
+}
+
+func TestMemoryLimitConfig(t *testing.T) {
+	for name, cfg := range map[string]silo.Config{
+		"negative limit":  {MemoryLimit: -1},
+		"nil gauge func":  {MemoryGauge: silo.MemoryGaugeFunc(nil)},
+		"nil gauge value": {MemoryGauge: (*fixedGauge)(nil)},
+	} {
+		_, err := silo.New(cfg)
+		require.ErrorIs(t, err, grain.ErrInvalidConfig, name)
+		assert.Contains(t, err.Error(), "Memory", "%s: the error names the field", name)
+	}
+	_, err := silo.New(silo.Config{MemoryLimit: 1 << 30, MemoryGauge: &fixedGauge{}})
+	require.NoError(t, err)
+}
+
+type fixedGauge struct{ n uint64 }
+
+func (g *fixedGauge) MemoryInUse() uint64 { return g.n }
