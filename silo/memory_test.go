@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -51,14 +52,18 @@ func (g *tenant) OnDeactivate(_ context.Context, gc *grain.Context) error {
 // memSilo is a one-partition silo on a manual clock, ticking every second,
 // whose gauge reads *used; "tenant" grains go idle after a minute, "pinned"
 // ones never.
-func memSilo(t *testing.T, limit int64, gauge silo.MemoryGauge) (*silo.Silo, *clock.Manual, chan string) {
+func memSilo(t *testing.T, limit int64, gauge silo.MemoryGauge, logger ...*slog.Logger) (*silo.Silo, *clock.Manual, chan string) {
 	t.Helper()
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	gone := make(chan string, 1024)
-	s := newSilo(t, silo.Config{
+	cfg := silo.Config{
 		Clock: clk, Partitions: 1, IdleTimeout: time.Minute, IdleQuantum: time.Second,
 		MemoryLimit: limit, MemoryGauge: gauge,
-	}, func(s *silo.Silo) {
+	}
+	if len(logger) > 0 {
+		cfg.Logger = logger[0]
+	}
+	s := newSilo(t, cfg, func(s *silo.Silo) {
 		newTenant := func(grain.ID) *tenant { return &tenant{gone: gone} }
 		require.NoError(t, silo.Register(s, "tenant", newTenant))
 		require.NoError(t, silo.Register(s, "pinned", newTenant, silo.WithIdleTimeout(-1)))
@@ -94,7 +99,8 @@ func drained(gone chan string) []string {
 // it, nothing goes.
 func TestShedsTheLeastRecentlyActiveUnderMemoryPressure(t *testing.T) {
 	var used atomic.Uint64
-	s, clk, gone := memSilo(t, 1000, silo.MemoryGaugeFunc(used.Load))
+	logged := &syncBuffer{}
+	s, clk, gone := memSilo(t, 1000, silo.MemoryGaugeFunc(used.Load), newTextLogger(logged))
 	ctx := ctxT(t)
 	for i := range 10 { // t0 active 5 s before t1, ... t9 last
 		_, err := s.Ask(ctx, grain.NewID("tenant", fmt.Sprint("t", i)), "hi")
@@ -117,6 +123,8 @@ func TestShedsTheLeastRecentlyActiveUnderMemoryPressure(t *testing.T) {
 	idleTickNow(t, s, clk)
 	assert.Empty(t, drained(gone), "below the limit, though above the target")
 	assert.EqualValues(t, 4, s.Stats().Shed)
+	assert.Regexp(t, `(?s)level=WARN msg="granary: memory above Config.MemoryLimit: shedding idle activations" in_use=1250 limit=1000.*`+
+		`level=INFO msg="granary: memory back within Config.MemoryLimit" in_use=950`, logged.String())
 }
 
 // Only what idle collection could take now is shed: not a grain whose turn

@@ -71,8 +71,9 @@ func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
 	t.Run("graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second, false) })
 	t.Run("shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond, false) })
 	// Turns wait in Await while the messages the kind's predicate takes
-	// interleave with them, failing too; and some activations overrun a
-	// short ActivationTimeout, and are given up on.
+	// interleave with them, failing too; some activations overrun a short
+	// ActivationTimeout, and are given up on; and memory runs short now and
+	// then, shedding activations.
 	t.Run("interleaving, graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second, true) })
 	t.Run("interleaving, shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond, true) })
 }
@@ -86,10 +87,15 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	handled := &sync.Map{}
 	actTimeout := time.Duration(-1) // none
+	var memLimit int64              // none
 	if interleaving {
 		actTimeout = 200 * time.Millisecond
+		memLimit = 1000 // and memory runs short at one idle tick in three
 	}
+	gauge := silo.MemoryGaugeFunc(func() uint64 { return uint64(rand.IntN(3)/2) * 2000 })
 	s := newSilo(t, silo.Config{
+		MemoryLimit:       memLimit,
+		MemoryGauge:       gauge,
 		ActivationTimeout: actTimeout,
 		Partitions:        3,
 		Clock:             clk,
@@ -225,4 +231,7 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 	t.Logf("dead letters by reason: %v; stats %+v", reasons, s.Stats())
 	assert.Zero(t, problems)
 	assert.Positive(t, closedSeen.Load(), "the shutdown came in the middle of the load")
+	if interleaving {
+		assert.Positive(t, s.Stats().Shed, "memory ran short under the load")
+	}
 }
