@@ -103,7 +103,7 @@ func (s *Silo) shedShare() int {
 		s.log(slog.LevelWarn, "granary: memory above Config.MemoryLimit: shedding idle activations", "in_use", used, "limit", limit)
 	}
 	st.shedding, st.gcs = true, gcs
-	target := limit / 100 * DefaultShedTarget
+	target := limit/100*DefaultShedTarget + limit%100*DefaultShedTarget/100 // exact for small limits, no overflow for large
 	hi, lo := bits.Mul64(used-target, 1_000_000)
 	ppm, _ := bits.Div64(hi, lo, used) // (used-target)/used < 1: no overflow
 	return int(ppm) + 1                // rounded up: shed at least one
