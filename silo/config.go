@@ -118,9 +118,10 @@ type Config struct {
 	MemoryLimit int64
 	// MemoryGauge reports the memory MemoryLimit is held to. Default: the
 	// Go heap's live bytes as measured by the last GC (runtime/metrics
-	// /gc/heap/live:bytes) — about half the heap the process holds with the
-	// default GOGC; then, after a shed, the silo waits for the next GC's
-	// figure before it sheds again.
+	// /gc/heap/live:bytes), the state the program keeps and not its garbage;
+	// the silo decides on each GC's figure once, and when the heap (garbage
+	// included) has grown past MemoryLimit since the last GC, it asks for a
+	// GC rather than wait for the heap to double before hearing of it.
 	MemoryGauge MemoryGauge
 	// MaxCallDepth is the most grains one call chain may hold waiting: a
 	// call from a turn whose chain holds that many already fails at once

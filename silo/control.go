@@ -151,6 +151,7 @@ func (p *partition) collectIdle(shedPPM int) {
 	}
 	p.forgetActivationFailures()
 	p.checkActivations()
+	p.idleLen.Store(int64(p.wheel.Len()))
 	p.noteIdleQuiet()
 }
 

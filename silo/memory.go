@@ -3,6 +3,7 @@ package silo
 import (
 	"log/slog"
 	"math/bits"
+	"runtime"
 	"runtime/metrics"
 	"sync"
 
@@ -22,9 +23,9 @@ import (
 // partition deactivates that many of its idle-collectable grains, those
 // nearest their idle deadline first: for grains of one idle timeout, the
 // least recently active. The live heap the default gauge reads is measured
-// at the end of a GC, so after a shed the ticker waits for the next GC's
-// figure before shedding again, rather than shed again on the figure that
-// made it shed.
+// at the end of a GC, so the ticker decides on a figure only once, and when
+// the heap has grown past the limit since the last one, it asks for a GC
+// rather than wait for the heap to double (GOGC) before it hears of it.
 
 // DefaultShedTarget is the share of Config.MemoryLimit that shedding aims
 // to bring memory down to, in percent.
@@ -46,32 +47,37 @@ type MemoryGaugeFunc func() uint64
 func (f MemoryGaugeFunc) MemoryInUse() uint64 { return f() }
 
 // heapGauge is the default MemoryGauge: the Go heap's live bytes, as
-// measured by the last GC (runtime/metrics /gc/heap/live:bytes), and how
-// many GCs have ended, so a shed waits for a fresh figure.
+// measured by the last GC (runtime/metrics /gc/heap/live:bytes) — the state
+// the program keeps, not its garbage.
 type heapGauge struct{}
 
-func (heapGauge) read() (live, gcs uint64) {
-	s := [2]metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycle"}}
-	metrics.Read(s[:])
-	if s[0].Value.Kind() == metrics.KindUint64 {
-		live = s[0].Value.Uint64()
-	}
-	if s[1].Value.Kind() == metrics.KindUint64 {
-		gcs = s[1].Value.Uint64()
-	}
-	return live, gcs
+// heapReading is what the silo reads of the heap at an idle tick.
+type heapReading struct {
+	live uint64 // live bytes at the end of the last GC
+	now  uint64 // bytes in heap objects now, garbage not yet swept included
+	gcs  uint64 // GCs ended so far
 }
 
-func (g heapGauge) MemoryInUse() uint64 {
-	live, _ := g.read()
-	return live
+func (heapGauge) read() heapReading {
+	s := [3]metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/memory/classes/heap/objects:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s[:])
+	var v [3]uint64
+	for i := range s {
+		if s[i].Value.Kind() == metrics.KindUint64 {
+			v[i] = s[i].Value.Uint64()
+		}
+	}
+	return heapReading{live: v[0], now: v[1], gcs: v[2]}
 }
+
+func (g heapGauge) MemoryInUse() uint64 { return g.read().live }
 
 // shedState is the idle ticker's memory of shedding.
 type shedState struct {
 	mu       sync.Mutex // ticks do not overlap; this makes sure
-	shedding bool       // the last tick found memory above the limit
-	gcs      uint64     // the default gauge's GC count at the last shed
+	shedding bool       // the last look found memory above the limit
+	looked   uint64     // the default gauge's GC count at the last look
+	gcAsked  bool       // a GC the silo asked for has not ended
 }
 
 // shedShare reads the gauge and returns the share of activations each
@@ -82,43 +88,95 @@ func (s *Silo) shedShare() int {
 		return 0
 	}
 	limit := uint64(s.cfg.MemoryLimit)
-	used, gcs, fresh, ok := s.readGauge()
-	if !ok {
-		return 0
-	}
 	st := &s.shed
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if used <= limit {
-		if st.shedding {
-			st.shedding = false
-			s.log(slog.LevelInfo, "granary: memory back within Config.MemoryLimit", "in_use", used, "limit", limit)
+	var used uint64
+	if g, isHeap := s.cfg.MemoryGauge.(heapGauge); isHeap {
+		r := g.read()
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if r.now <= limit { // the heap, garbage and all, is within: so is what lives in it
+			s.endShortage(r.live, limit)
+			return 0
 		}
-		return 0
+		// The heap is past the limit. Whether the live part is, only a GC
+		// tells: the last one's figure is news only if it ended since the
+		// last look — not the one a shed was decided on, and not one from
+		// before the heap grew. Without one, ask for one (a GC the silo
+		// would otherwise wait on for as long as the heap takes to double),
+		// if there is anything to shed, and decide at a later tick.
+		if r.gcs == st.looked {
+			if !st.gcAsked && s.anySheddable() {
+				st.gcAsked = s.askGC()
+			}
+			return 0
+		}
+		st.looked = r.gcs
+		used = r.live
+	} else {
+		var ok bool
+		if used, ok = s.readGauge(); !ok {
+			return 0
+		}
+		st.mu.Lock()
+		defer st.mu.Unlock()
 	}
-	if !fresh && st.shedding && gcs == st.gcs {
-		return 0 // no GC since the last shed: this figure is the one that made it shed
+	if used <= limit {
+		s.endShortage(used, limit)
+		return 0
 	}
 	if !st.shedding {
 		s.log(slog.LevelWarn, "granary: memory above Config.MemoryLimit: shedding idle activations", "in_use", used, "limit", limit)
+		st.shedding = true
 	}
-	st.shedding, st.gcs = true, gcs
 	target := limit/100*DefaultShedTarget + limit%100*DefaultShedTarget/100 // exact for small limits, no overflow for large
 	hi, lo := bits.Mul64(used-target, 1_000_000)
 	ppm, _ := bits.Div64(hi, lo, used) // (used-target)/used < 1: no overflow
 	return int(ppm) + 1                // rounded up: shed at least one
 }
 
-// readGauge reads Config.MemoryGauge. The default one says how many GCs have
-// ended (its figure is fresh only after one); another is taken as fresh at
-// every reading. Another is the program's code, run on a goroutine of its
-// own: one that panics or calls runtime.Goexit gives no reading (logged),
-// and the idle ticks go on.
-func (s *Silo) readGauge() (used, gcs uint64, fresh, ok bool) {
-	if g, isHeap := s.cfg.MemoryGauge.(heapGauge); isHeap {
-		used, gcs = g.read()
-		return used, gcs, false, true
+// endShortage notes that memory is within the limit. s.shed.mu held.
+func (s *Silo) endShortage(used, limit uint64) {
+	if s.shed.shedding {
+		s.shed.shedding = false
+		s.log(slog.LevelInfo, "granary: memory back within Config.MemoryLimit", "in_use", used, "limit", limit)
 	}
+}
+
+// askGC starts a GC on a goroutine of the silo's, unless the silo is
+// stopping: Close waits for it. s.shed.mu held, which the goroutine takes
+// when the GC has ended.
+func (s *Silo) askGC() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state.Load() != stateRunning {
+		return false
+	}
+	s.gcRuns.Go(func() {
+		runtime.GC()
+		s.shed.mu.Lock()
+		s.shed.gcAsked = false
+		s.shed.mu.Unlock()
+	})
+	return true
+}
+
+// anySheddable reports whether some partition had a grain that idle
+// collection could take, at its last idle tick: a GC asked for with none
+// would free nothing of the silo's.
+func (s *Silo) anySheddable() bool {
+	for _, p := range s.parts {
+		if p.idleLen.Load() > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// readGauge reads a Config.MemoryGauge of the program's own, taken as
+// fresh at every reading. It is the program's code, run on a goroutine of
+// its own: one that panics or calls runtime.Goexit gives no reading
+// (logged), and the idle ticks go on.
+func (s *Silo) readGauge() (used uint64, ok bool) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -131,7 +189,7 @@ func (s *Silo) readGauge() (used, gcs uint64, fresh, ok bool) {
 		ok = true
 	}()
 	<-done
-	return used, 0, true, ok
+	return used, ok
 }
 
 // How near its idle deadline a grain is, in buckets of 1/128 of an octave

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"runtime/debug"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -180,6 +181,25 @@ func TestShedsOnTheLiveHeap(t *testing.T) {
 	runtime.GC() // what was shed is freed: within the limit now, or near
 	idleTickNow(t, s, clk)
 	assert.Less(t, s.Stats().Activations["tenant"], grains)
+}
+
+// The live heap is only measured by a GC. With the GC off, a heap grown
+// past the limit would never be heard of; the silo asks for a GC, and
+// sheds on its figure at a later tick.
+func TestAsksForAGCWhenTheHeapPassesTheLimit(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	const grains, each = 48, 1 << 20
+	s, clk, _ := memSilo(t, 16<<20, nil)
+	ctx := ctxT(t)
+	idleTickNow(t, s, clk) // a first look, on the last GC's figure
+	for i := range grains {
+		_, err := s.Ask(ctx, grain.NewIntID("tenant", int64(i)), ballast(each))
+		require.NoError(t, err)
+	}
+	require.Eventually(t, func() bool {
+		idleTickNow(t, s, clk)
+		return s.Stats().Shed > 0
+	}, 10*time.Second, time.Millisecond, "no GC but the silo's can show the heap live")
 }
 
 // A gauge that panics gives no reading: nothing is shed, it is logged, and

@@ -65,7 +65,8 @@ type partition struct {
 	// idleQuiet: at its last idle collection the partition had nothing
 	// left for the idle ticks (idleticks.go)
 	idleQuiet atomic.Bool
-	waits     waitShard // the wait-for edges of this partition's grains (deadlock.go)
+	idleLen   atomic.Int64 // grains in the idle wheel at the last idle tick (memory.go)
+	waits     waitShard    // the wait-for edges of this partition's grains (deadlock.go)
 }
 
 func newPartition(s *Silo, idx, limit int) (*partition, error) {

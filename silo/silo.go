@@ -78,7 +78,8 @@ type Silo struct {
 	stops     atomic.Uint64
 	slowTurns atomic.Uint64
 	shedCount atomic.Uint64
-	shed      shedState // the idle ticker's
+	shed      shedState      // the idle ticker's
+	gcRuns    sync.WaitGroup // GCs the ticker asked for (memory.go)
 }
 
 // New returns a silo configured by cfg, or an error wrapping
@@ -332,6 +333,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 	close(s.dog.stop)
 	s.mu.Unlock()
 	s.owners.Wait() // after this, nothing starts a turn goroutine
+	s.gcRuns.Wait() // a GC the idle ticker asked for (memory.go): it ends
 	s.cancel()
 	allDone := false
 	if grace != noWait {

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"math"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -21,4 +22,17 @@ func TestBucketOfOrdersSlacks(t *testing.T) {
 	for d := int64(128); d < math.MaxInt64/101; d = d*101/100 + 1 {
 		require.Less(t, bucketOf(d), bucketOf(d*101/100+1), "slack %d", d)
 	}
+}
+
+// The default gauge reads metrics that exist: after a GC, a live heap, a
+// heap at least as large, and a count of GCs that a GC moves on.
+func TestHeapGaugeReadsTheRuntime(t *testing.T) {
+	runtime.GC()
+	a := heapGauge{}.read()
+	require.NotZero(t, a.live)
+	require.GreaterOrEqual(t, a.now, a.live/2)
+	require.NotZero(t, a.gcs)
+	runtime.GC()
+	require.Greater(t, heapGauge{}.read().gcs, a.gcs)
+	require.Equal(t, heapGauge{}.read().live, heapGauge{}.MemoryInUse())
 }
