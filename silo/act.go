@@ -34,6 +34,11 @@ const (
 	markStopping                    // stopped by supervision; refuses messages
 	markOverfull                    // listed in the partition's overloaded set
 	markDeactWant                   // deactivate once no turn runs
+
+	// Bits 4 to 6: why it is to deactivate (a grain.DeactivationReason),
+	// kept from the first ask until OnDeactivate begins.
+	reasonShift       = 4
+	reasonMask  uint8 = 7 << reasonShift
 )
 
 func (a *act) setMark(m uint8, on bool) {
@@ -52,6 +57,20 @@ func (a *act) isOverfull() bool        { return a.Marks&markOverfull != 0 }
 func (a *act) setOverfullMark(on bool) { a.setMark(markOverfull, on) }
 func (a *act) wantsDeactivate() bool   { return a.Marks&markDeactWant != 0 }
 func (a *act) setDeactWant(on bool)    { a.setMark(markDeactWant, on) }
+
+// wantDeactivate marks a to deactivate once no turn runs, for reason r
+// unless it was marked already: the first cause is the one reported.
+func (a *act) wantDeactivate(r grain.DeactivationReason) {
+	if !a.wantsDeactivate() {
+		a.Marks = a.Marks&^reasonMask | uint8(r)<<reasonShift
+	}
+	a.setMark(markDeactWant, true)
+}
+
+// deactReason is the reason a was marked to deactivate for.
+func (a *act) deactReason() grain.DeactivationReason {
+	return grain.DeactivationReason(a.Marks & reasonMask >> reasonShift)
+}
 
 // actExtra is the part of an activation only some grains need.
 type actExtra struct {
@@ -72,6 +91,9 @@ type actExtra struct {
 	// one, say), while the ctx's own deadline is in real time
 	deactCtx context.Context
 	deactEnd context.CancelCauseFunc
+	// why OnDeactivate runs: written by the owner before its turn begins,
+	// read by the turn (act.DeactivationReason)
+	deactReason grain.DeactivationReason
 
 	stopAt stopPoint // owner: where an explicit Stop stands among the messages
 
@@ -199,6 +221,15 @@ func (a *act) StopTimer(name string) {
 }
 
 func (a *act) Now() time.Time { return a.k.s.clock.Now() }
+
+// DeactivationReason is why the grain deactivates, during its OnDeactivate
+// (grain.Context.DeactivationReason); none before.
+func (a *act) DeactivationReason() grain.DeactivationReason {
+	if x := a.x.Load(); x != nil {
+		return x.deactReason
+	}
+	return grain.DeactivationNone
+}
 
 // takeRequests returns and clears the turn's requests. Owner only, after the
 // turn finished.

@@ -66,7 +66,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {
 				_ = c.a.Transition(activation.Activating)
 			} else {
-				c.a.setDeactWant(true)
+				c.a.wantDeactivate(grain.DeactivationShutdown)
 			}
 			p.makeReady(c.a)
 		}
@@ -113,7 +113,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 			a.extra().deactWhenIdle = true
 			return true
 		}
-		a.setDeactWant(true)
+		a.wantDeactivate(grain.DeactivationRequested)
 		p.makeReady(a)
 	}
 	return true
@@ -135,7 +135,7 @@ func (p *partition) collectIdle(shedPPM int) {
 		case a.keepUntil() > p.now:
 			p.wheel.Touch(&a.idle, a.keepUntil())
 		default:
-			a.setDeactWant(true)
+			a.wantDeactivate(grain.DeactivationIdle)
 			p.makeReady(a)
 		}
 	}
@@ -170,7 +170,7 @@ func (p *partition) stopped() bool {
 			if !a.busy() && a.Mailbox.Len() == 0 && !a.isReady() {
 				switch a.State() {
 				case activation.Active, activation.Backoff:
-					a.setDeactWant(true)
+					a.wantDeactivate(grain.DeactivationShutdown)
 					p.makeReady(a)
 				}
 			}

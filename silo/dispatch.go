@@ -149,7 +149,7 @@ func (p *partition) evict() {
 		}
 		if a.State() == activation.Active && !a.busy() && a.Mailbox.Len() == 0 {
 			p.lru.Remove(id) // out of the count now; gone once OnDeactivate ran
-			a.setDeactWant(true)
+			a.wantDeactivate(grain.DeactivationEvicted)
 			p.makeReady(a)
 			over--
 			continue

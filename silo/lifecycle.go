@@ -15,6 +15,7 @@ import (
 // restart, stop, deactivation, removal, and the backlog bookkeeping.
 
 func (p *partition) beginDeactivate(w *worker, a *act) bool {
+	why := a.deactReason()
 	a.setDeactWant(false)
 	_ = a.Transition(activation.Deactivating)
 	p.stopTimers(a)
@@ -43,6 +44,7 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	x.mu.Lock()
 	x.closing = true // before the hook's turn begins: its StartTimer sees it
 	x.mu.Unlock()
+	x.deactReason = why
 	ctx, end := context.WithCancelCause(p.s.base)
 	x.deactCtx, x.deactEnd = ctx, end
 	x.deactTimer = p.s.after(p.s.cfg.DeactivationTimeout+p.s.cfg.HandoffThreshold, func() {
@@ -269,7 +271,7 @@ func (p *partition) afterMessage(a *act, res *turnResult) bool {
 		}
 	}
 	if deact {
-		a.setDeactWant(true)
+		a.wantDeactivate(grain.DeactivationRequested)
 	}
 	return true
 }
@@ -410,7 +412,8 @@ func (p *partition) stoppedAhead(env *queues.Envelope) bool {
 func (p *partition) halt(a *act) {
 	a.setStopping(true)
 	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
-	a.setDeactWant(true)
+	a.setDeactWant(false) // a stop is the reason, whatever asked before it
+	a.wantDeactivate(grain.DeactivationStopped)
 	p.makeReady(a)
 }
 

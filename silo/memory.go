@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
 )
 
@@ -266,7 +267,7 @@ func (p *partition) shed(ppm int) {
 			}
 			atCut--
 		}
-		a.setDeactWant(true)
+		a.wantDeactivate(grain.DeactivationMemoryPressure)
 		p.makeReady(a)
 		shed++
 		return shed < want

@@ -1,0 +1,58 @@
+package grain
+
+import "strconv"
+
+// DeactivationReason says why a grain is being deactivated, as Orleans'
+// DeactivationReason does: what Context.DeactivationReason reports during
+// OnDeactivate, where a grain may save differently when it is shed under
+// memory pressure than when the silo shuts down, or count why its kind's
+// grains go.
+type DeactivationReason uint8
+
+// The reasons a grain can be deactivated.
+const (
+	DeactivationNone           DeactivationReason = iota // not deactivating: a turn other than OnDeactivate
+	DeactivationIdle                                     // idle for its kind's idle timeout
+	DeactivationRequested                                // the grain's DeactivateOnIdle, or silo.Deactivate
+	DeactivationEvicted                                  // the activation cap (Config.MaxActivations) made room
+	DeactivationMemoryPressure                           // shed while memory ran short (Config.MemoryLimit)
+	DeactivationStopped                                  // silo.Stop, or its supervision policy's Stop
+	DeactivationShutdown                                 // the silo is shutting down
+	numDeactivationReasons
+)
+
+var deactivationNames = [...]string{
+	DeactivationNone:           "none",
+	DeactivationIdle:           "idle",
+	DeactivationRequested:      "requested",
+	DeactivationEvicted:        "evicted",
+	DeactivationMemoryPressure: "memory pressure",
+	DeactivationStopped:        "stopped",
+	DeactivationShutdown:       "shutdown",
+}
+
+func (r DeactivationReason) String() string {
+	if r < numDeactivationReasons {
+		return deactivationNames[r]
+	}
+	return "DeactivationReason(" + strconv.Itoa(int(r)) + ")"
+}
+
+// deactivationReasoner is what a Self that knows why its grain deactivates
+// has besides: the silo's does; a test double may.
+type deactivationReasoner interface {
+	DeactivationReason() DeactivationReason
+}
+
+// DeactivationReason reports why the grain is being deactivated, during
+// OnDeactivate; DeactivationNone in any other turn, or when the Self behind
+// c does not say (a test double without a DeactivationReason method).
+func (c *Context) DeactivationReason() DeactivationReason {
+	if c == nil || c.self == nil {
+		return DeactivationNone
+	}
+	if r, ok := c.self.(deactivationReasoner); ok {
+		return r.DeactivationReason()
+	}
+	return DeactivationNone
+}
