@@ -28,9 +28,9 @@ import (
 // the heap has grown past the limit since the last one, it asks for a GC
 // rather than wait for the heap to double (GOGC) before it hears of it.
 
-// DefaultShedTarget is the share of Config.MemoryLimit that shedding aims
+// ShedTargetPercent is the share of Config.MemoryLimit that shedding aims
 // to bring memory down to, in percent.
-const DefaultShedTarget = 90
+const ShedTargetPercent = 90
 
 // MemoryGauge reports the memory in use, in bytes, that Config.MemoryLimit
 // is held to. The silo calls MemoryInUse once an idle tick, on a goroutine
@@ -129,7 +129,7 @@ func (s *Silo) shedShare() int {
 		s.log(slog.LevelWarn, "granary: memory above Config.MemoryLimit: shedding idle activations", "in_use", used, "limit", limit)
 		st.shedding = true
 	}
-	target := limit/100*DefaultShedTarget + limit%100*DefaultShedTarget/100 // exact for small limits, no overflow for large
+	target := limit/100*ShedTargetPercent + limit%100*ShedTargetPercent/100 // exact for small limits, no overflow for large
 	hi, lo := bits.Mul64(used-target, 1_000_000)
 	ppm, _ := bits.Div64(hi, lo, used) // (used-target)/used < 1: no overflow
 	return int(ppm) + 1                // rounded up: shed at least one
