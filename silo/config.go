@@ -108,7 +108,7 @@ type Config struct {
 	// (Orleans' activation shedding): at each idle tick, while the memory
 	// MemoryGauge reports is above MemoryLimit bytes, every partition
 	// deactivates the share of its activations that would bring it down to
-	// ShedTargetPercent percent of the limit if memory were spread evenly
+	// ShedTargetPercent of the limit if memory were spread evenly
 	// over them — idle-collectable grains only, those nearest their idle
 	// deadline first (for one idle timeout, the least recently active).
 	// Grains that never go idle (an idle timeout < 0), busy grains, grains
