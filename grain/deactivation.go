@@ -21,6 +21,10 @@ const (
 	numDeactivationReasons
 )
 
+// NumDeactivationReasons is the number of defined deactivation reasons, for
+// tables indexed by DeactivationReason.
+const NumDeactivationReasons = int(numDeactivationReasons)
+
 var deactivationNames = [...]string{
 	DeactivationNone:           "none",
 	DeactivationIdle:           "idle",

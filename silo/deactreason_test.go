@@ -117,4 +117,10 @@ func TestOnDeactivateKnowsWhy(t *testing.T) {
 	for _, r := range rest {
 		assert.Equal(t, grain.DeactivationShutdown, r)
 	}
+	// Stats counts them by reason too.
+	assert.Equal(t, map[grain.DeactivationReason]uint64{
+		grain.DeactivationRequested: 2, grain.DeactivationStopped: 2, grain.DeactivationIdle: 1,
+		grain.DeactivationEvicted: 1, grain.DeactivationMemoryPressure: shed,
+		grain.DeactivationShutdown: uint64(len(rest)),
+	}, s.Stats().Deactivations)
 }

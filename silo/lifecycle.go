@@ -16,6 +16,7 @@ import (
 
 func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	why := a.deactReason()
+	p.s.deacts[why].Add(1)
 	a.setDeactWant(false)
 	_ = a.Transition(activation.Deactivating)
 	p.stopTimers(a)

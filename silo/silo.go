@@ -78,6 +78,7 @@ type Silo struct {
 	stops     atomic.Uint64
 	slowTurns atomic.Uint64
 	shedCount atomic.Uint64
+	deacts    [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
 	shed      shedState      // the idle ticker's
 	gcRuns    sync.WaitGroup // GCs the ticker asked for (memory.go)
 }

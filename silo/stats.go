@@ -32,15 +32,20 @@ type Stats struct {
 	// Config.HandoffThreshold without calling out (each is also logged at
 	// Warn, with the grain and a lower bound of its duration).
 	SlowTurns uint64
-	// Shed counts activations deactivated under memory pressure
-	// (Config.MemoryLimit).
+	// Shed counts activations chosen to deactivate under memory pressure
+	// (Config.MemoryLimit), as they are chosen.
 	Shed uint64
+	// Deactivations counts deactivations by why they happened (the reason
+	// OnDeactivate sees), as each begins: idle collection, requests,
+	// evictions, shedding, stops, shutdown. A grain whose activation failed
+	// or that restarts is not deactivated.
+	Deactivations map[grain.DeactivationReason]uint64
 }
 
 // Stats returns a snapshot of the silo's counters. Safe for concurrent use.
 func (s *Silo) Stats() Stats {
 	if s.made() != nil {
-		return Stats{Activations: map[string]int{}, DeadLetters: map[grain.Reason]uint64{}}
+		return Stats{Activations: map[string]int{}, DeadLetters: map[grain.Reason]uint64{}, Deactivations: map[grain.DeactivationReason]uint64{}}
 	}
 	if s.state.Load() == stateNew { // Register may be writing kinds
 		s.mu.Lock()
@@ -51,6 +56,7 @@ func (s *Silo) Stats() Stats {
 		QueueDepth:      make([]int, len(s.parts)),
 		Backlog:         make([]int, len(s.parts)),
 		DeadLetters:     make(map[grain.Reason]uint64),
+		Deactivations:   make(map[grain.DeactivationReason]uint64),
 		DeadLetterDrops: s.dead.drops.Load(),
 		Restarts:        s.restarts.Load(),
 		Stops:           s.stops.Load(),
@@ -69,6 +75,11 @@ func (s *Silo) Stats() Stats {
 	for r := range s.dead.counts {
 		if n := s.dead.counts[r].Load(); n > 0 {
 			st.DeadLetters[grain.Reason(r)] = n
+		}
+	}
+	for r := range s.deacts {
+		if n := s.deacts[r].Load(); n > 0 {
+			st.Deactivations[grain.DeactivationReason(r)] = n
 		}
 	}
 	return st
