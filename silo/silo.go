@@ -79,8 +79,8 @@ type Silo struct {
 	slowTurns atomic.Uint64
 	shedCount atomic.Uint64
 	deacts    [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
-	shed      shedState      // the idle ticker's
-	gcRuns    sync.WaitGroup // GCs the ticker asked for (memory.go)
+	shed      shedState                                   // the idle ticker's
+	gcRuns    sync.WaitGroup                              // GCs the ticker asked for (memory.go)
 }
 
 // New returns a silo configured by cfg, or an error wrapping
