@@ -3,7 +3,10 @@
 // A program creates a silo with New, registers grain kinds with Register,
 // calls Start, and then talks to grains by identity with Tell (one-way) and
 // Call (typed request/reply). Grains are activated on their first message and
-// deactivated when idle; callers never create or destroy one.
+// deactivated when idle — or sooner, when a cap on their number
+// (Config.MaxActivations) or on the memory they hold (Config.MemoryLimit)
+// calls for it; callers never create or destroy one, and OnDeactivate learns
+// why it runs (grain.Context.DeactivationReason).
 //
 // # Execution model
 //
