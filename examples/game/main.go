@@ -108,8 +108,18 @@ func (s summary) String() string {
 	for _, n := range s.Stats.Activations {
 		active += n
 	}
-	fmt.Fprintf(&b, "\nsilo: %d activations at the end, %d turns, %d handoffs, %d dead letters\n",
+	fmt.Fprintf(&b, "\nsilo: %d activations at the end, %d turns, %d handoffs, %d dead letters",
 		active, s.Stats.Handled, s.Stats.Handoffs, s.DeadLetters)
+	b.WriteString("; deactivations by reason:")
+	for r := range grain.DeactivationReason(grain.NumDeactivationReasons) {
+		if n := s.Stats.Deactivations[r]; n > 0 {
+			fmt.Fprintf(&b, " %v %d", r, n)
+		}
+	}
+	if len(s.Stats.Deactivations) == 0 {
+		b.WriteString(" none")
+	}
+	b.WriteString("\n")
 	b.WriteString("message turns by kind:")
 	for i, k := range s.Turns {
 		if i > 0 {

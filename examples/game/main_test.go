@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/granary-go/granary/grain"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -29,6 +31,12 @@ func TestSimulationBalancesItsBooks(t *testing.T) {
 	}
 	assert.Len(t, sum.Turns, 4)
 	assert.LessOrEqual(t, uint64(turns), sum.Stats.Handled, "message turns are among the turns the silo counts")
+	// A match deactivates itself once played: the only deactivations
+	// before the shutdown, and at most one a match.
+	requested := sum.Stats.Deactivations[grain.DeactivationRequested]
+	assert.Positive(t, requested)
+	assert.LessOrEqual(t, requested, uint64(sum.Matches))
+	assert.Len(t, sum.Stats.Deactivations, 1)
 }
 
 func TestHTTP(t *testing.T) {
