@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 	"github.com/granary-go/granary/silo"
@@ -253,4 +255,68 @@ func BenchmarkTellFromTurn(b *testing.B) {
 		b.Fatal(err)
 	}
 	<-bl.done
+}
+
+// BenchmarkShed: the idle tick of a partition of 100,000 grains under
+// memory pressure, which sheds a tenth of them — the two passes over its
+// idle wheel and the choice of the grains; their deactivations run after
+// it, untimed, and the grains are brought back between ticks — against
+// the same tick with memory within the limit (/none).
+func BenchmarkShed(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		used uint64
+	}{{"none", 0}, {"tenth", 1001}} { // 1001 against a limit of 1000: (1001-900)/1001 of the grains
+		b.Run(bc.name, func(b *testing.B) { benchShed(b, bc.used) })
+	}
+}
+
+func benchShed(b *testing.B, over uint64) {
+	const grains = 100_000
+	var used atomic.Uint64
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := silo.New(silo.Config{
+		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: time.Second,
+		MemoryLimit: 1000, MemoryGauge: silo.MemoryGaugeFunc(used.Load),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	newGrain := func(grain.ID) *benchGrain { return &benchGrain{} }
+	if err := silo.Register(s, "b", newGrain); err != nil {
+		b.Fatal(err)
+	}
+	if err := silo.Register(s, "pinned", newGrain, silo.WithIdleTimeout(-1)); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ctx := context.Background()
+	barrier := func() { // handled after the tick: the owner drains control items first
+		if _, err := s.Ask(ctx, grain.NewID("pinned", "barrier"), 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	fill := func() { // activates the grains shed, touches the rest
+		for i := range grains {
+			if err := tellRetry(ctx, s, grain.NewIntID("b", int64(i)), incrMsg); err != nil {
+				b.Fatal(err)
+			}
+		}
+		barrier()
+	}
+	fill()
+	b.ReportAllocs()
+	for b.Loop() {
+		used.Store(over)
+		clk.Advance(time.Second)
+		barrier()
+		b.StopTimer()
+		used.Store(0)
+		fill()
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(s.Stats().Shed)/float64(b.N), "shed/op")
 }
