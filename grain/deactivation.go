@@ -6,7 +6,7 @@ import "strconv"
 // DeactivationReason does: what Context.DeactivationReason reports during
 // OnDeactivate, where a grain may save differently when it is shed under
 // memory pressure than when the silo shuts down, or count why its kind's
-// grains go.
+// grains go. It is a value: safe for concurrent use.
 type DeactivationReason uint8
 
 // The reasons a grain can be deactivated.

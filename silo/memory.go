@@ -34,9 +34,10 @@ const ShedTargetPercent = 90
 
 // MemoryGauge reports the memory in use, in bytes, that Config.MemoryLimit
 // is held to. The silo calls MemoryInUse once an idle tick, on a goroutine
-// of its own; it should return at once — one that blocks holds up the idle
-// ticks, and so idle collection, until it returns. One that panics gives no
-// reading that tick (logged at Error).
+// of its own, never two calls at once (an implementation needs no lock of
+// its own for the silo's sake); it should return at once — one that blocks
+// holds up the idle ticks, and so idle collection, until it returns. One
+// that panics gives no reading that tick (logged at Error).
 type MemoryGauge interface {
 	MemoryInUse() uint64
 }
