@@ -80,6 +80,14 @@ type shedState struct {
 	shedding bool       // the last look found memory above the limit
 	looked   uint64     // the default gauge's GC count at the last look
 	gcAsked  bool       // a GC the silo asked for has not ended
+	// A shed decided at the last look, and Stats().Shed then: if the next
+	// look finds nothing shed since, shedding is futile for now (every
+	// grain left busy, kept alive or pinned), and the silo asks for no more
+	// GCs — a GC every other tick would free nothing of its — until memory
+	// is back within the limit or a shed takes something again.
+	decided bool
+	shedAt  uint64
+	futile  bool
 }
 
 // shedShare reads the gauge and returns the share of activations each
@@ -107,12 +115,15 @@ func (s *Silo) shedShare() int {
 		// would otherwise wait on for as long as the heap takes to double),
 		// if there is anything to shed, and decide at a later tick.
 		if r.gcs == st.looked {
-			if !st.gcAsked && s.anySheddable() {
+			if !st.gcAsked && !st.futile && s.anySheddable() {
 				st.gcAsked = s.askGC()
 			}
 			return 0
 		}
 		st.looked = r.gcs
+		if st.decided {
+			st.futile = s.shedCount.Load() == st.shedAt
+		}
 		used = r.live
 	} else {
 		var ok bool
@@ -130,6 +141,7 @@ func (s *Silo) shedShare() int {
 		s.log(slog.LevelWarn, "granary: memory above Config.MemoryLimit: shedding idle activations", "in_use", used, "limit", limit)
 		st.shedding = true
 	}
+	st.decided, st.shedAt = true, s.shedCount.Load()
 	target := limit/100*ShedTargetPercent + limit%100*ShedTargetPercent/100 // exact for small limits, no overflow for large
 	hi, lo := bits.Mul64(used-target, 1_000_000)
 	ppm, _ := bits.Div64(hi, lo, used) // (used-target)/used < 1: no overflow
@@ -138,6 +150,7 @@ func (s *Silo) shedShare() int {
 
 // endShortage notes that memory is within the limit. s.shed.mu held.
 func (s *Silo) endShortage(used, limit uint64) {
+	s.shed.decided, s.shed.futile = false, false
 	if s.shed.shedding {
 		s.shed.shedding = false
 		s.log(slog.LevelInfo, "granary: memory back within Config.MemoryLimit", "in_use", used, "limit", limit)

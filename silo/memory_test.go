@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -200,6 +201,39 @@ func TestAsksForAGCWhenTheHeapPassesTheLimit(t *testing.T) {
 		idleTickNow(t, s, clk)
 		return s.Stats().Shed > 0
 	}, 10*time.Second, time.Millisecond, "no GC but the silo's can show the heap live")
+}
+
+// When shedding takes nothing — every grain kept alive — the silo stops
+// asking for GCs that would free nothing of its, until a shed can take
+// something again.
+func TestAsksForNoGCWhileSheddingIsFutile(t *testing.T) {
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	const grains, each = 24, 1 << 20
+	s, clk, _ := memSilo(t, 8<<20, nil)
+	ctx := ctxT(t)
+	for i := range grains {
+		id := grain.NewIntID("tenant", int64(i))
+		_, err := s.Ask(ctx, id, ballast(each))
+		require.NoError(t, err)
+		_, err = s.Ask(ctx, id, keepFor(time.Hour))
+		require.NoError(t, err)
+	}
+	for range 2 { // two decisions on fresh figures: the second finds the first took nothing
+		runtime.GC()
+		idleTickNow(t, s, clk)
+	}
+	gcs := func() uint64 {
+		m := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+		metrics.Read(m)
+		return m[0].Value.Uint64()
+	}
+	before := gcs()
+	for range 10 {
+		idleTickNow(t, s, clk)
+	}
+	require.NoError(t, s.Close()) // waits for any GC the silo asked for
+	assert.Equal(t, before, gcs(), "no GC asked for while nothing can be shed")
+	assert.Zero(t, s.Stats().Shed)
 }
 
 // A gauge that panics gives no reading: nothing is shed, it is logged, and
