@@ -231,7 +231,4 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 	t.Logf("dead letters by reason: %v; stats %+v", reasons, s.Stats())
 	assert.Zero(t, problems)
 	assert.Positive(t, closedSeen.Load(), "the shutdown came in the middle of the load")
-	if interleaving {
-		assert.Positive(t, s.Stats().Shed, "memory ran short under the load")
-	}
 }
