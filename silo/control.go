@@ -27,6 +27,7 @@ const (
 	opDeactTimeout                  // an OnDeactivate overran its timeout
 	opWaiting                       // a turn of an interleaving grain began waiting in a call
 	opDrain                         // Shutdown: the silo has settled; deactivate everything
+	opList                          // Silo.ActiveGrains: report the directory's identities
 )
 
 type ctl struct {
@@ -36,6 +37,7 @@ type ctl struct {
 	tm    *grainTimer
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
 	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick: the share to shed, in ppm (memory.go)
+	list  *listing        // opList (list.go)
 }
 
 type mode uint8
@@ -61,6 +63,8 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.finish(c.a, &c.res, first)
 	case opIdleTick:
 		p.collectIdle(c.ahead)
+	case opList:
+		p.list(c.list)
 	case opRestart:
 		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a && c.a.State() == activation.Backoff {
 			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/granary-go/granary/grain"
@@ -13,8 +14,9 @@ import (
 )
 
 // handler is the game's HTTP API over a silo: a thin layer, since each
-// player is already a grain reached by its name. GET /metrics reports the
-// meter's counts of turns by kind.
+// player is already a grain reached by its name. GET /players lists the
+// players active now; GET /metrics reports the meter's counts of turns by
+// kind.
 func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 	mux := http.NewServeMux()
 	call := func(w http.ResponseWriter, r *http.Request, id grain.ID, msg any) {
@@ -52,6 +54,22 @@ func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 			return
 		}
 		http.Error(w, "bad player name", http.StatusBadRequest)
+	})
+	mux.HandleFunc("GET /players", func(w http.ResponseWriter, r *http.Request) {
+		// Who is on line: the player grains active now (an operator's
+		// view; a player is reached by name, never looked up in a list).
+		ids, err := s.ActiveGrains(r.Context(), kindPlayer)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		names := make([]string, len(ids))
+		for i, id := range ids {
+			names[i] = id.Key()
+		}
+		slices.Sort(names)
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(names)
 	})
 	mux.HandleFunc("GET /leaderboard", func(w http.ResponseWriter, r *http.Request) {
 		call(w, r, grain.NewID(kindLeaderboard, "global"), Top{N: 10})

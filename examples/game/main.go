@@ -11,6 +11,7 @@
 //	go run ./examples/game -http localhost:8080
 //	curl -X POST localhost:8080/players/alice/join
 //	curl localhost:8080/players/alice
+//	curl localhost:8080/players
 //	curl localhost:8080/leaderboard
 //	curl localhost:8080/metrics
 package main

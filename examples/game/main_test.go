@@ -78,6 +78,9 @@ func TestHTTP(t *testing.T) {
 	var st PlayerStats
 	require.Equal(t, http.StatusOK, get("/players/carol", &st), "a player exists as soon as it is named")
 	assert.Equal(t, 1000, st.Rating)
+	var online []string
+	require.Equal(t, http.StatusOK, get("/players", &online))
+	assert.Equal(t, []string{"alice", "bob", "carol"}, online)
 	var turns []KindTurns
 	require.Equal(t, http.StatusOK, get("/metrics", &turns))
 	require.Len(t, turns, 4)
