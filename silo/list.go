@@ -13,7 +13,8 @@ import (
 // a grain may activate or go the moment after its partition was read. Each
 // partition's owner reads its own directory, between turns, so it costs no
 // lock on the message path, and ActiveGrains waits for them all, or until
-// ctx ends.
+// ctx ends. Called from a turn, it lets the turn's partition go on with
+// other grains meanwhile, as a call does.
 //
 // This is Orleans' management GetActiveGrains and Akka's shard region
 // state: for operators, dashboards and broadcasts ("tell every player on
@@ -48,6 +49,12 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 	for i, p := range s.parts {
 		replies[i] = make(chan []grain.ID, 1) // the owner never waits on it
 		p.q.PushControl(ctl{op: opList, list: &listing{kind: kind, reply: replies[i]}})
+	}
+	if ti := turnFrom(ctx); ti != nil {
+		// Called from a turn, whose partition's owner is this goroutine:
+		// hand the partition off now, as a call does, rather than wait
+		// for the watchdog to (it answers the request too).
+		ti.w.detach()
 	}
 	var ids []grain.ID
 	for i, p := range s.parts {

@@ -79,3 +79,25 @@ func TestActiveGrainsRefusesWhatItCannotAnswer(t *testing.T) {
 	_, err = zero.ActiveGrains(ctx, "")
 	require.Error(t, err)
 }
+
+// lister lists its silo's grains from its turn.
+type lister struct{ s *silo.Silo }
+
+func (l *lister) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	ids, err := l.s.ActiveGrains(ctx, "lister")
+	return len(ids), err
+}
+
+// From a turn, ActiveGrains hands the turn's partition off at once, as a
+// call does: with a watchdog that would wait an hour, the partition's own
+// answer still comes.
+func TestActiveGrainsFromATurn(t *testing.T) {
+	var s *silo.Silo
+	s = newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s2 *silo.Silo) {
+		require.NoError(t, silo.Register(s2, "lister", func(grain.ID) *lister { return &lister{s: s} }))
+	})
+	ctx := ctxT(t)
+	n, err := silo.Call[int](ctx, s, grain.NewID("lister", "a"), "list")
+	require.NoError(t, err)
+	assert.Equal(t, 1, n)
+}
