@@ -33,6 +33,7 @@ type kind struct {
 	mayInterleave  func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
 	factory        func(grain.ID) grain.Grain
 	idleTimeout    time.Duration // < 0: never
+	callTimeout    time.Duration // bounds a call to the kind whose ctx has no deadline
 	sup            activation.Supervision
 	maxBacklog     int
 	overflow       Overflow
@@ -60,6 +61,13 @@ type KindOption func(*kind)
 // default); a negative d keeps its grains active until evicted or shut down.
 // Register refuses d = 0, which could mean either.
 func WithIdleTimeout(d time.Duration) KindOption { return func(k *kind) { k.idleTimeout = d } }
+
+// WithCallTimeout bounds a call to the kind's grains whose ctx has no
+// deadline (Config.CallTimeout by default), as Orleans' [ResponseTimeout]
+// does for an interface: a kind whose work is long (a report) or one whose
+// callers should give up sooner. A ctx's own deadline always wins. Register
+// refuses d <= 0.
+func WithCallTimeout(d time.Duration) KindOption { return func(k *kind) { k.callTimeout = d } }
 
 // WithSupervision sets the kind's failure policy; its zero fields take the
 // silo's Config.Supervision values.
@@ -159,6 +167,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		s:           s,
 		name:        name,
 		idleTimeout: s.cfg.IdleTimeout,
+		callTimeout: s.cfg.CallTimeout,
 		sup:         s.cfg.Supervision,
 		maxBacklog:  s.cfg.MaxBacklog,
 		filters:     slices.Clip(s.cfg.Filters), // a kind's WithFilters appends to a copy
@@ -186,6 +195,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	if k.overflow > DropOldest {
 		return fmt.Errorf("%w: kind %q overflow policy %d (RejectNewest or DropOldest)", grain.ErrInvalidConfig, name, k.overflow)
+	}
+	if k.callTimeout <= 0 { // only an option sets it so: the silo's default is positive
+		return fmt.Errorf("%w: kind %q call timeout %v", grain.ErrInvalidConfig, name, k.callTimeout)
 	}
 	if k.idleTimeout == 0 { // only an option sets it so: the silo's default is positive
 		return fmt.Errorf("%w: kind %q idle timeout 0 (negative keeps its grains active)", grain.ErrInvalidConfig, name)

@@ -63,8 +63,9 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // Ask sends msg to the grain id and waits for the reply: the value and error
 // its handler returned, a *grain.PanicError if it panicked, or an error
 // naming why the message became a dead letter. It waits at most until ctx is
-// done; with no deadline on ctx, Config.CallTimeout applies. A timeout is
-// reported as a *grain.TimeoutError, and the message is never resent; if
+// done; with no deadline on ctx, Config.CallTimeout applies (or the kind's
+// WithCallTimeout). A timeout is reported as a *grain.TimeoutError, and the
+// message is never resent; if
 // its turn had not begun when the caller gave up, it is not run either, but
 // dropped as a dead letter with reason expired. The handler's ctx carries
 // ctx's values (a trace id, say) and ends when the caller stops waiting.
@@ -168,7 +169,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	// its caller yielded pays for no timer (a round trip 800 → 630 ns).
 	var expired <-chan time.Time
 	if _, ok := ctx.Deadline(); !ok {
-		t := s.timer(s.cfg.CallTimeout)
+		t := s.timer(k.callTimeout)
 		defer s.timers.Put(t)
 		defer t.Stop()
 		expired = t.C
@@ -195,7 +196,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 // errDefaultTimeout is the cause of a call that timed out at the silo's
 // default: a deadline too, so it matches context.DeadlineExceeded, as the
 // handler's ctx then reports it.
-var errDefaultTimeout = fmt.Errorf("granary: default call timeout (Config.CallTimeout): %w", context.DeadlineExceeded)
+var errDefaultTimeout = fmt.Errorf("granary: default call timeout (Config.CallTimeout, or the kind's WithCallTimeout): %w", context.DeadlineExceeded)
 
 // answered ends an ask that has its reply: the reply channel goes back to
 // the pool (nothing will send on it again), and the handler's ctx is over.

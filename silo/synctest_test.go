@@ -103,3 +103,36 @@ func TestSynctestCallTimeoutAndTimers(t *testing.T) {
 		require.EqualValues(t, 10, ticks.Load())
 	})
 }
+
+// A kind's WithCallTimeout bounds the calls to it whose ctx has no deadline,
+// in place of Config.CallTimeout; a ctx's own deadline still wins.
+func TestSynctestKindCallTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := silo.New(silo.Config{CallTimeout: time.Hour})
+		require.NoError(t, err)
+		newSleeper := func(grain.ID) *sleeper { return &sleeper{make(chan time.Time, 16), new(atomic.Int32)} }
+		require.NoError(t, silo.Register(s, "report", newSleeper, silo.WithCallTimeout(5*time.Minute)))
+		require.NoError(t, silo.Register(s, "plain", newSleeper))
+		require.NoError(t, s.Start())
+		t.Cleanup(func() { require.NoError(t, s.Shutdown(context.Background())) })
+
+		for kind, want := range map[string]time.Duration{"report": 5 * time.Minute, "plain": time.Hour} {
+			start := time.Now()
+			_, err = s.Ask(context.Background(), grain.NewID(kind, "r"), waitForCtx{})
+			require.ErrorIs(t, err, context.DeadlineExceeded, kind)
+			require.Equal(t, want, time.Since(start), kind)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		start := time.Now()
+		_, err = s.Ask(ctx, grain.NewID("report", "r"), waitForCtx{})
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, 10*time.Minute, time.Since(start), "the ctx's deadline, longer than the kind's, wins")
+
+		for _, d := range []time.Duration{0, -time.Second} {
+			s2, err := silo.New(silo.Config{})
+			require.NoError(t, err)
+			require.ErrorIs(t, silo.Register(s2, "bad", newSleeper, silo.WithCallTimeout(d)), grain.ErrInvalidConfig)
+		}
+	})
+}
