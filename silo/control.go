@@ -123,6 +123,14 @@ func (p *partition) control(w *worker, c ctl) bool {
 	return true
 }
 
+// unoccupied reports whether only time keeps a active: it is active,
+// runs no turn, has nothing waiting and is not on its way out already.
+// Idle collection takes such a grain at its deadline, shedding before it
+// (memory.go); either leaves one kept by DelayDeactivation.
+func unoccupied(a *act) bool {
+	return a.State() == activation.Active && !a.busy() && a.Mailbox.Len() == 0 && !a.wantsDeactivate()
+}
+
 // collectIdle deactivates the grains whose idle deadline passed.
 func (p *partition) collectIdle(shedPPM int) {
 	p.now = p.s.since()
@@ -134,7 +142,7 @@ func (p *partition) collectIdle(shedPPM int) {
 	for _, e := range exp {
 		a := e.Value
 		switch {
-		case a.State() != activation.Active || a.busy() || a.Mailbox.Len() > 0 || a.wantsDeactivate():
+		case !unoccupied(a):
 			p.touch(a)
 		case a.keepUntil() > p.now:
 			p.wheel.Touch(&a.idle, a.keepUntil())

@@ -7,7 +7,6 @@ import (
 	"runtime/metrics"
 	"sync"
 
-	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
 )
@@ -289,9 +288,6 @@ func (p *partition) shed(ppm int) {
 	p.s.shedCount.Add(uint64(shed))
 }
 
-// sheddable reports whether idle collection could take a now: what
-// collectIdle's expiry checks, less the deadline.
-func (p *partition) sheddable(a *act) bool {
-	return a.State() == activation.Active && !a.busy() && a.Mailbox.Len() == 0 &&
-		!a.wantsDeactivate() && a.keepUntil() <= p.now
-}
+// sheddable reports whether idle collection could take a now, deadline
+// aside: unoccupied, and not kept by DelayDeactivation.
+func (p *partition) sheddable(a *act) bool { return unoccupied(a) && a.keepUntil() <= p.now }
