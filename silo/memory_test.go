@@ -119,6 +119,10 @@ func TestShedsTheLeastRecentlyActiveUnderMemoryPressure(t *testing.T) {
 	idleTickNow(t, s, clk)
 	require.EqualValues(t, 4, s.Stats().Shed)
 	assert.ElementsMatch(t, []string{"t0", "t1", "t2", "t3"}, []string{<-gone, <-gone, <-gone, <-gone})
+	// A barrier: the last OnDeactivate has returned and its grain is gone
+	// from the directory (its hook reports before that).
+	_, err := s.Ask(ctx, grain.NewID("pinned", "barrier"), "sync")
+	require.NoError(t, err)
 	assert.Equal(t, 6, s.Stats().Activations["tenant"])
 
 	used.Store(950)
