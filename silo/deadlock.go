@@ -122,11 +122,17 @@ func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target gra
 }
 
 // recordsWaits reports whether id's kind is in the graph: a reentrant
-// grain lets asks in while its turns wait, so it never closes a deadlock.
+// grain lets asks in while its turns wait, so it never closes a deadlock;
+// a stateless worker's activations share an identity, which the graph
+// cannot tell apart.
 func (s *Silo) recordsWaits(id grain.ID) bool {
 	k := s.kinds[id.Kind()]
-	return k != nil && !k.reentrant
+	return k != nil && k.inWaitGraph()
 }
+
+// inWaitGraph reports whether the waits of k's turns are edges of the
+// graph (see recordsWaits).
+func (k *kind) inWaitGraph() bool { return !k.reentrant && k.workers <= 1 }
 
 // waitsOf returns the shard holding the edge of the grain whose hash is h:
 // its partition's.

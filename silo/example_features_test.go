@@ -541,3 +541,41 @@ func ExampleConfig_memoryLimit() {
 	// Output:
 	// shed: [draft memo] left: 3
 }
+
+// WithStatelessWorker lets one identity run on several activations at
+// once — here a price calculator every checkout asks, which keeps no state
+// of its own and would otherwise serve them one after another.
+func ExampleWithStatelessWorker() {
+	s, _ := silo.New(silo.Config{Partitions: 4})
+	_ = silo.Register(s, "pricer", func(grain.ID) grain.Func {
+		return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+			qty := msg.(int)
+			return qty * 250, nil // cents
+		}
+	}, silo.WithStatelessWorker(2)) // up to two activations of an identity
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	pricer := grain.NewID("pricer", "eu")
+	var total atomic.Int64
+	done := make(chan struct{})
+	for qty := range 100 {
+		go func() {
+			cents, _ := silo.Call[int](ctx, s, pricer, qty)
+			total.Add(int64(cents))
+			done <- struct{}{}
+		}()
+	}
+	for range 100 {
+		<-done
+	}
+	ids, _ := s.ActiveGrains(ctx, "pricer")
+	fmt.Println("total:", total.Load())
+	fmt.Println("identities:", ids)
+	fmt.Println("at most two activations:", s.Stats().Activations["pricer"] <= 2)
+	// Output:
+	// total: 1237500
+	// identities: [pricer/eu]
+	// at most two activations: true
+}

@@ -31,6 +31,7 @@ type kind struct {
 	s              *Silo
 	name           string
 	mayInterleave  func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
+	workers        int                // WithStatelessWorker: activations an identity may have; 1 for a plain kind (read by a send too)
 	factory        func(grain.ID) grain.Grain
 	idleTimeout    time.Duration // < 0: never
 	callTimeout    time.Duration // bounds a call to the kind whose ctx has no deadline
@@ -138,6 +139,42 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 	}
 }
 
+// WithStatelessWorker makes the kind a stateless worker, as Orleans'
+// [StatelessWorker] does: an identity of the kind may have up to n
+// activations at once, each in a partition of its own, so that messages to
+// one identity — a validator, a price calculator, a fan-out router — run up
+// to n at a time instead of one after another. n = 0 means one per
+// partition (Config.Partitions, by default one per core: Orleans' default);
+// a larger n is capped there. Register refuses n < 0.
+//
+// A message goes to one of the activations: of two of them chosen at
+// random, the one whose partition is less loaded (parked waiting for work,
+// or with fewer messages waiting behind busy grains). Activations are made
+// on the first message that picks them and go idle as any grain's do, so
+// an identity that gets little traffic keeps few. Each activation is a
+// grain of its own, built by the factory with the same identity: one turn
+// at a time each, its own timers, its own supervision (one that fails too
+// often is quarantined alone). So keep in it no state that must be single —
+// a cache is fine, a balance is not. A message a grain sends to itself may
+// reach another activation. Deactivate and Stop reach them all;
+// ActiveGrains lists the identity once. A call chain may not come back to a
+// stateless worker's identity (ErrCallCycle), as to any grain's, and its
+// waits are not in the deadlock check's graph: a cycle through one fails at
+// its call timeout. Stateless workers are always activated in the silo
+// that sends to them.
+func WithStatelessWorker(n int) KindOption {
+	return func(k *kind) {
+		if n < 0 {
+			k.optErr = fmt.Errorf("%w: kind %q: WithStatelessWorker(%d)", grain.ErrInvalidConfig, k.name, n)
+			return
+		}
+		k.workers = n
+		if n == 0 || n > len(k.s.parts) {
+			k.workers = len(k.s.parts)
+		}
+	}
+}
+
 // WithTimerKeepAlive makes timer ticks count as activity for idle
 // deactivation (by default they do not, as in Orleans).
 func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive = true } }
@@ -170,6 +207,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		callTimeout: s.cfg.CallTimeout,
 		sup:         s.cfg.Supervision,
 		maxBacklog:  s.cfg.MaxBacklog,
+		workers:     1,
 		filters:     slices.Clip(s.cfg.Filters), // a kind's WithFilters appends to a copy
 	}
 	k.factory = func(id grain.ID) grain.Grain {

@@ -71,7 +71,7 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 			return nil, context.Cause(ctx)
 		}
 	}
-	return ids, nil
+	return s.dedupeWorkers(ids), nil
 }
 
 // listing is an ActiveGrains request to one partition.

@@ -37,12 +37,20 @@ func (s *Silo) Stop(ctx context.Context, id grain.ID) error {
 // request sends a system message for id on its partition's control lane,
 // which the owner reads before any user message.
 func (s *Silo) request(ctx context.Context, id grain.ID, op ctlOp) error {
-	p, _, h, err := s.admit(ctx, id, op)
+	p, k, h, err := s.admit(ctx, id, op)
 	if err != nil {
 		return err
 	}
-	p.q.PushControlAt(func(ahead int) ctl {
+	mk := func(ahead int) ctl {
 		return ctl{op: op, first: queues.Envelope{Target: id, Hash: h}, ahead: ahead}
-	})
+	}
+	if k.workers > 1 { // every activation of a stateless worker
+		base := s.locator.LocateHash(h).Partition
+		for i := range k.workers {
+			s.workerPart(base, i).q.PushControlAt(mk)
+		}
+		return nil
+	}
+	p.q.PushControlAt(mk)
 	return nil
 }

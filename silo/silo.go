@@ -452,6 +452,9 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 		return nil, nil, 0, grain.ErrNilMessage
 	}
 	loc := s.locator.LocateHash(h)
+	if k.workers > 1 { // a stateless worker: always here, in one of its partitions
+		return s.pickWorker(k, loc.Partition), k, h, nil
+	}
 	if loc.Silo != s.cfg.Name {
 		return nil, nil, 0, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)
 	}
