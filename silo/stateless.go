@@ -21,28 +21,34 @@ func (s *Silo) workerPart(base, i int) *partition {
 }
 
 // pickWorker chooses where a message to a stateless identity goes: of two
-// of its k.workers partitions drawn at random, the less loaded (the power
-// of two choices, which keeps the worst load near the mean at the cost of
-// two reads). rand.Uint64 draws from the running thread's own generator:
-// no lock, no shared line.
+// of its k.workers (> 1) partitions drawn at random, the less loaded (the
+// power of two choices, which keeps the worst load near the mean at the
+// cost of two reads). The two are distinct, so that with two workers a
+// message always goes to the less loaded. rand.Uint64 draws from the
+// running thread's own generator: no lock, no shared line.
 func (s *Silo) pickWorker(k *kind, base int) *partition {
 	n := uint64(k.workers)
 	r := rand.Uint64()
-	a, b := s.workerPart(base, int(r%n)), s.workerPart(base, int((r>>32)%n))
+	i := r % n
+	j := (i + 1 + (r>>32)%(n-1)) % n
+	a, b := s.workerPart(base, int(i)), s.workerPart(base, int(j))
 	if b.load() < a.load() {
 		return b
 	}
 	return a
 }
 
-// load is a sender's cheap estimate of how busy p is: -1 while its owner
-// is parked waiting for work, otherwise the messages waiting in its
-// grains' mailboxes behind busy turns.
+// load is a sender's cheap estimate of how busy p is: the messages waiting
+// in its grains' mailboxes behind busy turns, then whether its owner is at
+// work rather than parked waiting for some. A parked owner is no proof of
+// an idle partition: a turn that blocked was handed off, and its grain's
+// messages wait while the partition's next owner has nothing else to do.
 func (p *partition) load() int64 {
-	if p.parked.Load() {
-		return -1
+	l := 2 * p.backlog.Load()
+	if !p.parked.Load() {
+		l++
 	}
-	return p.backlog.Load()
+	return l
 }
 
 // dedupeWorkers drops the repeats of stateless identities from ids, which

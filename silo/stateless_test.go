@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,6 +24,7 @@ type pool struct {
 	most    *atomic.Int64
 	entered chan<- struct{}
 	gone    chan<- string
+	quick   *atomic.Int64 // "quick" messages handled
 }
 
 type (
@@ -47,6 +49,10 @@ func (g *pool) Receive(ctx context.Context, gc *grain.Context, msg any) (any, er
 		}
 	case callSelf:
 		return gc.Silo().Ask(ctx, gc.ID(), "hi")
+	case string:
+		if m == "quick" {
+			g.quick.Add(1)
+		}
 	}
 	return gc.ID().Key(), nil
 }
@@ -61,6 +67,7 @@ type poolEnv struct {
 	built         atomic.Int64
 	running, most atomic.Int64
 	overlaps      atomic.Int64
+	quick         atomic.Int64
 	entered       chan struct{}
 	gone          chan string
 }
@@ -71,7 +78,7 @@ func newPool(t *testing.T, partitions int, opts ...silo.KindOption) *poolEnv {
 	e.s = newSilo(t, silo.Config{Partitions: partitions}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "pool", func(grain.ID) *pool {
 			e.built.Add(1)
-			return &pool{guard: turnGuard{overlaps: &e.overlaps}, running: &e.running, most: &e.most, entered: e.entered, gone: e.gone}
+			return &pool{guard: turnGuard{overlaps: &e.overlaps}, running: &e.running, most: &e.most, entered: e.entered, gone: e.gone, quick: &e.quick}
 		}, opts...))
 		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
 	})
@@ -136,6 +143,40 @@ func TestStatelessWorkerRunsAnIdentityInParallel(t *testing.T) {
 	all, err := e.s.ActiveGrains(ctxT(t), "")
 	require.NoError(t, err)
 	assert.Equal(t, []grain.ID{grain.NewID("pool", "hasher")}, all)
+}
+
+// A message goes to the less loaded of two activations: once one is stuck
+// in a long turn with a message waiting behind it, the others get them all.
+func TestStatelessWorkerSendsAroundABusyActivation(t *testing.T) {
+	e := newPool(t, 2, silo.WithStatelessWorker(2))
+	ctx := ctxT(t)
+	id := grain.NewID("pool", "w")
+	release := make(chan struct{})
+	defer close(release)
+	require.NoError(t, e.s.Tell(ctx, id, poolWork{release})) // one activation blocks
+	e.waitEntered(t, 1)
+	backlog := func() (n int64) {
+		for _, b := range e.s.Stats().Backlog {
+			n += int64(b)
+		}
+		return n
+	}
+	// Quick messages, one at a time, until one waits behind the blocked
+	// turn (which the partition's next owner, once the watchdog has handed
+	// the partition off, puts in the grain's mailbox).
+	for sent := int64(1); backlog() == 0; sent++ {
+		require.NoError(t, e.s.Tell(ctx, id, "quick"))
+		require.Eventually(t, func() bool { return e.quick.Load()+backlog() == sent },
+			10*time.Second, 100*time.Microsecond)
+	}
+	// Now every message goes to the other activation: none waits.
+	for range 50 {
+		ask, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, err := e.s.Ask(ask, id, "quick")
+		cancel()
+		require.NoError(t, err)
+	}
+	assert.EqualValues(t, 1, backlog())
 }
 
 // WithStatelessWorker(0) is one activation per partition; more than the
