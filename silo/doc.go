@@ -27,6 +27,10 @@
 // The grain's code still never runs on two goroutines at once
 // (docs/calls.md).
 //
+// A kind registered WithStatelessWorker is the exception to one activation
+// per identity: an identity may have several, each in a partition of its
+// own, for work that keeps no state and should run in parallel.
+//
 // grain.Filters run around every message turn — the silo's (Config.Filters)
 // outermost, then the kind's (WithFilters) — for logging, metrics, tracing
 // or refusing a message; they are part of the turn (docs/guide.md).
