@@ -11,8 +11,9 @@ import (
 // for it (a system message, as in Akka): once its current turn, if any, has
 // finished, OnDeactivate runs, and the messages that were waiting go to a
 // fresh activation. It returns at once; deactivating a grain that is not
-// active does nothing. Errors are those of Tell for a bad id or a stopped
-// silo.
+// active does nothing. A stateless worker's identity (WithStatelessWorker)
+// deactivates every one of its activations. Errors are those of Tell for a
+// bad id or a stopped silo.
 func (s *Silo) Deactivate(ctx context.Context, id grain.ID) error {
 	return s.request(ctx, id, opDeactivate)
 }
@@ -22,7 +23,8 @@ func (s *Silo) Deactivate(ctx context.Context, id grain.ID) error {
 // partition's queue — becomes a dead letter with reason stopped (asks among
 // them fail with ErrGrainStopped); once its current turn, if any, has
 // finished, OnDeactivate runs. Messages sent after Stop wait for the grain
-// to be gone and go to a fresh instance. It returns at once.
+// to be gone and go to a fresh instance. It returns at once. A stateless
+// worker's identity stops every one of its activations.
 //
 // The current turn finishes with what it waits for: with Deactivate as with
 // Stop, a call back into the grain on the call chain of a turn that waits
