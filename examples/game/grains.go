@@ -19,6 +19,7 @@ const (
 	kindLobby       = "lobby"       // key: the region; one lobby per region
 	kindMatch       = "match"       // int key: the match number
 	kindLeaderboard = "leaderboard" // key: "global"
+	kindReferee     = "referee"     // key: the ruleset; a stateless worker
 )
 
 // Messages. They are plain values; a grain answers an ask by returning.
@@ -46,6 +47,8 @@ type (
 	Top struct{ N int }
 	// Played asks the lobby how many matches it started.
 	Played struct{}
+	// judge asks a referee which of a match's players won: true for A.
+	judge struct{ Match, A, B grain.ID }
 )
 
 // ErrBusy is what Join returns for a player already queued or playing.
@@ -145,12 +148,18 @@ func (m *Match) Receive(ctx context.Context, c *grain.Context, msg any) (any, er
 		// The game runs on a timer: its tick is a turn of this grain.
 		return nil, c.StartTimer("over", m.duration, 0, matchOver{})
 	case matchOver:
+		// Every match asks the one referee identity: a stateless worker,
+		// so the calls of matches on different partitions run at once.
+		rt := c.Silo()
+		aWon, err := silo.Call[bool](ctx, rt, grain.NewID(kindReferee, "ranked"), judge{Match: c.ID(), A: m.a, B: m.b})
+		if err != nil {
+			return nil, err
+		}
 		winner, loser := m.a, m.b
-		if coin(c.ID()) {
+		if !aWon {
 			winner, loser = loser, winner
 		}
-		rt := c.Silo()
-		err := errors.Join(
+		err = errors.Join(
 			rt.Tell(ctx, winner, result{Match: c.ID(), Won: true}),
 			rt.Tell(ctx, loser, result{Match: c.ID(), Won: false}),
 			rt.Tell(ctx, grain.NewID(kindLeaderboard, "global"), score{Player: winner.Key()}),
@@ -160,6 +169,18 @@ func (m *Match) Receive(ctx context.Context, c *grain.Context, msg any) (any, er
 	default:
 		return nil, fmt.Errorf("match: unexpected %T", msg)
 	}
+}
+
+// Referee judges matches. It keeps no state: one identity, several
+// activations (WithStatelessWorker), any of which may judge any match.
+type Referee struct{}
+
+func (Referee) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	j, ok := msg.(judge)
+	if !ok {
+		return nil, fmt.Errorf("referee: unexpected %T", msg)
+	}
+	return !coin(j.Match), nil
 }
 
 // coin is the match's deterministic "skill": a hash of its identity.
@@ -211,5 +232,6 @@ func register(s *silo.Silo, matchDuration time.Duration) error {
 		silo.Register(s, kindMatch, func(grain.ID) *Match { return &Match{duration: matchDuration} }),
 		silo.Register(s, kindLeaderboard, func(grain.ID) *Leaderboard { return &Leaderboard{wins: map[string]int{}} },
 			silo.WithIdleTimeout(-1)),
+		silo.Register(s, kindReferee, func(grain.ID) Referee { return Referee{} }, silo.WithStatelessWorker(0)),
 	)
 }

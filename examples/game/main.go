@@ -1,6 +1,7 @@
 // Command game is Granary's example game backend: players, a lobby that
-// pairs them, matches that play on a timer, and a leaderboard — each a grain
-// on a silo embedded in this program.
+// pairs them, matches that play on a timer and ask a referee (a stateless
+// worker: one identity, an activation per partition) who won, and a
+// leaderboard — each a grain on a silo embedded in this program.
 //
 // By default it simulates bots for a while and prints a summary:
 //
@@ -79,7 +80,7 @@ func checkFlags(players int, duration, match time.Duration) error {
 // newGame starts a silo with the game's grains, and a meter of their turns
 // around every one (a filter: the grains know nothing of it).
 func newGame(match time.Duration) (*silo.Silo, *turnMeter, error) {
-	meter := newTurnMeter(kindPlayer, kindLobby, kindMatch, kindLeaderboard)
+	meter := newTurnMeter(kindPlayer, kindLobby, kindMatch, kindLeaderboard, kindReferee)
 	s, err := silo.New(silo.Config{Filters: []grain.Filter{meter}})
 	if err != nil {
 		return nil, nil, err
