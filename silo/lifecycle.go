@@ -133,6 +133,9 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	a.Turns--
 	p.inflight--
 	p.nHandled++
+	if a.k.workers > 1 && res.tick == nil && (res.kind == tkMessage || res.ranMsg) {
+		p.swPending.Add(-1) // counted by the sender (stateless.go)
+	}
 	if a.State() == activation.Gone { // a Close (or a give-up) removed it while the turn ran
 		if first != nil { // an activation that failed after the close
 			p.s.deadLetter(*first, grain.ReasonShutdown, nil)

@@ -47,6 +47,9 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if k.takes(msg) {
 		env.Meta = s.letInMeta(env.Meta)
 	}
+	if k.workers > 1 {
+		return s.pushWorker(ctx, p, &env, ti)
+	}
 	return s.push(ctx, p, &env, ti)
 }
 
@@ -110,6 +113,9 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req
+	if k.workers > 1 {
+		p.swPending.Add(1) // as in Tell
+	}
 	mayReenter := ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.interleaves())
 	if mayReenter {
 		// This call may be re-entered: give up the turn token and say so
@@ -132,6 +138,9 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	}
 	if err := s.push(ctx, p, &env, ti); err != nil {
 		req.Abandon() // never sent: nobody waits on it
+		if k.workers > 1 {
+			p.swPending.Add(-1)
+		}
 		return nil, err
 	}
 	if ti != nil {

@@ -1,9 +1,11 @@
 package silo
 
 import (
+	"context"
 	"math/rand/v2"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
 )
 
 // Stateless workers (WithStatelessWorker): the activations of an identity
@@ -20,35 +22,64 @@ func (s *Silo) workerPart(base, i int) *partition {
 	return s.parts[(base+i)%len(s.parts)]
 }
 
-// pickWorker chooses where a message to a stateless identity goes: of two
-// of its k.workers (> 1) partitions drawn at random, the less loaded (the
-// power of two choices, which keeps the worst load near the mean at the
-// cost of two reads). The two are distinct, so that with two workers a
-// message always goes to the less loaded. rand.Uint64 draws from the
-// running thread's own generator: no lock, no shared line.
+// pickWorker chooses where a message to a stateless identity goes: the
+// least loaded of up to pickOf of its k.workers (> 1) partitions, from one
+// drawn at random on — a few loads of lines the owners write, where a scan
+// of every partition would cost a send a cache miss each. rand.Uint64 draws
+// from the running thread's own generator: no lock, no shared line.
 func (s *Silo) pickWorker(k *kind, base int) *partition {
-	n := uint64(k.workers)
-	r := rand.Uint64()
-	i := r % n
-	j := (i + 1 + (r>>32)%(n-1)) % n
-	a, b := s.workerPart(base, int(i)), s.workerPart(base, int(j))
-	if b.load() < a.load() {
-		return b
+	n := k.workers
+	first := int(rand.Uint64() % uint64(n))
+	best := s.workerPart(base, first)
+	least := best.load()
+	for i := 1; i < min(n, pickOf); i++ {
+		if p := s.workerPart(base, (first+i)%n); p != best {
+			if l := p.load(); l < least {
+				best, least = p, l
+			}
+		}
 	}
-	return a
+	return best
 }
 
-// load is a sender's cheap estimate of how busy p is: the messages waiting
-// in its grains' mailboxes behind busy turns, then whether its owner is at
-// work rather than parked waiting for some. A parked owner is no proof of
-// an idle partition: a turn that blocked was handed off, and its grain's
-// messages wait while the partition's next owner has nothing else to do.
+// pickOf is how many of a stateless identity's partitions a send compares.
+const pickOf = 4
+
+// load is a sender's estimate of how busy p is: the messages to stateless
+// workers sent to it and not through their turn yet, and the messages of
+// any grain waiting behind a busy turn, then whether its owner is at work
+// rather than parked. A parked owner is no proof of an idle partition: a
+// turn that blocked was handed off, and its grain's messages wait while
+// the partition's next owner has nothing else to do.
 func (p *partition) load() int64 {
-	l := 2 * p.backlog.Load()
+	l := 2 * (max(p.swPending.Load(), 0) + p.backlog.Load())
 	if !p.parked.Load() {
 		l++
 	}
 	return l
+}
+
+// pushWorker is push for a message to a stateless worker, counted in
+// p.swPending until its turn ends.
+func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
+	p.swPending.Add(1) // before the push: the turn may end at once
+	err := s.push(ctx, p, env, ti)
+	if err != nil {
+		p.swPending.Add(-1)
+	}
+	return err
+}
+
+// forgetWorkerCounts sets p.swPending to zero when the owner is about to
+// park with no turn of its own running anywhere: what it still counts then
+// is a message that became a dead letter without a turn, which would
+// otherwise weigh on the partition for good — or one whose sender counted
+// it and has yet to push it, which its turn's end takes below zero, read
+// as zero, until the next park. Owner only.
+func (p *partition) forgetWorkerCounts() {
+	if p.inflight == 0 && p.swPending.Load() != 0 {
+		p.swPending.Store(0)
+	}
 }
 
 // dedupeWorkers drops the repeats of stateless identities from ids, which
