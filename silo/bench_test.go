@@ -320,3 +320,48 @@ func benchShed(b *testing.B, over uint64) {
 	}
 	b.ReportMetric(float64(s.Stats().Shed)/float64(b.N), "shed/op")
 }
+
+// spinFor is a stateless turn's work: d of CPU.
+type spinFor time.Duration
+
+// BenchmarkStatelessWorker: calls from many goroutines to one identity
+// whose turn takes 20 µs of CPU — an ordinary kind (one activation, one
+// turn at a time) against a stateless worker with one activation per
+// partition. The ratio is the parallelism the option buys: up to the
+// partitions (GOMAXPROCS).
+func BenchmarkStatelessWorker(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts []silo.KindOption
+	}{{"single", nil}, {"workers", []silo.KindOption{silo.WithStatelessWorker(0)}}} {
+		b.Run(c.name, func(b *testing.B) {
+			s, err := silo.New(silo.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			spin := func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+				busyWork(time.Duration(msg.(spinFor)))
+				return nil, nil
+			}
+			if err := silo.Register(s, "w", func(grain.ID) grain.Func { return spin }, c.opts...); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			id := grain.NewID("w", "pricer")
+			b.SetParallelism(4)
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := s.Ask(ctx, id, spinFor(20*time.Microsecond)); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
