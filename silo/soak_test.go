@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -109,10 +110,16 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 		if interleaving {
 			opts = append(opts, silo.WithMayInterleave(func(msg any) bool { return msg.(soakMsg).peek }))
 		}
+		// "soakw" is the same grain as a stateless worker: each identity
+		// has an activation per partition, Deactivate and Stop reach them
+		// all, and sends choose among them by load.
+		workers := append(slices.Clip(opts), silo.WithStatelessWorker(0))
 		if interleaving {
 			require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakHooked { return &soakHooked{soakGrain{handled: handled}} }, opts...))
+			require.NoError(t, silo.Register(s, "soakw", func(grain.ID) *soakHooked { return &soakHooked{soakGrain{handled: handled}} }, workers...))
 		} else {
 			require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} }, opts...))
+			require.NoError(t, silo.Register(s, "soakw", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} }, workers...))
 		}
 	})
 	dl := s.SubscribeDeadLetters(senders * perSend)
@@ -161,6 +168,9 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 					m.await, m.peek = r.IntN(10) == 0, r.IntN(3) == 0
 				}
 				target := grain.NewIntID("soak", int64(r.IntN(grains)))
+				if r.IntN(5) == 0 { // one message in five to a stateless worker
+					target = grain.NewIntID("soakw", int64(r.IntN(grains/10)))
+				}
 				switch r.IntN(150) { // system messages race the load too
 				case 0:
 					_ = s.Deactivate(ctx, target)
