@@ -2,7 +2,9 @@ package silo
 
 import (
 	"context"
+	"maps"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -85,6 +87,9 @@ func (p *partition) forgetWorkerCounts() {
 // dedupeWorkers drops the repeats of stateless identities from ids, which
 // lists one entry per activation: ActiveGrains names identities.
 func (s *Silo) dedupeWorkers(ids []grain.ID) []grain.ID {
+	if !slices.ContainsFunc(slices.Collect(maps.Values(s.kinds)), func(k *kind) bool { return k.workers > 1 }) {
+		return ids // no stateless kind: no repeats, and no lookup per grain
+	}
 	var seen map[grain.ID]struct{}
 	out := ids[:0]
 	for _, id := range ids {
