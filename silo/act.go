@@ -39,6 +39,12 @@ const (
 	// kept from the first ask until OnDeactivate begins.
 	reasonShift       = 4
 	reasonMask  uint8 = 7 << reasonShift
+
+	// A stateless worker's activation, whose messages and turns its
+	// partition counts for senders (stateless.go). Set at activation, for
+	// good: the owner tests this bit of a record it reads anyway, not the
+	// kind's, on every message.
+	markWorker uint8 = 1 << 7
 )
 
 func (a *act) setMark(m uint8, on bool) {
@@ -57,6 +63,7 @@ func (a *act) isOverfull() bool        { return a.Marks&markOverfull != 0 }
 func (a *act) setOverfullMark(on bool) { a.setMark(markOverfull, on) }
 func (a *act) wantsDeactivate() bool   { return a.Marks&markDeactWant != 0 }
 func (a *act) setDeactWant(on bool)    { a.setMark(markDeactWant, on) }
+func (a *act) isWorker() bool          { return a.Marks&markWorker != 0 }
 
 // wantDeactivate marks a to deactivate once no turn runs, for reason r
 // unless it was marked already: the first cause is the one reported.

@@ -19,6 +19,10 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 	}
 	a, ok := p.dir.Get(env.Target, env.Hash)
 	if !ok {
+		k := p.s.kinds[env.Target.Kind()] // never nil: a send checks the kind
+		if k.workers > 1 {
+			p.swQueued.Add(-1) // counted by its sender (stateless.go)
+		}
 		if p.stopsAhead != nil && p.stoppedAhead(env) {
 			p.s.deadLetter(*env, grain.ReasonStopped, nil)
 			return true
@@ -38,8 +42,11 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 		}
 		// The activation turn runs the first message too, so it needs no
 		// mailbox: most grains never have one.
-		a = p.activate(p.s.kinds[env.Target.Kind()], env.Target, env.Hash)
+		a = p.activate(k, env.Target, env.Hash)
 		return p.runTurn(w, a, tkActivate, env)
+	}
+	if a.isWorker() {
+		p.swQueued.Add(-1)
 	}
 	return p.enqueue(w, a, env)
 }
@@ -127,6 +134,9 @@ func (p *partition) sentAfterStop(a *act) bool {
 // grain is asked to deactivate first.
 func (p *partition) activate(k *kind, id grain.ID, h uint64) *act {
 	a := &act{k: k}
+	if k.workers > 1 {
+		a.Marks = markWorker
+	}
 	a.ID = id
 	a.idle.Value = a
 	p.dir.Put(id, h, a)
@@ -238,6 +248,9 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	}
 	a.Turns++
 	p.inflight++
+	if a.isWorker() {
+		p.swBusy.Add(1)
+	}
 	w := newWorker(p, true)
 	if env.Request != nil {
 		p.orphans[env.Request] = struct{}{}

@@ -133,8 +133,8 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	a.Turns--
 	p.inflight--
 	p.nHandled++
-	if a.k.workers > 1 && res.tick == nil && (res.kind == tkMessage || res.ranMsg) {
-		p.swPending.Add(-1) // counted by the sender (stateless.go)
+	if a.isWorker() {
+		p.swBusy.Add(-1) // as inflight: counted up where a turn begins
 	}
 	if a.State() == activation.Gone { // a Close (or a give-up) removed it while the turn ran
 		if first != nil { // an activation that failed after the close

@@ -58,13 +58,16 @@ type partition struct {
 	waitedAt uint64                 // owner: nHandled when the owner last yielded before waiting
 	handoffs atomic.Uint64
 	backlog  atomic.Int64 // messages waiting in mailboxes
-	// messages to stateless workers sent here and not through their turn
-	// yet, as senders and owners count them (stateless.go)
-	swPending atomic.Int64
-	ovMu      sync.Mutex
-	ov        map[grain.ID]struct{} // grains whose backlog is full
-	senders   senderCache           // written by turns that send
-	parked    atomic.Bool           // the owner waits for work (see watchdog)
+	// for a stateless worker's senders (stateless.go): messages to
+	// stateless kinds pushed here and not yet delivered, counted up by
+	// their senders and down by the owner; and turns of stateless grains
+	// running here, inline or handed off
+	swQueued atomic.Int64
+	swBusy   atomic.Int64
+	ovMu     sync.Mutex
+	ov       map[grain.ID]struct{} // grains whose backlog is full
+	senders  senderCache           // written by turns that send
+	parked   atomic.Bool           // the owner waits for work (see watchdog)
 	// idleQuiet: at its last idle collection the partition had nothing
 	// left for the idle ticks (idleticks.go)
 	idleQuiet atomic.Bool

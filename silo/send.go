@@ -114,7 +114,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	req.Interleave = reenter
 	env.Request = req
 	if k.workers > 1 {
-		p.swPending.Add(1) // as in Tell
+		p.swQueued.Add(1) // as in Tell
 	}
 	mayReenter := ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.interleaves())
 	if mayReenter {
@@ -139,7 +139,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	if err := s.push(ctx, p, &env, ti); err != nil {
 		req.Abandon() // never sent: nobody waits on it
 		if k.workers > 1 {
-			p.swPending.Add(-1)
+			p.swQueued.Add(-1)
 		}
 		return nil, err
 	}

@@ -48,13 +48,12 @@ func (s *Silo) pickWorker(k *kind, base int) *partition {
 const pickOf = 4
 
 // load is a sender's estimate of how busy p is: the messages to stateless
-// workers sent to it and not through their turn yet, and the messages of
-// any grain waiting behind a busy turn, then whether its owner is at work
-// rather than parked. A parked owner is no proof of an idle partition: a
-// turn that blocked was handed off, and its grain's messages wait while
-// the partition's next owner has nothing else to do.
+// workers pushed to it and not yet delivered, the turns of stateless
+// grains running in it (a blocked one among them, handed off), and the
+// messages of any grain waiting behind a busy turn — then whether its
+// owner is at work rather than parked.
 func (p *partition) load() int64 {
-	l := 2 * (max(p.swPending.Load(), 0) + p.backlog.Load())
+	l := 2 * (p.swQueued.Load() + p.swBusy.Load() + p.backlog.Load())
 	if !p.parked.Load() {
 		l++
 	}
@@ -62,26 +61,18 @@ func (p *partition) load() int64 {
 }
 
 // pushWorker is push for a message to a stateless worker, counted in
-// p.swPending until its turn ends.
+// p.swQueued until the owner delivers it. Counted before the push, so the
+// owner's count down never comes first; every message pushed is delivered
+// (partition.deliver) or the partition is closing. The counts are exact:
+// a message that becomes a dead letter is counted down where it is
+// delivered, as one that runs.
 func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
-	p.swPending.Add(1) // before the push: the turn may end at once
+	p.swQueued.Add(1)
 	err := s.push(ctx, p, env, ti)
 	if err != nil {
-		p.swPending.Add(-1)
+		p.swQueued.Add(-1)
 	}
 	return err
-}
-
-// forgetWorkerCounts sets p.swPending to zero when the owner is about to
-// park with no turn of its own running anywhere: what it still counts then
-// is a message that became a dead letter without a turn, which would
-// otherwise weigh on the partition for good — or one whose sender counted
-// it and has yet to push it, which its turn's end takes below zero, read
-// as zero, until the next park. Owner only.
-func (p *partition) forgetWorkerCounts() {
-	if p.inflight == 0 && p.swPending.Load() != 0 {
-		p.swPending.Store(0)
-	}
 }
 
 // dedupeWorkers drops the repeats of stateless identities from ids, which

@@ -52,6 +52,9 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	}
 	a.Turns++
 	p.inflight++
+	if a.isWorker() {
+		p.swBusy.Add(1)
+	}
 	w.req, w.kind = env.Request, k
 	if k != tkMessage {
 		return p.runOtherTurn(w, a, k, *env)

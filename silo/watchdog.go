@@ -40,7 +40,6 @@ func (d *watchdog) kick() {
 // park waits for work on the partition's queue, marking the owner parked
 // meanwhile for the monitor.
 func (p *partition) park() {
-	p.forgetWorkerCounts()
 	p.parked.Store(true)
 	<-p.q.Wake()
 	p.parked.Store(false)
