@@ -37,6 +37,26 @@ type Meta struct {
 	MayInterleave bool
 }
 
+// Carrying is a message with what its Tell carries of the sender's ctx
+// (silo.Config.Propagator: a trace's span, a tenant). The silo wraps a
+// message in one on its way to the grain, and unwraps it before any code of
+// the program sees the message again (the handler, the filters, a dead
+// letter). Kept in Msg, not in Meta or the envelope, so that messages that
+// carry nothing pay nothing for the field.
+type Carrying struct {
+	Msg     any
+	Carried any // never nil
+}
+
+// Unwrap returns the message an envelope's Msg holds, and what it carries
+// if it is a Carrying.
+func Unwrap(msg any) (any, any) {
+	if c, ok := msg.(*Carrying); ok {
+		return c.Msg, c.Carried
+	}
+	return msg, nil
+}
+
 // Sender returns the grain that sent the message, or the zero ID.
 func (e *Envelope) Sender() grain.ID {
 	if e.Meta == nil {

@@ -21,13 +21,17 @@ import (
 // Layout (version 1), integers as varints:
 //
 //	version  byte  (1)
-//	flags    byte  (1 ask, 2 sender, 4 tick, 8 deadline)
+//	flags    byte  (1 ask, 2 sender, 4 tick, 8 deadline, 16 carried)
 //	target   ID
 //	sender   ID                      if flags&2
 //	tick     name string, seq        if flags&4
 //	deadline unix nanoseconds        if flags&8
 //	chain    count, then per link: ID, allow-reentry byte (0 or 1)   if flags&1
+//	carried  length, then the MessageEncoder's bytes   if flags&16
 //	message  length, then the MessageEncoder's bytes
+//
+// A message that carries something (a *Carrying in Msg) has both: what it
+// carries and the message itself go through the MessageEncoder.
 //
 //	ID       form byte (0 string key, 1 int key), kind string, then key string or int key
 //	string   length, bytes
@@ -46,7 +50,8 @@ const (
 	flagSender
 	flagTick
 	flagDeadline
-	flagsKnown = flagAsk | flagSender | flagTick | flagDeadline
+	flagCarried
+	flagsKnown = flagAsk | flagSender | flagTick | flagDeadline | flagCarried
 )
 
 // ErrMalformedEnvelope: bytes that are not an envelope's wire form. Decode
@@ -123,6 +128,10 @@ func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error)
 			flags |= flagTick
 		}
 	}
+	msg, carried := Unwrap(env.Msg)
+	if carried != nil {
+		flags |= flagCarried
+	}
 	b = append(b, wireVersion, flags)
 	b = appendID(b, env.Target)
 	if flags&flagSender != 0 {
@@ -142,12 +151,26 @@ func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error)
 			b = appendBool(b, l.AllowReentry)
 		}
 	}
-	// The message goes last, behind its length, which is known only once
-	// enc has written it: written first, it is moved up by the length's size.
-	mark := len(b)
-	b, err := enc.AppendMessage(b, env.Msg)
-	if err != nil {
+	var err error
+	if carried != nil {
+		if b, err = appendEncoded(b, carried, enc); err != nil {
+			return b[:start], fmt.Errorf("granary: encoding what the message to %v carries: %w", env.Target, err)
+		}
+	}
+	if b, err = appendEncoded(b, msg, enc); err != nil { // the message last
 		return b[:start], fmt.Errorf("granary: encoding the message for %v: %w", env.Target, err)
+	}
+	return b, nil
+}
+
+// appendEncoded appends v as enc encodes it, behind its length — which is
+// known only once enc has written it: written first, it is moved up by the
+// length's size. On an error the caller cuts off what was appended.
+func appendEncoded(b []byte, v any, enc MessageEncoder) ([]byte, error) {
+	mark := len(b)
+	b, err := enc.AppendMessage(b, v)
+	if err != nil {
+		return b, err
 	}
 	n := len(b) - mark
 	var lenBuf [binary.MaxVarintLen64]byte
@@ -214,6 +237,10 @@ func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, erro
 		}
 		_, call.Interleave = call.Chain.Find(env.Target)
 	}
+	var carried []byte
+	if flags&flagCarried != 0 {
+		carried = r.bytes("carried")
+	}
 	msg := r.bytes("message")
 	if r.err != nil {
 		return Envelope{}, nil, b, r.err
@@ -221,6 +248,16 @@ func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, erro
 	var err error
 	if env.Msg, err = dec.DecodeMessage(msg); err != nil {
 		return Envelope{}, nil, b, fmt.Errorf("granary: decoding the message for %v: %w", env.Target, err)
+	}
+	if flags&flagCarried != 0 {
+		c := &Carrying{Msg: env.Msg}
+		if c.Carried, err = dec.DecodeMessage(carried); err != nil {
+			return Envelope{}, nil, b, fmt.Errorf("granary: decoding what the message to %v carries: %w", env.Target, err)
+		}
+		if c.Carried == nil { // nothing is carried by no flag: this frame would not encode back
+			return Envelope{}, nil, b, fmt.Errorf("%w: carried bytes decode to nil", ErrMalformedEnvelope)
+		}
+		env.Msg = c
 	}
 	env.Hash = env.Target.Hash()
 	return env, call, r.b, nil

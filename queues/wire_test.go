@@ -55,6 +55,9 @@ func wireEnvelopes(tb testing.TB) map[string]queues.Envelope {
 		"ask in a chain":  {Target: target, Msg: "join", Request: ask, Meta: &queues.Meta{Sender: grain.NewID("room", "r/9")}},
 		"long message":    {Target: target, Msg: string(bytes.Repeat([]byte{'x'}, 300))},
 		"unicode + bytes": {Target: grain.NewID("könig", "\x00\xff"), Msg: "ü"},
+		"carrying a span": {Target: target, Msg: &queues.Carrying{Msg: "move", Carried: "00-4bf92f-00f067-01"}},
+		"carried from a grain": {Target: target, Msg: &queues.Carrying{Msg: "join", Carried: "tenant-7"},
+			Meta: &queues.Meta{Sender: grain.NewID("lobby", "main")}},
 	}
 }
 
@@ -144,6 +147,12 @@ func TestEnvelopeWireRefusesWhatItCannotEncode(t *testing.T) {
 	require.ErrorContains(t, err, "not a string")
 	require.Equal(t, "keep", string(out), "b as it was, not half a frame")
 
+	badCarried := queues.Envelope{Target: grain.NewID("k", "x"), Msg: &queues.Carrying{Msg: "m", Carried: 7}}
+	out, err = queues.AppendEnvelope(b, &badCarried, stringEnc)
+	require.ErrorContains(t, err, "carries")
+	require.ErrorContains(t, err, "not a string")
+	require.Equal(t, "keep", string(out))
+
 	_, err = queues.AppendEnvelope(nil, &notString, nil)
 	require.ErrorIs(t, err, queues.ErrNilCodec)
 	_, _, _, err = queues.DecodeEnvelope([]byte{1, 0}, nil)
@@ -200,6 +209,27 @@ func TestEnvelopeWireRefusesMalformedBytes(t *testing.T) {
 	_, _, _, err = queues.DecodeEnvelope(frame, stringDec)
 	require.ErrorContains(t, err, "refused")
 	require.NotErrorIs(t, err, queues.ErrMalformedEnvelope)
+
+	// So is a refusal of what the message carries; and carried bytes that
+	// decode to nil, which no sender writes, are malformed.
+	carrying := &queues.Carrying{Msg: "m", Carried: "undecodable"}
+	frame, err = queues.AppendEnvelope(nil, &queues.Envelope{Target: grain.NewID("k", "x"), Msg: carrying}, stringEnc)
+	require.NoError(t, err)
+	_, _, _, err = queues.DecodeEnvelope(frame, stringDec)
+	require.ErrorContains(t, err, "carries")
+	require.ErrorContains(t, err, "refused")
+	nilDec := queues.MessageDecoderFunc(func(b []byte) (any, error) {
+		if string(b) == "nothing" {
+			return nil, nil
+		}
+		return string(b), nil
+	})
+	carrying.Carried = "nothing"
+	frame, err = queues.AppendEnvelope(nil, &queues.Envelope{Target: grain.NewID("k", "x"), Msg: carrying}, stringEnc)
+	require.NoError(t, err)
+	_, _, rest, err := queues.DecodeEnvelope(frame, nilDec)
+	require.ErrorIs(t, err, queues.ErrMalformedEnvelope)
+	require.Equal(t, frame, rest)
 }
 
 // The decoder gets the message's bytes alone, and whatever else b holds
