@@ -56,9 +56,18 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 }
 
 // BenchmarkTell: Tell of a pointer message to an active grain.
-func BenchmarkTell(b *testing.B) {
-	s := benchSilo(b, silo.Config{})
-	ctx := context.Background()
+func BenchmarkTell(b *testing.B) { benchTell(b, silo.Config{}, context.Background()) }
+
+// BenchmarkTellCarrying: the same with a Config.Propagator that carries a
+// trace id from the sender's ctx into the handler's: the message's wrapper
+// and the handler's ctx (the propagator's context.WithValue) are its two
+// allocations.
+func BenchmarkTellCarrying(b *testing.B) {
+	benchTell(b, silo.Config{Propagator: traceProp}, context.WithValue(context.Background(), traceKey{}, "trace-1"))
+}
+
+func benchTell(b *testing.B, cfg silo.Config, ctx context.Context) {
+	s := benchSilo(b, cfg)
 	ids := make([]grain.ID, 64)
 	for i := range ids {
 		ids[i] = grain.NewIntID("b", int64(i))

@@ -147,6 +147,11 @@ type Config struct {
 	// outermost, before the kind's own (WithFilters): see grain.Filter.
 	// None may be nil.
 	Filters []grain.Filter
+	// Propagator carries what a program keeps in a ctx — a trace's span,
+	// a tenant — from a Tell to the turn that handles it (see
+	// ContextPropagator). Nil, the default, carries nothing: a tell's
+	// handler sees none of its sender's ctx values.
+	Propagator ContextPropagator
 	// Logger receives what the silo cannot return to anyone: a panic in
 	// OnDeactivate, for instance. Default: discard.
 	Logger *slog.Logger
@@ -242,6 +247,8 @@ func (c Config) validate() error {
 		return bad("HandoffThreshold", c.HandoffThreshold)
 	case isNilPointer(c.Clock):
 		return bad("Clock", fmt.Sprintf("a nil %T", c.Clock))
+	case !validPropagator(c.Propagator):
+		return bad("Propagator", fmt.Sprintf("a %T that cannot be called", c.Propagator))
 	}
 	for i, f := range c.Filters {
 		if isNilFilter(f) {

@@ -14,10 +14,14 @@ type DeadLetter struct {
 	Target grain.ID
 	Sender grain.ID // zero when sent from outside any grain
 	Msg    any
-	Ask    bool // the message was an ask; its caller got an error naming Reason (for expired, it had given up already)
-	Reason grain.Reason
-	Err    error // the cause, where there is one (the activation error, ...)
-	Time   time.Time
+	// Carried is what the message's Tell carried of its sender's ctx
+	// (Config.Propagator), nil for nothing: a trace's span, say, to link
+	// the loss to.
+	Carried any
+	Ask     bool // the message was an ask; its caller got an error naming Reason (for expired, it had given up already)
+	Reason  grain.Reason
+	Err     error // the cause, where there is one (the activation error, ...)
+	Time    time.Time
 }
 
 // DeadLetters is a subscription to the silo's dead letters. Delivery never
@@ -146,14 +150,16 @@ func (h *deadHub) close() {
 func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error) {
 	// Counted and offered to subscribers before an ask's caller hears of
 	// it: a caller holding the error finds the dead letter in Stats.
+	msg, carried := queues.Unwrap(env.Msg)
 	s.dead.publish(DeadLetter{
-		Target: env.Target,
-		Sender: env.Sender(),
-		Msg:    env.Msg,
-		Ask:    env.Request != nil,
-		Reason: reason,
-		Err:    cause,
-		Time:   s.clock.Now(),
+		Target:  env.Target,
+		Sender:  env.Sender(),
+		Msg:     msg,
+		Carried: carried,
+		Ask:     env.Request != nil,
+		Reason:  reason,
+		Err:     cause,
+		Time:    s.clock.Now(),
 	})
 	if env.Request != nil {
 		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})

@@ -47,6 +47,9 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	if k.takes(msg) {
 		env.Meta = s.letInMeta(env.Meta)
 	}
+	if s.cfg.Propagator != nil {
+		env.Msg = s.carry(ctx, msg)
+	}
 	if k.workers > 1 {
 		return s.pushWorker(ctx, p, &env, ti)
 	}

@@ -64,7 +64,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	*res = turnResult{kind: tkMessage, tick: p.setContext(w, a, env.Meta), req: env.Request}
 	msg := env.Msg
 	w.begin() // env is not touched from here on
-	res.reply, res.err = activation.Run(tc, w.receiver(a), &w.gc, msg)
+	res.reply, res.err = w.run(tc, a, msg)
 	if len(a.k.filters) > 0 {
 		w.endFiltered()
 	}
@@ -138,7 +138,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	res.tick = p.setContext(w, a, env.Meta)
 	switch k {
 	case tkMessage:
-		res.reply, res.err = activation.Run(tc, w.receiver(a), &w.gc, env.Msg)
+		res.reply, res.err = w.run(tc, a, env.Msg)
 	case tkActivate:
 		if res.req == nil && p.s.cfg.ActivationTimeout >= 0 {
 			// A tell's ctx ends with the silo alone; this one may end
@@ -163,7 +163,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		}
 		if env.Msg != nil { // the first message, in the same turn
 			res.ranMsg = true
-			res.reply, res.err = activation.Run(tc, w.receiver(a), &w.gc, env.Msg)
+			res.reply, res.err = w.run(tc, a, env.Msg)
 		}
 	case tkDeactivate:
 		res.err = activation.Deactivate(tc, a.g, &w.gc)

@@ -37,8 +37,11 @@ type worker struct {
 	gc    grain.Context
 	res   turnResult   // the outcome of the turn w ran last
 	chain *filterChain // the filters around a filtered turn's grain; made for the first one
-	from  *worker      // a new owner's: the worker it takes the partition from, until it starts
-	kind  turnKind     // the kind of the turn w runs (set before it begins)
+	// the propagator's layer around a turn whose message carries its
+	// sender's ctx values (propagate.go); made for the first one
+	inject *injector
+	from   *worker  // a new owner's: the worker it takes the partition from, until it starts
+	kind   turnKind // the kind of the turn w runs (set before it begins)
 	// an activation turn's race with the give-up on it (acttimeout.go):
 	// reset with a plain store before the turn begins, then used
 	// atomically
