@@ -579,3 +579,41 @@ func ExampleWithStatelessWorker() {
 	// identities: [pricer/eu]
 	// at most two activations: true
 }
+
+type requestIDKey struct{}
+
+// Config.Propagator carries what a program keeps in a ctx — here a request
+// id — from a Tell to its handler, and on through the tells that handler
+// makes with its own ctx. (An ask's handler has its caller's ctx already.)
+func ExampleContextPropagator() {
+	logged := make(chan string, 2)
+	s, _ := silo.New(silo.Config{Propagator: silo.PropagatorFuncs{
+		ExtractFunc: func(ctx context.Context) any { return ctx.Value(requestIDKey{}) }, // nil: nothing to carry
+		InjectFunc: func(ctx context.Context, carried any) context.Context {
+			return context.WithValue(ctx, requestIDKey{}, carried)
+		},
+	}})
+	_ = silo.Register(s, "order", func(grain.ID) grain.Func {
+		return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+			logged <- fmt.Sprintf("order %s, request %v", gc.ID().Key(), ctx.Value(requestIDKey{}))
+			// A tell from the turn, with its ctx: the request id goes on.
+			return nil, gc.Silo().Tell(ctx, grain.NewID("mailer", "m"), "confirm")
+		}
+	})
+	_ = silo.Register(s, "mailer", func(grain.ID) grain.Func {
+		return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+			logged <- fmt.Sprintf("mailer, request %v", ctx.Value(requestIDKey{}))
+			return nil, nil
+		}
+	})
+	_ = s.Start()
+	defer s.Close()
+
+	ctx := context.WithValue(context.Background(), requestIDKey{}, "req-42")
+	_ = s.Tell(ctx, grain.NewID("order", "o-7"), "place")
+	fmt.Println(<-logged)
+	fmt.Println(<-logged)
+	// Output:
+	// order o-7, request req-42
+	// mailer, request req-42
+}

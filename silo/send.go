@@ -21,9 +21,10 @@ import (
 // (Config.QueueCapacity) does Tell wait, for room or for ctx to end, like a
 // send on a full channel.
 //
-// ctx bounds the send only. The handler's ctx carries none of its values and
-// does not end with it — the sender may be long gone when the turn runs —
-// but ends when the silo closes: put what the handler needs in the message.
+// ctx bounds the send only. The handler's ctx does not end with it — the
+// sender may be long gone when the turn runs — but ends when the silo
+// closes; it carries none of ctx's values unless Config.Propagator carries
+// some (a trace's span, say): put what the handler needs in the message.
 // (Ask differs: its handler's ctx has the caller's values and deadline.)
 //
 // Called from a turn with the turn's ctx, the message carries the calling
