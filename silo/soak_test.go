@@ -94,7 +94,15 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 		memLimit = 1000 // and memory runs short at one idle tick in three
 	}
 	gauge := silo.MemoryGaugeFunc(func() uint64 { return uint64(rand.IntN(3)/2) * 2000 })
+	// Every tell carries something of its sender's ctx: a message that
+	// reached a handler or a dead letter still wrapped would fail the
+	// soakMsg assertions.
+	carry := silo.PropagatorFuncs{
+		ExtractFunc: func(context.Context) any { return "span" },
+		InjectFunc:  func(ctx context.Context, _ any) context.Context { return ctx },
+	}
 	s := newSilo(t, silo.Config{
+		Propagator:        carry,
 		MemoryLimit:       memLimit,
 		MemoryGauge:       gauge,
 		ActivationTimeout: actTimeout,
@@ -207,10 +215,15 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 
 	dead := map[int64]int{}
 	reasons := map[grain.Reason]int{}
+	badCarried := 0
 	for d := range dl.C {
 		dead[d.Msg.(soakMsg).id]++
 		reasons[d.Reason]++
+		if want := any("span"); d.Ask && d.Carried != nil || !d.Ask && d.Carried != want {
+			badCarried++ // a tell's dead letter keeps what it carried; an ask carries nothing
+		}
 	}
+	assert.Zero(t, badCarried)
 	require.Zero(t, dl.Dropped())
 
 	count := func(m *sync.Map) (n int) { m.Range(func(any, any) bool { n++; return true }); return }
