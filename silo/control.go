@@ -158,7 +158,7 @@ func (p *partition) collectIdle(shedPPM int) {
 	}
 	for id, until := range p.quarantine {
 		if until <= p.now {
-			delete(p.quarantine, id)
+			p.unquarantine(id, p.s.kinds[id.Kind()])
 		}
 	}
 	p.forgetActivationFailures()

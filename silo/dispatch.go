@@ -32,7 +32,7 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 				p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
 				return true
 			}
-			delete(p.quarantine, env.Target)
+			p.unquarantine(env.Target, k)
 		}
 		if p.actFails != nil && p.refusedAfterFailures(env) {
 			return true

@@ -153,11 +153,12 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // partition, so that one stuck in a long turn gets nothing more while
 // another has room. Ties go to the first drawn, so messages spread over
 // all n even when one activation would keep up; each is made on the first
-// message that picks it and goes idle as any grain's does. Each activation is a
-// grain of its own, built by the factory with the same identity: one turn
-// at a time each, its own timers, its own supervision (one that fails too
-// often is quarantined alone). So keep in it no state that must be single —
-// a cache is fine, a balance is not. A message a grain sends to itself may
+// message that picks it and goes idle as any grain's does. Each activation
+// is a grain of its own, built by the factory with the same identity: one
+// turn at a time each, its own timers, its own supervision (one that fails
+// too often is quarantined alone, and messages go to the others
+// meanwhile). So keep in it no state that must be single — a cache is
+// fine, a balance is not. A message a grain sends to itself may
 // reach another activation. Deactivate and Stop reach them all;
 // ActiveGrains lists the identity once. A call chain may not come back to a
 // stateless worker's identity (ErrCallCycle), as to any grain's, and its

@@ -64,6 +64,7 @@ type partition struct {
 	// running here, inline or handed off
 	swQueued atomic.Int64
 	swBusy   atomic.Int64
+	swSick   atomic.Int64 // stateless identities quarantined here
 	ovMu     sync.Mutex
 	ov       map[grain.ID]struct{} // grains whose backlog is full
 	senders  senderCache           // written by turns that send

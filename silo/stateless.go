@@ -51,14 +51,33 @@ const pickOf = 4
 // workers pushed to it and not yet delivered, the turns of stateless
 // grains running in it (a blocked one among them, handed off), and the
 // messages of any grain waiting behind a busy turn — then whether its
-// owner is at work rather than parked.
+// owner is at work rather than parked; a partition where a stateless
+// identity is quarantined comes after all the others.
 func (p *partition) load() int64 {
 	l := 2 * (p.swQueued.Load() + p.swBusy.Load() + p.backlog.Load())
+	if p.swSick.Load() > 0 {
+		l += sickLoad
+	}
 	if !p.parked.Load() {
 		l++
 	}
 	return l
 }
+
+// unquarantine ends id's quarantine; k is id's kind.
+func (p *partition) unquarantine(id grain.ID, k *kind) {
+	delete(p.quarantine, id)
+	if k.workers > 1 {
+		p.swSick.Add(-1)
+	}
+}
+
+// sickLoad is what a quarantined stateless identity adds to its
+// partition's load: more than any backlog, so that while one of an
+// identity's activations is quarantined its messages go to the others, if
+// any is well (the count is per partition, not per identity: another
+// stateless identity there avoids it too, for as long).
+const sickLoad = 1 << 40
 
 // pushWorker is push for a message to a stateless worker, counted in
 // p.swQueued until the owner delivers it. Counted before the push, so the

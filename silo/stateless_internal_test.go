@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 )
@@ -94,4 +95,44 @@ func TestStatelessWorkerCountsComeBackToZero(t *testing.T) {
 	}
 	st := s.Stats()
 	assert.NotZero(t, st.DeadLetters[grain.ReasonStopped]+st.DeadLetters[grain.ReasonQuarantined], "some messages were dead letters")
+}
+
+// A quarantined stateless identity weighs on its partition's load until
+// its quarantine ends, at an idle tick or at the next message.
+func TestStatelessWorkerQuarantineEndsInTheLoad(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, err := New(Config{Partitions: 2, Clock: clk, IdleQuantum: time.Second,
+		Supervision: activation.Supervision{MaxRestarts: 1, Window: time.Hour, Quarantine: 10 * time.Second}})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, Register(s, "w", func(grain.ID) flaky { return flaky{} }, WithStatelessWorker(0)))
+	require.NoError(t, Register(s, "a", func(grain.ID) *nopGrain { return &nopGrain{} }))
+	require.NoError(t, s.Start())
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	sick := func() (n int64) {
+		for _, p := range s.parts {
+			n += p.swSick.Load()
+		}
+		return n
+	}
+	for s.Stats().Stops == 0 {
+		_, _ = s.Ask(ctx, grain.NewIntID("w", 1), 7) // 7 panics
+	}
+	require.EqualValues(t, s.Stats().Stops, sick())
+	for range 11 {
+		clk.Advance(time.Second)
+	}
+	// The idle ticks were queued on every partition's control lane; an ask
+	// to a grain of each partition, read after them, is a barrier.
+	for part := range s.parts {
+		for k := int64(0); ; k++ {
+			if id := grain.NewIntID("a", k); s.locator.LocateHash(id.Hash()).Partition == part {
+				_, err := s.Ask(ctx, id, 1)
+				require.NoError(t, err)
+				break
+			}
+		}
+	}
+	assert.Zero(t, sick())
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/silo"
 )
@@ -49,6 +50,8 @@ func (g *pool) Receive(ctx context.Context, gc *grain.Context, msg any) (any, er
 		}
 	case callSelf:
 		return gc.Silo().Ask(ctx, gc.ID(), "hi")
+	case boom:
+		panic(m.v)
 	case string:
 		if m == "quick" {
 			g.quick.Add(1)
@@ -230,4 +233,21 @@ func TestStatelessWorkerRefusesANegativeCount(t *testing.T) {
 	assert.Contains(t, err.Error(), "WithStatelessWorker(-1)")
 	var target *grain.IDError
 	assert.False(t, errors.As(err, &target))
+}
+
+// While one of an identity's activations is quarantined, its messages go to
+// the others, instead of a share of them becoming dead letters.
+func TestStatelessWorkerSendsAroundAQuarantinedActivation(t *testing.T) {
+	e := newPool(t, 2, silo.WithStatelessWorker(2),
+		silo.WithSupervision(activation.Supervision{MaxRestarts: 1, Window: time.Hour, Quarantine: time.Hour}))
+	ctx := ctxT(t)
+	id := grain.NewID("pool", "w")
+	for e.s.Stats().Stops == 0 { // fail until one activation is stopped and quarantined
+		_, err := e.s.Ask(ctx, id, boom{"x"})
+		require.ErrorIs(t, err, grain.ErrPanic)
+	}
+	for range 50 {
+		_, err := e.s.Ask(ctx, id, "quick")
+		require.NoError(t, err, "sent to the quarantined activation")
+	}
 }
