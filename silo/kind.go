@@ -147,13 +147,14 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // partition (Config.Partitions, by default one per core: Orleans' default);
 // a larger n is capped there. Register refuses n < 0.
 //
-// A message goes to the least loaded of the activations (of up to four,
-// from one drawn at random): by the messages sent to it and not yet
+// A message goes to the least loaded of the activations (the identity's
+// first and up to three others): by the messages sent to it and not yet
 // through their turn, and those waiting behind busy turns in its
 // partition, so that one stuck in a long turn gets nothing more while
-// another has room. Ties go to the first drawn, so messages spread over
-// all n even when one activation would keep up; each is made on the first
-// message that picks it and goes idle as any grain's does. Each activation
+// another has room. A tie goes to the first, so that, as in Orleans, a
+// second activation is made only while the first is busy, and an identity
+// called one call at a time keeps one; each goes idle as any grain's
+// does. Each activation
 // is a grain of its own, built by the factory with the same identity: one
 // turn at a time each, its own timers, its own supervision (one that fails
 // too often is quarantined alone, and messages go to the others

@@ -25,17 +25,22 @@ func (s *Silo) workerPart(base, i int) *partition {
 }
 
 // pickWorker chooses where a message to a stateless identity goes: the
-// least loaded of up to pickOf of its k.workers (> 1) partitions, from one
-// drawn at random on — a few loads of lines the owners write, where a scan
-// of every partition would cost a send a cache miss each. rand.Uint64 draws
-// from the running thread's own generator: no lock, no shared line.
+// least loaded of up to pickOf of its k.workers (> 1) partitions — the
+// identity's first, and the next ones from one drawn at random among the
+// rest: a few loads of lines the owners write, where a scan of every
+// partition would cost a send a cache miss each. A tie goes to the first
+// activation, so that, as in Orleans, an identity has more than one only
+// while the first is busy, and one that gets little traffic keeps one.
+// rand.Uint64 draws from the running thread's own generator: no lock, no
+// shared line.
 func (s *Silo) pickWorker(k *kind, base int) *partition {
 	n := k.workers
-	first := int(rand.Uint64() % uint64(n))
-	best := s.workerPart(base, first)
+	best := s.workerPart(base, 0)
 	least := best.load()
-	for i := 1; i < min(n, pickOf); i++ {
-		if p := s.workerPart(base, (first+i)%n); p != best {
+	rest := n - 1
+	from := int(rand.Uint64() % uint64(rest))
+	for i := range min(rest, pickOf-1) {
+		if p := s.workerPart(base, 1+(from+i)%rest); p != best {
 			if l := p.load(); l < least {
 				best, least = p, l
 			}
@@ -47,19 +52,18 @@ func (s *Silo) pickWorker(k *kind, base int) *partition {
 // pickOf is how many of a stateless identity's partitions a send compares.
 const pickOf = 4
 
-// load is a sender's estimate of how busy p is: the messages to stateless
-// workers pushed to it and not yet delivered, the turns of stateless
-// grains running in it (a blocked one among them, handed off), and the
-// messages of any grain waiting behind a busy turn — then whether its
-// owner is at work rather than parked; a partition where a stateless
-// identity is quarantined comes after all the others.
+// load is a sender's estimate of how busy p is for a stateless worker: the
+// messages to stateless workers pushed to it and not yet delivered, the
+// turns of stateless grains running in it (a blocked one among them,
+// handed off), and the messages of any grain waiting behind a busy turn; a
+// partition where a stateless identity is quarantined comes after all the
+// others. Whether the owner is parked is left out on purpose: an owner that
+// has just answered a call has not parked yet, and the next call would go
+// to a second activation though the first is free.
 func (p *partition) load() int64 {
-	l := 2 * (p.swQueued.Load() + p.swBusy.Load() + p.backlog.Load())
+	l := p.swQueued.Load() + p.swBusy.Load() + p.backlog.Load()
 	if p.swSick.Load() > 0 {
 		l += sickLoad
-	}
-	if !p.parked.Load() {
-		l++
 	}
 	return l
 }

@@ -251,3 +251,16 @@ func TestStatelessWorkerSendsAroundAQuarantinedActivation(t *testing.T) {
 		require.NoError(t, err, "sent to the quarantined activation")
 	}
 }
+
+// An identity that gets one call at a time keeps one activation: a second
+// is made only while the first is busy, as in Orleans.
+func TestStatelessWorkerAddsActivationsOnlyWhenBusy(t *testing.T) {
+	e := newPool(t, 4, silo.WithStatelessWorker(0))
+	ctx := ctxT(t)
+	for range 50 {
+		_, err := e.s.Ask(ctx, grain.NewID("pool", "w"), "quick")
+		require.NoError(t, err)
+	}
+	assert.EqualValues(t, 1, e.built.Load())
+	assert.Equal(t, 1, e.s.Stats().Activations["pool"])
+}
