@@ -117,9 +117,6 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req
-	if k.workers > 1 {
-		p.swQueued.Add(1) // as in Tell
-	}
 	mayReenter := ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.interleaves())
 	if mayReenter {
 		// This call may be re-entered: give up the turn token and say so
@@ -140,11 +137,13 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		w.start(ti.a.ID, mine, req, id, h, letIn)
 		defer w.end(mine, req)
 	}
-	if err := s.push(ctx, p, &env, ti); err != nil {
+	if k.workers > 1 {
+		err = s.pushWorker(ctx, p, &env, ti)
+	} else {
+		err = s.push(ctx, p, &env, ti)
+	}
+	if err != nil {
 		req.Abandon() // never sent: nobody waits on it
-		if k.workers > 1 {
-			p.swQueued.Add(-1)
-		}
 		return nil, err
 	}
 	if ti != nil {
