@@ -10,6 +10,7 @@ import (
 
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -196,4 +197,20 @@ func TestPropagatorConfig(t *testing.T) {
 	s, err := silo.New(silo.Config{Propagator: &traceProp})
 	require.NoError(t, err)
 	require.NoError(t, s.Close())
+}
+
+// A message that carries something reaches a silo without a propagator —
+// from a transport, say: its handler gets the message itself, unwrapped.
+func TestACarryingMessageWithoutAPropagator(t *testing.T) {
+	got := make(chan any, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "plain", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				got <- msg
+				return nil, nil
+			}
+		}))
+	})
+	require.NoError(t, s.Tell(ctxT(t), grain.NewID("plain", "a"), &queues.Carrying{Msg: "hello", Carried: "span"}))
+	assert.Equal(t, "hello", <-got)
 }
