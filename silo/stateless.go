@@ -2,9 +2,7 @@ package silo
 
 import (
 	"context"
-	"maps"
 	"math/rand/v2"
-	"slices"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -39,11 +37,10 @@ func (s *Silo) pickWorker(k *kind, base int) *partition {
 	least := best.load()
 	rest := n - 1
 	from := int(rand.Uint64() % uint64(rest))
-	for i := range min(rest, pickOf-1) {
-		if p := s.workerPart(base, 1+(from+i)%rest); p != best {
-			if l := p.load(); l < least {
-				best, least = p, l
-			}
+	for i := range min(rest, pickOf-1) { // distinct partitions: n is at most their count
+		p := s.workerPart(base, 1+(from+i)%rest)
+		if l := p.load(); l < least {
+			best, least = p, l
 		}
 	}
 	return best
@@ -101,7 +98,7 @@ func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelop
 // dedupeWorkers drops the repeats of stateless identities from ids, which
 // lists one entry per activation: ActiveGrains names identities.
 func (s *Silo) dedupeWorkers(ids []grain.ID) []grain.ID {
-	if !slices.ContainsFunc(slices.Collect(maps.Values(s.kinds)), func(k *kind) bool { return k.workers > 1 }) {
+	if !s.hasWorkers() {
 		return ids // no stateless kind: no repeats, and no lookup per grain
 	}
 	var seen map[grain.ID]struct{}
@@ -119,4 +116,14 @@ func (s *Silo) dedupeWorkers(ids []grain.ID) []grain.ID {
 		out = append(out, id)
 	}
 	return out
+}
+
+// hasWorkers reports whether a stateless kind is registered.
+func (s *Silo) hasWorkers() bool {
+	for _, k := range s.kinds {
+		if k.workers > 1 {
+			return true
+		}
+	}
+	return false
 }
