@@ -59,6 +59,14 @@ var (
 	ErrAlreadyStarted = errors.New("granary: silo already started")
 	// ErrInvalidConfig: a configuration value is out of range.
 	ErrInvalidConfig = errors.New("granary: invalid config")
+	// ErrObserverClosed: the observer a message was sent to has been closed
+	// (Observer.Close in package silo, or its silo stopped): no one
+	// receives at that address any more. A subscriber list drops it
+	// (Observers.Notify).
+	ErrObserverClosed = errors.New("granary: observer closed")
+	// ErrObserverAsk: an ask to an observer, which takes one-way messages
+	// only. Nothing is sent.
+	ErrObserverAsk = errors.New("granary: an observer takes tells, not asks")
 	// ErrRemote: the directory placed the grain on another silo, which this
 	// build cannot reach.
 	ErrRemote = errors.New("granary: grain is on another silo")

@@ -65,6 +65,7 @@ func TestReasonsNameThemselvesAndTheirSentinels(t *testing.T) {
 		grain.ReasonShutdown:         grain.ErrSiloClosed,
 		grain.ReasonOverload:         grain.ErrOverloaded,
 		grain.ReasonDeadlock:         grain.ErrCallCycle,
+		grain.ReasonObserverClosed:   grain.ErrObserverClosed,
 	}
 	names := map[string]bool{}
 	for r := range grain.Reason(grain.NumReasons) {

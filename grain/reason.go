@@ -14,6 +14,7 @@ const (
 	ReasonDeactivated             // the grain deactivated before it could handle the message and it could not be forwarded; a single silo forwards every such message to the grain's next activation, so only a silo that cannot (a remote one gone) reports it
 	ReasonExpired                 // an ask whose caller gave up (its ctx ended, or the call timed out) before its turn began
 	ReasonDeadlock                // an ask that would have waited for ever: its target waits, through other grains' calls, for the ask's own caller
+	ReasonObserverClosed          // a tell to an observer closed before it was received, or sent after
 	numReasons
 )
 
@@ -30,6 +31,7 @@ var reasonNames = [...]string{
 	ReasonDeactivated:      "deactivated",
 	ReasonExpired:          "expired",
 	ReasonDeadlock:         "deadlock",
+	ReasonObserverClosed:   "observer closed",
 }
 
 func (r Reason) String() string {
@@ -51,6 +53,8 @@ func (r Reason) sentinel() error {
 		return ErrOverloaded
 	case ReasonDeadlock:
 		return ErrCallCycle
+	case ReasonObserverClosed:
+		return ErrObserverClosed
 	}
 	return nil
 }

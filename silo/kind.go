@@ -201,6 +201,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		}
 		return err
 	}
+	if name == grain.ObserverKind {
+		return fmt.Errorf("%w: kind %q is the observers'", grain.ErrInvalidKind, name)
+	}
 	if factory == nil {
 		return fmt.Errorf("%w: nil factory for kind %q", grain.ErrInvalidConfig, name)
 	}

@@ -33,6 +33,9 @@ import (
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	p, k, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
+		if id.IsObserver() && (err == grain.ErrSiloClosed || errors.Is(err, grain.ErrUnknownKind)) {
+			return s.tellObserver(ctx, id, msg, err)
+		}
 		return err
 	}
 	// Field by field: a composite literal is built in a temporary and then
@@ -83,6 +86,9 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	p, k, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
+		if id.IsObserver() && errors.Is(err, grain.ErrUnknownKind) {
+			return nil, fmt.Errorf("%w: %v", grain.ErrObserverAsk, id)
+		}
 		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout
 	}
 	var env queues.Envelope // field by field, as in Tell

@@ -74,6 +74,7 @@ type Silo struct {
 	timers    sync.Pool // *time.Timer, for default call timeouts
 	replies   sync.Pool // chan queues.Result, for asks
 	dead      deadHub
+	observers observers
 	restarts  atomic.Uint64
 	stops     atomic.Uint64
 	slowTurns atomic.Uint64
@@ -284,6 +285,7 @@ func (s *Silo) beginStop(op ctlOp) bool {
 	if prev == stateNew {
 		s.state.Store(stateStopped)
 		close(s.done)
+		s.closeObservers()
 		s.dead.close()
 		return false
 	}
@@ -351,6 +353,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 		}
 	}
 	s.runners.stop(allDone) // the waiting ones go; with no turn left, all of them
+	s.closeObservers()
 	s.dead.close()
 	s.mu.Lock()
 	s.state.Store(stateStopped)

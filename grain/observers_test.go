@@ -1,0 +1,117 @@
+package grain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+)
+
+// fakeTeller records tells and fails those to the IDs in fail.
+type fakeTeller struct {
+	told []grain.ID
+	fail map[grain.ID]error
+}
+
+func (f *fakeTeller) Tell(_ context.Context, id grain.ID, _ any) error {
+	f.told = append(f.told, id)
+	return f.fail[id]
+}
+
+func TestObserversSubscribeAndUnsubscribe(t *testing.T) {
+	var o grain.Observers
+	a, b := grain.NewID("player", "a"), grain.NewID(grain.ObserverKind, "x.1")
+	assert.True(t, b.IsObserver())
+	assert.False(t, a.IsObserver())
+
+	for _, id := range []grain.ID{a, b} {
+		added, err := o.Subscribe(id)
+		require.NoError(t, err)
+		assert.True(t, added)
+	}
+	added, err := o.Subscribe(a)
+	require.NoError(t, err)
+	assert.False(t, added, "already there")
+	_, err = o.Subscribe(grain.ID{})
+	var ie *grain.IDError
+	require.ErrorAs(t, err, &ie)
+	_, err = o.Subscribe(grain.NewID("player", ""))
+	require.ErrorIs(t, err, grain.ErrEmptyKey)
+	assert.Equal(t, 2, o.Len())
+	assert.Equal(t, []grain.ID{a, b}, slices.Collect(o.All()))
+
+	assert.True(t, o.Unsubscribe(a))
+	assert.False(t, o.Unsubscribe(a))
+	assert.Equal(t, []grain.ID{b}, slices.Collect(o.All()))
+}
+
+// Notify tells everyone in order, drops the closed observers, and reports
+// the other failures without stopping at them.
+func TestObserversNotify(t *testing.T) {
+	ids := make([]grain.ID, 5)
+	var o grain.Observers
+	for i := range ids {
+		ids[i] = grain.NewID(grain.ObserverKind, fmt.Sprint(i))
+		_, err := o.Subscribe(ids[i])
+		require.NoError(t, err)
+	}
+	f := &fakeTeller{fail: map[grain.ID]error{
+		ids[1]: fmt.Errorf("%w: gone", grain.ErrObserverClosed),
+		ids[2]: grain.ErrOverloaded,
+		ids[4]: fmt.Errorf("%w: gone", grain.ErrObserverClosed),
+	}}
+	err := o.Notify(context.Background(), f, "hi")
+	assert.Equal(t, ids, f.told)
+	require.ErrorIs(t, err, grain.ErrOverloaded)
+	assert.NotErrorIs(t, err, grain.ErrObserverClosed, "a closed observer is dropped, not a failure")
+	assert.Contains(t, err.Error(), ids[2].String())
+	assert.Equal(t, []grain.ID{ids[0], ids[2], ids[3]}, slices.Collect(o.All()))
+
+	f.told, f.fail = nil, nil
+	require.NoError(t, o.Notify(context.Background(), f, "again"))
+	assert.Equal(t, []grain.ID{ids[0], ids[2], ids[3]}, f.told)
+
+	var empty grain.Observers
+	require.NoError(t, empty.Notify(context.Background(), f, "no one"))
+}
+
+// A ctx that ends stops Notify, keeping everyone not yet told.
+func TestObserversNotifyStopsWithItsContext(t *testing.T) {
+	var o grain.Observers
+	ids := []grain.ID{grain.NewID("a", "1"), grain.NewID("a", "2"), grain.NewID("a", "3")}
+	for _, id := range ids {
+		_, err := o.Subscribe(id)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	f := &cancellingTeller{after: 1, cancel: cancel, closed: ids[0]}
+	err := o.Notify(ctx, f, "hi")
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, []grain.ID{ids[0]}, f.told)
+	assert.Equal(t, []grain.ID{ids[1], ids[2]}, slices.Collect(o.All()), "the closed one dropped, the rest kept")
+}
+
+// cancellingTeller cancels after `after` tells; closed's observer is closed.
+type cancellingTeller struct {
+	after  int
+	cancel context.CancelFunc
+	closed grain.ID
+	told   []grain.ID
+}
+
+func (c *cancellingTeller) Tell(_ context.Context, id grain.ID, _ any) error {
+	c.told = append(c.told, id)
+	if len(c.told) == c.after {
+		c.cancel()
+	}
+	if id == c.closed {
+		return errors.Join(grain.ErrObserverClosed)
+	}
+	return nil
+}
