@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/granary-go/granary/grain"
@@ -92,6 +93,17 @@ func (s *Silo) boundSettling(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.settling.Load() { // else it has settled already, or a Close came
-		s.settleBound = time.AfterFunc(d, s.settled)
+		s.settleBound = time.AfterFunc(d, func() { s.settleTimedOut(d) })
 	}
+}
+
+// settleTimedOut ends a settling that took too long, and says so: the
+// turns still running are taken as stuck, and their grains do not save
+// their state while they run.
+func (s *Silo) settleTimedOut(after time.Duration) {
+	if s.settling.Load() {
+		s.log(slog.LevelWarn, "granary: Shutdown's turns did not finish in time; deactivating the other grains while they run",
+			"after", after)
+	}
+	s.settled()
 }

@@ -56,7 +56,7 @@ type Silo struct {
 	base   context.Context // cancelled at Close: the ctx of tells and hooks
 	cancel context.CancelFunc
 	owners sync.WaitGroup // partition owners and the watchdog
-	turns  sync.WaitGroup // turns running off their partition: handed off or interleaved
+	turns  turnGroup      // turns running off their partition: handed off or interleaved
 	done   chan struct{}  // closed when every goroutine of the silo has returned
 
 	dog watchdog
@@ -338,8 +338,11 @@ func (s *Silo) finishStop(grace time.Duration) {
 	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.gcRuns.Wait() // a GC the idle ticker asked for (memory.go): it ends
 	s.cancel()
-	allDone := false
-	if grace != noWait {
+	allDone := s.turns.none()
+	// Waiting for them only with a grace to wait: a graceful Shutdown has
+	// none (its turns finished, or it gave up on a stuck one and said so),
+	// and a warning then would be about turns that are just returning.
+	if !allDone && grace > 0 {
 		turnsDone := make(chan struct{})
 		go func() {
 			s.turns.Wait()
