@@ -188,8 +188,12 @@ func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive =
 //
 // Errors: ErrAlreadyStarted after Start, ErrSiloClosed after Shutdown or
 // Close (or for a nil s), ErrAlreadyRegistered for a taken name,
-// ErrEmptyKind / ErrInvalidKind for a bad name, ErrInvalidConfig for a nil
-// factory or a bad option. Nil options are skipped.
+// ErrEmptyKind / ErrInvalidKind for a bad name (grain.ObserverKind is
+// taken), ErrInvalidConfig for a nil factory, a bad option, or a grain type
+// whose OnActivate or OnDeactivate would never run — a method of that name
+// with another signature, or one declared on *T while the factory returns a
+// T (Go compiles both; the hook would be skipped without a word). Nil
+// options are skipped.
 func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, opts ...KindOption) error {
 	if err := s.made(); err != nil {
 		return err
@@ -206,6 +210,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	if factory == nil {
 		return fmt.Errorf("%w: nil factory for kind %q", grain.ErrInvalidConfig, name)
+	}
+	if err := checkHooks(name, reflect.TypeFor[G]()); err != nil {
+		return err
 	}
 	k := &kind{
 		s:           s,
