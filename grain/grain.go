@@ -52,7 +52,8 @@ type Activator interface {
 // last turn, bounded by the silo's deactivation timeout through ctx. An error
 // or panic is logged, and deactivation completes anyway. At a silo's
 // shutdown, messages it sends to other grains are refused (ErrSiloClosed):
-// save state to storage here, not through another grain. Do not rely on it
+// save state to storage here, not through another grain. Tells to observers
+// still arrive: a goodbye to the grain's clients is fine. Do not rely on it
 // for durability: a process crash skips it.
 type Deactivator interface {
 	OnDeactivate(ctx context.Context, c *Context) error
