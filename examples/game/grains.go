@@ -49,7 +49,19 @@ type (
 	Played struct{}
 	// judge asks a referee which of a match's players won: true for A.
 	judge struct{ Match, A, B grain.ID }
+	// Watch subscribes an observer (a client's connection) to a player's
+	// events; Unwatch ends it.
+	Watch   struct{ Observer grain.ID }
+	Unwatch struct{ Observer grain.ID }
 )
+
+// Event is what a player's watchers are told.
+type Event struct {
+	Player string `json:"player"`
+	What   string `json:"what"` // "match started", "won" or "lost"
+	Match  string `json:"match"`
+	Rating int    `json:"rating"`
+}
 
 // ErrBusy is what Join returns for a player already queued or playing.
 var ErrBusy = errors.New("game: player is already queued or playing")
@@ -65,8 +77,9 @@ type PlayerStats struct {
 
 // Player is one player's grain.
 type Player struct {
-	stats PlayerStats
-	lobby grain.ID
+	stats    PlayerStats
+	lobby    grain.ID
+	watchers grain.Observers // clients following this player (GET /players/{name}/events)
 }
 
 func newPlayer(id grain.ID) *Player {
@@ -87,6 +100,7 @@ func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		return p.stats, nil
 	case matchStarted:
 		p.stats.State = "playing"
+		p.notify(ctx, c, "match started", m.Match)
 	case result:
 		p.stats.State = "idle"
 		if m.Won {
@@ -96,12 +110,33 @@ func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 			p.stats.Losses++
 			p.stats.Rating -= 16
 		}
+		what := "lost"
+		if m.Won {
+			what = "won"
+		}
+		p.notify(ctx, c, what, m.Match)
 	case GetStats:
 		return p.stats, nil
+	case Watch:
+		_, err := p.watchers.Subscribe(m.Observer)
+		return nil, err
+	case Unwatch:
+		p.watchers.Unsubscribe(m.Observer)
 	default:
 		return nil, fmt.Errorf("player: unexpected %T", msg)
 	}
 	return nil, nil
+}
+
+// notify tells the player's watchers what happened. A watcher that reads
+// too slowly misses the event — a dead letter, reason overload, counted by
+// the silo — and one that went away is dropped: neither is the player's
+// failure, so neither fails its turn.
+func (p *Player) notify(ctx context.Context, c *grain.Context, what string, match grain.ID) {
+	if p.watchers.Len() == 0 {
+		return
+	}
+	_ = p.watchers.Notify(ctx, c.Silo(), Event{Player: p.stats.Name, What: what, Match: match.String(), Rating: p.stats.Rating})
 }
 
 // Lobby pairs waiting players into matches.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/granary-go/granary/grain"
@@ -15,7 +17,8 @@ import (
 
 // handler is the game's HTTP API over a silo: a thin layer, since each
 // player is already a grain reached by its name. GET /players lists the
-// players active now; GET /metrics reports the meter's counts of turns by
+// players active now; GET /players/{name}/events streams the player's
+// events as they happen; GET /metrics reports the meter's counts of turns by
 // kind.
 func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 	mux := http.NewServeMux()
@@ -55,6 +58,19 @@ func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 		}
 		http.Error(w, "bad player name", http.StatusBadRequest)
 	})
+	mux.HandleFunc("GET /players/{name}/events", func(w http.ResponseWriter, r *http.Request) {
+		id, ok := player(r)
+		if !ok {
+			http.Error(w, "bad player name", http.StatusBadRequest)
+			return
+		}
+		limit, err := strconv.Atoi(cmp.Or(r.URL.Query().Get("n"), "0"))
+		if err != nil || limit < 0 {
+			http.Error(w, "n: a count of events, 0 for no end", http.StatusBadRequest)
+			return
+		}
+		events(w, r, s, id, limit)
+	})
 	mux.HandleFunc("GET /players", func(w http.ResponseWriter, r *http.Request) {
 		// Who is on line: the player grains active now (an operator's
 		// view; a player is reached by name, never looked up in a list).
@@ -79,6 +95,53 @@ func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 		_ = json.NewEncoder(w).Encode(meter.Report())
 	})
 	return mux
+}
+
+// events streams a player's events to the client as JSON lines, until the
+// client goes away, the silo stops, or limit events (0: no limit) are sent.
+// The client is an observer: the player grain tells it, and never waits
+// for it.
+func events(w http.ResponseWriter, r *http.Request, s *silo.Silo, id grain.ID, limit int) {
+	obs, err := s.NewObserver(64)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	defer obs.Close()
+	if _, err := s.Ask(r.Context(), id, Watch{Observer: obs.ID()}); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	defer func() {
+		// Unsubscribe at once rather than at the player's next event; with
+		// a ctx of its own, as the request's is likely over.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), time.Second)
+		defer cancel()
+		_ = s.Tell(ctx, id, Unwatch{Observer: obs.ID()})
+	}()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	if flusher != nil {
+		flusher.Flush() // the client knows it is subscribed
+	}
+	enc := json.NewEncoder(w)
+	for sent := 0; limit == 0 || sent < limit; sent++ {
+		select {
+		case <-r.Context().Done():
+			return
+		case n, ok := <-obs.C():
+			if !ok {
+				return // the silo stopped
+			}
+			if enc.Encode(n.Msg) != nil {
+				return
+			}
+			if flusher != nil {
+				flusher.Flush()
+			}
+		}
+	}
 }
 
 // serve runs the HTTP API until ctx ends, then shuts the server and the

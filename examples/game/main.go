@@ -1,7 +1,8 @@
 // Command game is Granary's example game backend: players, a lobby that
 // pairs them, matches that play on a timer and ask a referee (a stateless
 // worker: one identity, an activation per partition) who won, and a
-// leaderboard — each a grain on a silo embedded in this program.
+// leaderboard — each a grain on a silo embedded in this program. Clients
+// follow a player's matches through an observer the player tells.
 //
 // By default it simulates bots for a while and prints a summary:
 //
@@ -12,6 +13,7 @@
 //	go run ./examples/game -http localhost:8080
 //	curl -X POST localhost:8080/players/alice/join
 //	curl localhost:8080/players/alice
+//	curl -N localhost:8080/players/alice/events   # her matches as they happen
 //	curl localhost:8080/players
 //	curl localhost:8080/leaderboard
 //	curl localhost:8080/metrics
@@ -97,6 +99,10 @@ type summary struct {
 	Stats                          silo.Stats
 	Turns                          []KindTurns
 	DeadLetters                    int
+	// Watched is the player a spectator followed (an observer), and
+	// Events how many of its events the spectator received.
+	Watched string
+	Events  int
 }
 
 func (s summary) String() string {
@@ -130,6 +136,9 @@ func (s summary) String() string {
 		fmt.Fprintf(&b, " %v", k)
 	}
 	b.WriteString("\n(a player's errors are Joins refused with ErrBusy: each bot asks again every half match while it is queued or playing)\n")
+	if s.Watched != "" {
+		fmt.Fprintf(&b, "a spectator following %s (an observer) saw %d events: a start and a result for each of its matches\n", s.Watched, s.Events)
+	}
 	return b.String()
 }
 
@@ -147,6 +156,14 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 	ids := make([]grain.ID, players)
 	for i := range ids {
 		ids[i] = grain.NewID(kindPlayer, fmt.Sprintf("bot-%03d", i))
+	}
+	// A spectator follows the first bot, as a client of GET
+	// /players/{name}/events would: an observer the player tells.
+	var events chan int
+	if players > 0 {
+		if events, err = spectate(ctx, s, ids[0]); err != nil {
+			return summary{}, err
+		}
 	}
 	playCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
@@ -182,6 +199,7 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 
 	// Let the matches in play finish: every player idle or still queued.
 	var sum summary
+	watchedPlayed := 0
 	for deadline := time.Now().Add(10 * time.Second); ; {
 		sum = summary{Players: players}
 		playing := 0
@@ -192,6 +210,9 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 			}
 			sum.Wins += st.Wins
 			sum.Losses += st.Losses
+			if id == ids[0] {
+				watchedPlayed = st.Wins + st.Losses
+			}
 			if st.State == "playing" {
 				playing++
 			}
@@ -220,5 +241,40 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 	for _, n := range sum.Stats.DeadLetters {
 		sum.DeadLetters += int(n)
 	}
-	return sum, s.Shutdown(ctx)
+	if err := s.Shutdown(ctx); err != nil {
+		return sum, err
+	}
+	if events != nil {
+		// The silo closed the spectator's observer as it stopped, and the
+		// spectator read what was left: every event the player told it, a
+		// start and a result for each of its matches.
+		sum.Watched, sum.Events = ids[0].Key(), <-events
+		if sum.Events != 2*watchedPlayed {
+			return sum, fmt.Errorf("the spectator saw %d events of %s, which played %d matches", sum.Events, sum.Watched, watchedPlayed)
+		}
+	}
+	return sum, nil
+}
+
+// spectate subscribes an observer to a player's events and counts them; the
+// count comes on the channel returned once the observer closes, as the silo
+// stops.
+func spectate(ctx context.Context, s *silo.Silo, id grain.ID) (chan int, error) {
+	obs, err := s.NewObserver(1024)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.Ask(ctx, id, Watch{Observer: obs.ID()}); err != nil {
+		obs.Close()
+		return nil, err
+	}
+	count := make(chan int, 1)
+	go func() {
+		n := 0
+		for range obs.C() {
+			n++
+		}
+		count <- n
+	}()
+	return count, nil
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -24,6 +25,9 @@ func TestSimulationBalancesItsBooks(t *testing.T) {
 	assert.Equal(t, sum.Matches, sum.Losses)
 	assert.NotEmpty(t, sum.Top)
 	assert.Zero(t, sum.DeadLetters)
+	assert.Equal(t, "bot-000", sum.Watched)
+	assert.Positive(t, sum.Events, "the spectator saw bot-000's matches (simulate checks the count)")
+	assert.Zero(t, sum.Events%2)
 	var turns int64
 	for _, k := range sum.Turns { // the meter, a filter, saw every kind's turns
 		assert.Positive(t, k.Turns, k.Kind)
@@ -61,6 +65,14 @@ func TestHTTP(t *testing.T) {
 		}
 		return resp.StatusCode
 	}
+	// A client follows alice's events before she joins: the response's
+	// headers come once it is subscribed.
+	stream, err := http.Get(srv.URL + "/players/alice/events?n=2")
+	require.NoError(t, err)
+	defer stream.Body.Close()
+	require.Equal(t, http.StatusOK, stream.StatusCode)
+	assert.Equal(t, "application/x-ndjson", stream.Header.Get("Content-Type"))
+
 	require.Equal(t, http.StatusOK, post("/players/alice/join"))
 	require.Equal(t, http.StatusConflict, post("/players/alice/join"), "already queued")
 	require.Equal(t, http.StatusOK, post("/players/bob/join"))
@@ -71,6 +83,17 @@ func TestHTTP(t *testing.T) {
 		get("/players/bob", &b)
 		return a.Wins+a.Losses == 1 && b.Wins+b.Losses == 1
 	}, 5*time.Second, 5*time.Millisecond)
+	dec := json.NewDecoder(stream.Body)
+	var started, ended Event
+	require.NoError(t, dec.Decode(&started))
+	require.NoError(t, dec.Decode(&ended))
+	assert.Equal(t, Event{Player: "alice", What: "match started", Match: "match#1", Rating: 1000}, started)
+	assert.Contains(t, []string{"won", "lost"}, ended.What)
+	assert.Equal(t, "match#1", ended.Match)
+	require.ErrorIs(t, dec.Decode(&ended), io.EOF, "n=2: the stream ends after two events")
+	require.Equal(t, http.StatusBadRequest, get("/players/alice/events?n=-1", nil))
+	require.Equal(t, http.StatusBadRequest, get("/players/alice/events?n=x", nil))
+
 	var top []Entry
 	require.Equal(t, http.StatusOK, get("/leaderboard", &top))
 	require.Len(t, top, 1)
