@@ -374,3 +374,42 @@ func BenchmarkStatelessWorker(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTellObserver: a tell to an observer, and its receipt by a
+// reader on another goroutine, against BenchmarkTell's tell to a grain.
+func BenchmarkTellObserver(b *testing.B) {
+	s := benchSilo(b, silo.Config{})
+	o, err := s.NewObserver(1024)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan int)
+	go func() {
+		n := 0
+		for range o.C() {
+			n++
+		}
+		done <- n
+	}()
+	ctx := context.Background()
+	b.ReportAllocs()
+	sent := 0
+	for b.Loop() {
+		for {
+			err := s.Tell(ctx, o.ID(), incrMsg)
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, grain.ErrOverloaded) {
+				b.Fatal(err)
+			}
+			runtime.Gosched() // the reader is behind: let it catch up
+		}
+		sent++
+	}
+	b.StopTimer()
+	o.Close()
+	if got, left := <-done, int(s.Stats().DeadLetters[grain.ReasonObserverClosed]); got+left != sent {
+		b.Fatalf("received %d and %d left unread of %d", got, left, sent)
+	}
+}

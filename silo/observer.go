@@ -10,6 +10,12 @@ import (
 	"github.com/granary-go/granary/grain"
 )
 
+// errObserverTarget is what the send path says of an observer's ID: no
+// grain kind of that name. Tell takes it as its cue to tell the observer;
+// the rest (Deactivate, Stop, ...) return it. Made once: a tell to an
+// observer allocates nothing for it.
+var errObserverTarget = fmt.Errorf("%w: %q is the observers' (they take tells only)", grain.ErrUnknownKind, grain.ObserverKind)
+
 // Observer is an address outside any grain that grains send to: a client's
 // connection that wants to hear of a player's matches, a dashboard, a test
 // waiting for a notification (Orleans' grain observers). Its ID is a

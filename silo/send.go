@@ -33,7 +33,7 @@ import (
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	p, k, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
-		if id.IsObserver() && (err == grain.ErrSiloClosed || errors.Is(err, grain.ErrUnknownKind)) {
+		if err == errObserverTarget || (err == grain.ErrSiloClosed && id.IsObserver()) {
 			return s.tellObserver(ctx, id, msg, err)
 		}
 		return err
@@ -86,7 +86,7 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	p, k, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
-		if id.IsObserver() && errors.Is(err, grain.ErrUnknownKind) {
+		if err == errObserverTarget {
 			return nil, fmt.Errorf("%w: %v", grain.ErrObserverAsk, id)
 		}
 		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout

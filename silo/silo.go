@@ -445,6 +445,9 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 	h := id.Hash()
 	k, ok := s.kindOf.get(id.Kind(), s.kinds)
 	if !ok {
+		if id.IsObserver() {
+			return nil, nil, 0, errObserverTarget // Tell sends it on (observer.go)
+		}
 		if err := id.Validate(); err != nil {
 			return nil, nil, 0, err
 		}
