@@ -27,8 +27,10 @@ var errObserverTarget = fmt.Errorf("%w: %q is the observers' (they take tells on
 // An observer never makes its senders wait. A tell to one whose buffer is
 // full is refused at once with grain.ErrOverloaded, and a tell to one that
 // is closed with grain.ErrObserverClosed; each is also a dead letter
-// (reasons overload and observer closed). An ask to an observer is refused
-// with grain.ErrObserverAsk: it takes one-way messages only.
+// (reasons overload and observer closed). Once the silo has stopped, a
+// tell is refused with ErrSiloClosed, as every send is. An ask to an
+// observer is refused with grain.ErrObserverAsk: it takes one-way messages
+// only.
 //
 // Close an observer when done with it: what it holds unread then becomes
 // dead letters, and the grains that notify it through grain.Observers drop
@@ -62,10 +64,13 @@ type Notification struct {
 type observers struct {
 	m sync.Map // key → *Observer: tells look up without a lock
 
-	mu     sync.Mutex
+	// mu guards the fields below; a refused tell holds it shared while it
+	// publishes its dead letter, so that the silo's stop — which takes it
+	// before it closes the dead-letter subscriptions — never comes between.
+	mu     sync.RWMutex
 	nonce  string // tells this silo's observer IDs from another silo's of the same name
-	next   uint64 // (mu)
-	closed bool   // the silo stopped: no new observer (mu)
+	next   uint64
+	closed bool // the silo stopped: no new observer, and refusals are ErrSiloClosed
 }
 
 // NewObserver returns a new observer whose buffer holds up to buffer
@@ -207,11 +212,27 @@ func (s *Silo) tellObserver(ctx context.Context, id grain.ID, msg any, refusal e
 			return nil
 		}
 		if !closed {
-			s.observerDeadLetter(id, n, grain.ReasonOverload)
-			return fmt.Errorf("%w: observer %v, its buffer full", grain.ErrOverloaded, id)
+			return s.refuseObserverTell(id, n, grain.ReasonOverload)
 		}
 	}
-	s.observerDeadLetter(id, n, grain.ReasonObserverClosed)
+	return s.refuseObserverTell(id, n, grain.ReasonObserverClosed)
+}
+
+// refuseObserverTell refuses a tell to an observer with a dead letter of
+// reason r — or, once the silo has stopped, with ErrSiloClosed and nothing
+// more, as a send to a grain is refused then: its dead letter would reach
+// no subscriber.
+func (s *Silo) refuseObserverTell(id grain.ID, n Notification, r grain.Reason) error {
+	reg := &s.observers
+	reg.mu.RLock()
+	defer reg.mu.RUnlock()
+	if reg.closed {
+		return grain.ErrSiloClosed
+	}
+	s.observerDeadLetter(id, n, r)
+	if r == grain.ReasonOverload {
+		return fmt.Errorf("%w: observer %v, its buffer full", grain.ErrOverloaded, id)
+	}
 	return fmt.Errorf("%w: %v", grain.ErrObserverClosed, id)
 }
 

@@ -133,6 +133,27 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 	dl := s.SubscribeDeadLetters(senders * perSend)
 	ctx := ctxT(t)
 
+	// Observers take one message in ten: small buffers that fill up, and
+	// one closed by its reader part way through.
+	var observers []grain.ID
+	var readers sync.WaitGroup
+	for i := range 3 {
+		o, err := s.NewObserver(16)
+		require.NoError(t, err)
+		observers = append(observers, o.ID())
+		readers.Go(func() {
+			read := 0
+			for n := range o.C() { // ends when the silo stops, or at the Close
+				m := n.Msg.(soakMsg)
+				c, _ := handled.LoadOrStore(m.id, new(atomic.Int32))
+				c.(*atomic.Int32).Add(1)
+				if read++; i == 0 && read == 200 {
+					o.Close()
+				}
+			}
+		})
+	}
+
 	// The clock moves on while the load runs.
 	stopClock := make(chan struct{})
 	clockDone := make(chan struct{})
@@ -151,7 +172,7 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 
 	var (
 		accepted   sync.Map // message id -> struct{}: sent and not refused
-		refusedOvl sync.Map // refused at the call with ErrOverloaded
+		refusedOvl sync.Map // refused at the call with ErrOverloaded or ErrObserverClosed: a dead letter
 		nextID     atomic.Int64
 		asks       atomic.Int64
 		closedSeen atomic.Int64
@@ -179,6 +200,10 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 				if r.IntN(5) == 0 { // one message in five to a stateless worker
 					target = grain.NewIntID("soakw", int64(r.IntN(grains/10)))
 				}
+				toObserver := r.IntN(10) == 0
+				if toObserver {
+					target = observers[r.IntN(len(observers))]
+				}
 				switch r.IntN(150) { // system messages race the load too
 				case 0:
 					_ = s.Deactivate(ctx, target)
@@ -186,7 +211,7 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 					_ = s.Stop(ctx, target)
 				}
 				var err error
-				if r.IntN(3) == 0 {
+				if r.IntN(3) == 0 && !toObserver {
 					asks.Add(1)
 					_, err = s.Ask(ctx, target, m) // must return: ctx is the test's 20 s
 				} else {
@@ -197,7 +222,8 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 					accepted.Store(id, struct{}{})
 				case errors.Is(err, grain.ErrSiloClosed) && !errors.Is(err, grain.ErrDeadLetter):
 					closedSeen.Add(1) // refused at the call: neither handled nor dead
-				case errors.Is(err, grain.ErrOverloaded) && !errors.Is(err, grain.ErrDeadLetter):
+				case errors.Is(err, grain.ErrOverloaded) && !errors.Is(err, grain.ErrDeadLetter),
+					errors.Is(err, grain.ErrObserverClosed):
 					refusedOvl.Store(id, struct{}{})
 				default:
 					// An ask that was accepted and then failed: handled (a
@@ -212,6 +238,7 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 	close(stopClock)
 	<-clockDone
 	require.NoError(t, s.Close())
+	readers.Wait() // they have read what the observers held when the silo stopped
 
 	dead := map[int64]int{}
 	reasons := map[grain.Reason]int{}
