@@ -58,7 +58,7 @@ type (
 // Event is what a player's watchers are told.
 type Event struct {
 	Player string `json:"player"`
-	What   string `json:"what"` // "match started", "won" or "lost"
+	What   string `json:"what"` // "match started", "won", "lost", or evDeactivated
 	Match  string `json:"match"`
 	Rating int    `json:"rating"`
 }
@@ -73,6 +73,8 @@ type PlayerStats struct {
 	Losses int    `json:"losses"`
 	Rating int    `json:"rating"`
 	State  string `json:"state"`
+	// Watchers is how many clients follow the player's events now.
+	Watchers int `json:"watchers"`
 }
 
 // Player is one player's grain.
@@ -116,7 +118,9 @@ func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		}
 		p.notify(ctx, c, what, m.Match)
 	case GetStats:
-		return p.stats, nil
+		st := p.stats
+		st.Watchers = p.watchers.Len()
+		return st, nil
 	case Watch:
 		_, err := p.watchers.Subscribe(m.Observer)
 		return nil, err
@@ -128,6 +132,18 @@ func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	return nil, nil
 }
 
+// evDeactivated is the player's goodbye to its watchers: its list of them
+// is its state, gone with it, so a watcher that wants more subscribes
+// again (which activates the player anew).
+const evDeactivated = "deactivated"
+
+// OnDeactivate tells the watchers the player is going: idle for a while, or
+// the silo shutting down (tells to observers still go out then).
+func (p *Player) OnDeactivate(ctx context.Context, c *grain.Context) error {
+	p.notify(ctx, c, evDeactivated, grain.ID{})
+	return nil
+}
+
 // notify tells the player's watchers what happened. A watcher that reads
 // too slowly misses the event — a dead letter, reason overload, counted by
 // the silo — and one that went away is dropped: neither is the player's
@@ -136,7 +152,11 @@ func (p *Player) notify(ctx context.Context, c *grain.Context, what string, matc
 	if p.watchers.Len() == 0 {
 		return
 	}
-	_ = p.watchers.Notify(ctx, c.Silo(), Event{Player: p.stats.Name, What: what, Match: match.String(), Rating: p.stats.Rating})
+	ev := Event{Player: p.stats.Name, What: what, Rating: p.stats.Rating}
+	if !match.IsZero() {
+		ev.Match = match.String()
+	}
+	_ = p.watchers.Notify(ctx, c.Silo(), ev)
 }
 
 // Lobby pairs waiting players into matches.

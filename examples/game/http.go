@@ -108,7 +108,11 @@ func events(w http.ResponseWriter, r *http.Request, s *silo.Silo, id grain.ID, l
 		return
 	}
 	defer obs.Close()
-	if _, err := s.Ask(r.Context(), id, Watch{Observer: obs.ID()}); err != nil {
+	watch := func() error {
+		_, err := s.Ask(r.Context(), id, Watch{Observer: obs.ID()})
+		return err
+	}
+	if err := watch(); err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
 		return
 	}
@@ -133,6 +137,16 @@ func events(w http.ResponseWriter, r *http.Request, s *silo.Silo, id grain.ID, l
 		case n, ok := <-obs.C():
 			if !ok {
 				return // the silo stopped
+			}
+			if ev, _ := n.Msg.(Event); ev.What == evDeactivated {
+				// The player went idle and forgot its watchers: subscribe
+				// again, which brings it back. At shutdown this fails, and
+				// the stream ends.
+				if watch() != nil {
+					return
+				}
+				sent--
+				continue
 			}
 			if enc.Encode(n.Msg) != nil {
 				return

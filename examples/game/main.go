@@ -256,9 +256,10 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 	return sum, nil
 }
 
-// spectate subscribes an observer to a player's events and counts them; the
-// count comes on the channel returned once the observer closes, as the silo
-// stops.
+// spectate subscribes an observer to a player's events and counts its
+// matches' events; the count comes on the channel returned once the observer
+// closes, as the silo stops (-1 unless the player said goodbye once, from
+// OnDeactivate at the shutdown).
 func spectate(ctx context.Context, s *silo.Silo, id grain.ID) (chan int, error) {
 	obs, err := s.NewObserver(1024)
 	if err != nil {
@@ -270,9 +271,16 @@ func spectate(ctx context.Context, s *silo.Silo, id grain.ID) (chan int, error) 
 	}
 	count := make(chan int, 1)
 	go func() {
-		n := 0
-		for range obs.C() {
+		n, goodbyes := 0, 0
+		for ev := range obs.C() {
+			if ev.Msg.(Event).What == evDeactivated {
+				goodbyes++ // once: the player stays active through the run, and deactivates at the shutdown
+				continue
+			}
 			n++
+		}
+		if goodbyes != 1 {
+			n = -1 // the books will not balance: simulate says so
 		}
 		count <- n
 	}()

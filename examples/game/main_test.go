@@ -109,6 +109,32 @@ func TestHTTP(t *testing.T) {
 	require.Len(t, turns, 5)
 	assert.Equal(t, kindLeaderboard, turns[0].Kind)
 	assert.Positive(t, turns[0].Turns)
+	watchers := func(name string) int {
+		var st PlayerStats
+		require.Equal(t, http.StatusOK, get("/players/"+name, &st))
+		return st.Watchers
+	}
+	require.Eventually(t, func() bool { return watchers("alice") == 0 }, 5*time.Second, time.Millisecond,
+		"a stream that ends unsubscribes")
+
+	// A stream outlives its player's deactivation: told goodbye, it
+	// subscribes again, and the player's next match reaches it.
+	stream2, err := http.Get(srv.URL + "/players/alice/events?n=1")
+	require.NoError(t, err)
+	defer stream2.Body.Close()
+	require.Equal(t, 1, watchers("alice"))
+	require.NoError(t, s.Deactivate(t.Context(), grain.NewID(kindPlayer, "alice")))
+	require.Eventually(t, func() bool {
+		var st PlayerStats // a fresh activation: its record starts anew
+		get("/players/alice", &st)
+		return st.Wins+st.Losses == 0 && st.Watchers == 1
+	}, 5*time.Second, time.Millisecond, "the stream subscribed again")
+	require.Equal(t, http.StatusOK, post("/players/alice/join"))
+	require.Equal(t, http.StatusOK, post("/players/bob/join"))
+	var again Event
+	require.NoError(t, json.NewDecoder(stream2.Body).Decode(&again))
+	assert.Equal(t, "match started", again.What)
+	assert.Equal(t, "match#2", again.Match)
 }
 
 func TestCheckFlags(t *testing.T) {
