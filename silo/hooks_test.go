@@ -15,9 +15,9 @@ import (
 type (
 	wrongDeactivate struct{ counter }
 	wrongActivate   struct{ counter }
-	ptrHooks        struct{ counter }
-	ptrWrongHook    struct{ counter }
-	rightValueHooks struct{ counter }
+	ptrHooks        struct{}
+	ptrWrongHook    struct{}
+	rightValueHooks struct{}
 )
 
 func (*wrongDeactivate) OnDeactivate(context.Context, *grain.Context, grain.DeactivationReason) error {
