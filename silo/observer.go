@@ -40,7 +40,8 @@ var errObserverTarget = fmt.Errorf("%w: %q is the observers' (they take tells on
 // readable: C is closed, and Receive returns grain.ErrObserverClosed, once
 // the buffer is empty.
 //
-// Observer is safe for concurrent use.
+// Observer is safe for concurrent use. Make one with Silo.NewObserver: a
+// zero or nil Observer is a closed one.
 type Observer struct {
 	s  *Silo
 	id grain.ID
@@ -101,13 +102,30 @@ func (s *Silo) NewObserver(buffer int) (*Observer, error) {
 	return o, nil
 }
 
-// ID returns the observer's address, for grains to tell.
-func (o *Observer) ID() grain.ID { return o.id }
+// ID returns the observer's address, for grains to tell (the zero ID for a
+// zero or nil Observer, which no tell accepts).
+func (o *Observer) ID() grain.ID {
+	if o == nil {
+		return grain.ID{}
+	}
+	return o.id
+}
 
 // C returns the channel the observer's notifications arrive on, for a
 // select or a range. It is closed when the observer is: at Close, or once
 // its silo has stopped (what it holds then is still received).
-func (o *Observer) C() <-chan Notification { return o.ch }
+func (o *Observer) C() <-chan Notification {
+	if !o.made() {
+		ch := make(chan Notification) // closed: a range over it ends at once
+		close(ch)
+		return ch
+	}
+	return o.ch
+}
+
+// made reports whether o came from NewObserver.
+func (o *Observer) made() bool { return o != nil && o.s != nil }
+
 
 // Receive waits for the observer's next notification. It returns ctx's
 // error if ctx ends first, and grain.ErrObserverClosed once the observer is
@@ -115,6 +133,9 @@ func (o *Observer) C() <-chan Notification { return o.ch }
 func (o *Observer) Receive(ctx context.Context) (Notification, error) {
 	if ctx == nil {
 		return Notification{}, grain.ErrNilContext
+	}
+	if !o.made() {
+		return Notification{}, fmt.Errorf("%w: not made by Silo.NewObserver", grain.ErrObserverClosed)
 	}
 	select {
 	case n, ok := <-o.ch:
@@ -132,6 +153,9 @@ func (o *Observer) Receive(ctx context.Context) (Notification, error) {
 // may still take some of it first; each notification goes one way or the
 // other). Closing a closed observer does nothing more.
 func (o *Observer) Close() {
+	if !o.made() {
+		return
+	}
 	o.close()
 	o.mu.Lock()
 	first := !o.released

@@ -277,6 +277,16 @@ func TestObserverRefusals(t *testing.T) {
 	var zero silo.Silo
 	_, err = zero.NewObserver(1)
 	require.ErrorIs(t, err, grain.ErrSiloClosed)
+	// An Observer not made by NewObserver is a closed one, not a panic.
+	for _, bad := range []*silo.Observer{nil, {}} {
+		bad.Close()
+		_, open := <-bad.C()
+		assert.False(t, open)
+		_, err = bad.Receive(ctx)
+		require.ErrorIs(t, err, grain.ErrObserverClosed)
+		assert.True(t, bad.ID().IsZero())
+		require.Error(t, s.Tell(ctx, bad.ID(), "x"))
+	}
 	assert.Zero(t, s.Stats().DeadLetters[grain.ReasonObserverClosed]+s.Stats().DeadLetters[grain.ReasonOverload],
 		"nothing was sent")
 
