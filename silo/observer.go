@@ -126,7 +126,6 @@ func (o *Observer) C() <-chan Notification {
 // made reports whether o came from NewObserver.
 func (o *Observer) made() bool { return o != nil && o.s != nil }
 
-
 // Receive waits for the observer's next notification. It returns ctx's
 // error if ctx ends first, and grain.ErrObserverClosed once the observer is
 // closed and holds nothing more.
