@@ -67,6 +67,12 @@ var (
 	// ErrObserverAsk: an ask to an observer, which takes one-way messages
 	// only. Nothing is sent.
 	ErrObserverAsk = errors.New("granary: an observer takes tells, not asks")
+	// ErrNilTeller: Observers.Notify was given no Teller to tell with.
+	// Nothing is sent.
+	ErrNilTeller = errors.New("granary: nil Teller")
+	// ErrNilObservers: Subscribe on a nil *Observers, which has nowhere to
+	// keep the subscriber.
+	ErrNilObservers = errors.New("granary: nil *Observers")
 	// ErrRemote: the directory placed the grain on another silo, which this
 	// build cannot reach.
 	ErrRemote = errors.New("granary: grain is on another silo")

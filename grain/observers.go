@@ -21,7 +21,8 @@ func (id ID) IsObserver() bool { return id.kind == ObserverKind }
 // Observers is a grain's list of subscribers — observers, or other grains —
 // that Notify tells all at once (Orleans' ObserverManager). It belongs in a
 // grain's state: it is not safe for concurrent use, and a grain's turns
-// need no lock for it. The zero value is an empty list, ready to use.
+// need no lock for it. The zero value is an empty list, ready to use; a nil
+// *Observers is an empty list that cannot be added to.
 //
 // An observer that has been closed is dropped from the list the first time
 // Notify finds it so (its Tell fails with ErrObserverClosed): a client that
@@ -34,6 +35,9 @@ type Observers struct {
 // Subscribe adds id to the list; it reports false, changing nothing, if id
 // is there already. An invalid id is refused with its *IDError.
 func (o *Observers) Subscribe(id ID) (bool, error) {
+	if o == nil {
+		return false, ErrNilObservers
+	}
 	if err := id.Validate(); err != nil {
 		return false, err
 	}
@@ -46,6 +50,9 @@ func (o *Observers) Subscribe(id ID) (bool, error) {
 
 // Unsubscribe removes id from the list, reporting whether it was there.
 func (o *Observers) Unsubscribe(id ID) bool {
+	if o == nil {
+		return false
+	}
 	i := slices.Index(o.ids, id)
 	if i < 0 {
 		return false
@@ -55,10 +62,20 @@ func (o *Observers) Unsubscribe(id ID) bool {
 }
 
 // Len returns the number of subscribers.
-func (o *Observers) Len() int { return len(o.ids) }
+func (o *Observers) Len() int {
+	if o == nil {
+		return 0
+	}
+	return len(o.ids)
+}
 
 // All yields the subscribers in the order they subscribed.
-func (o *Observers) All() iter.Seq[ID] { return slices.Values(o.ids) }
+func (o *Observers) All() iter.Seq[ID] {
+	if o == nil {
+		return slices.Values([]ID(nil))
+	}
+	return slices.Values(o.ids)
+}
 
 // Notify tells msg to every subscriber, in the order they subscribed, with
 // t — in a turn, the turn's Context.Silo() and ctx, so that each message
@@ -67,7 +84,17 @@ func (o *Observers) All() iter.Seq[ID] { return slices.Values(o.ids) }
 // that reads too slowly, say) does not keep the others from being told: the
 // failures come back joined, each naming its subscriber. Notify stops early
 // only when ctx ends, returning ctx's error with the failures before it.
+// A nil ctx or Teller is refused (ErrNilContext, ErrNilTeller) before
+// anything is sent.
 func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
+	switch {
+	case ctx == nil:
+		return ErrNilContext
+	case t == nil:
+		return ErrNilTeller
+	case o == nil:
+		return nil
+	}
 	var errs []error
 	kept := o.ids[:0]
 	for i, id := range o.ids {

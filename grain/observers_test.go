@@ -115,3 +115,23 @@ func (c *cancellingTeller) Tell(_ context.Context, id grain.ID, _ any) error {
 	}
 	return nil
 }
+
+// Bad input is refused with a typed error, never a panic.
+func TestObserversBadInput(t *testing.T) {
+	var o grain.Observers
+	_, err := o.Subscribe(grain.NewID("a", "1"))
+	require.NoError(t, err)
+	f := &fakeTeller{}
+	require.ErrorIs(t, o.Notify(context.Background(), nil, "hi"), grain.ErrNilTeller)
+	//lint:ignore SA1012 a nil ctx is the bad input under test
+	require.ErrorIs(t, o.Notify(nil, f, "hi"), grain.ErrNilContext)
+	assert.Empty(t, f.told)
+
+	var none *grain.Observers
+	assert.Zero(t, none.Len())
+	assert.Empty(t, slices.Collect(none.All()))
+	assert.False(t, none.Unsubscribe(grain.NewID("a", "1")))
+	require.NoError(t, none.Notify(context.Background(), f, "hi"))
+	_, err = none.Subscribe(grain.NewID("a", "1"))
+	require.ErrorIs(t, err, grain.ErrNilObservers)
+}

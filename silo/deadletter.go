@@ -40,11 +40,17 @@ type DeadLetters struct {
 
 // Dropped returns how many dead letters this subscription missed because C
 // was full.
-func (d *DeadLetters) Dropped() uint64 { return d.dropped.Load() }
+func (d *DeadLetters) Dropped() uint64 {
+	if d == nil {
+		return 0
+	}
+	return d.dropped.Load()
+}
 
-// Cancel ends the subscription and closes C.
+// Cancel ends the subscription and closes C. On a nil subscription it does
+// nothing.
 func (d *DeadLetters) Cancel() {
-	if d.s.made() != nil {
+	if d == nil || d.s.made() != nil {
 		return // closed at birth
 	}
 	d.s.dead.remove(d)

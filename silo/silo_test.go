@@ -150,6 +150,10 @@ func TestZeroSiloIsRefused(t *testing.T) {
 	_, open = <-nilSilo.SubscribeDeadLetters(1).C
 	assert.False(t, open)
 	<-nilSilo.Done()
+
+	var nilSub *silo.DeadLetters
+	nilSub.Cancel() // nothing to cancel: no panic
+	assert.Zero(t, nilSub.Dropped())
 }
 
 func TestWrongReplyType(t *testing.T) {
