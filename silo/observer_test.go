@@ -418,3 +418,34 @@ func TestObserverEveryMessageReceivedOrDeadLettered(t *testing.T) {
 	}
 	assert.Equal(t, grains*observers/2, notified, "every grain dropped the observers closed mid-stream, and only those")
 }
+
+// What a tell carries of its sender's ctx (Config.Propagator) reaches the
+// observer with the message, and its dead letter when refused.
+func TestObserverNotificationCarries(t *testing.T) {
+	s := newSilo(t, silo.Config{Propagator: traceProp}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "watched", func(grain.ID) *watchedGrain { return &watchedGrain{} }))
+	})
+	ctx := context.WithValue(ctxT(t), traceKey{}, "trace-7")
+	dead := s.SubscribeDeadLetters(4)
+	defer dead.Cancel()
+	o := newObserver(t, s, 1)
+	g := grain.NewID("watched", "g")
+	_, err := s.Ask(ctx, g, watch{o.ID()})
+	require.NoError(t, err)
+
+	// A tell to the grain carries the trace into its turn, and the turn's
+	// notification carries it on to the observer.
+	require.NoError(t, s.Tell(ctx, g, happen{"x"}))
+	n, err := o.Receive(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, silo.Notification{Msg: "g: x", Sender: g, Carried: "trace-7"}, n)
+
+	require.NoError(t, s.Tell(ctx, o.ID(), "direct"))
+	require.ErrorIs(t, s.Tell(ctx, o.ID(), "refused"), grain.ErrOverloaded)
+	dl := <-dead.C
+	assert.Equal(t, "refused", dl.Msg)
+	assert.Equal(t, "trace-7", dl.Carried)
+	n, err = o.Receive(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, silo.Notification{Msg: "direct", Carried: "trace-7"}, n)
+}
