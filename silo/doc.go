@@ -31,6 +31,11 @@
 // per identity: an identity may have several, each in a partition of its
 // own, for work that keeps no state and should run in parallel.
 //
+// Code outside the silo — a client's connection, a test — hears from grains
+// through an Observer (NewObserver): an ID that grains tell like any
+// grain's, its messages read from a channel; grain.Observers is the
+// subscriber list a grain keeps of them.
+//
 // grain.Filters run around every message turn — the silo's (Config.Filters)
 // outermost, then the kind's (WithFilters) — for logging, metrics, tracing
 // or refusing a message; they are part of the turn (docs/guide.md).

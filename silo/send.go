@@ -30,6 +30,10 @@ import (
 // Called from a turn with the turn's ctx, the message carries the calling
 // grain as its sender, and while a Shutdown lets the work under way finish,
 // it is taken (see Silo.Shutdown).
+//
+// id may be an observer's (NewObserver): the message goes into its buffer
+// at once, or is refused at once — a full buffer, a closed observer — and
+// never waits.
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	p, k, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
