@@ -1,8 +1,8 @@
 // Package grain defines what a grain is to the people who write one: its
 // identity (ID), the interface it implements (Grain, with the optional
 // Activator and Deactivator hooks), the Context a turn receives, the Filter
-// that runs around a kind's turns, and the errors a caller can match with
-// errors.Is and errors.As.
+// that runs around a kind's turns, the Observers list a grain notifies, and
+// the errors a caller can match with errors.Is and errors.As.
 //
 // A grain is a virtual actor: an object that owns its state and is reached by
 // its identity, a kind plus a key. Nobody creates or destroys a grain; a
@@ -10,7 +10,8 @@
 // when it has been idle. The runtime runs at most one turn of a grain at a
 // time, so a grain's fields need no lock.
 //
-// Concurrency: ID is an immutable value, safe for concurrent use. A Context
+// Concurrency: ID is an immutable value, safe for concurrent use. Observers
+// belongs to one grain's state and is not safe for concurrent use. A Context
 // belongs to one turn and must not be used after the turn has returned, nor
 // from another goroutine.
 package grain
