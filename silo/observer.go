@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/granary-go/granary/grain"
@@ -255,6 +256,11 @@ func (s *Silo) refuseObserverTell(id grain.ID, n Notification, r grain.Reason) e
 	s.observerDeadLetter(id, n, r)
 	if r == grain.ReasonOverload {
 		return fmt.Errorf("%w: observer %v, its buffer full", grain.ErrOverloaded, id)
+	}
+	if reg.nonce == "" || !strings.HasPrefix(id.Key(), s.cfg.Name+"."+reg.nonce+".") {
+		// Two silos in one process do not share observers: say so, or the
+		// grain's author looks for a Close that never happened.
+		return fmt.Errorf("%w: %v is not an observer of this silo (%q)", grain.ErrObserverClosed, id, s.cfg.Name)
 	}
 	return fmt.Errorf("%w: %v", grain.ErrObserverClosed, id)
 }

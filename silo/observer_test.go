@@ -237,7 +237,9 @@ func TestObserverIDsAreTheirSilos(t *testing.T) {
 	s1, s2 := watchSilo(t, silo.Config{}), watchSilo(t, silo.Config{})
 	ctx := ctxT(t)
 	o := newObserver(t, s1, 1)
-	require.ErrorIs(t, s2.Tell(ctx, o.ID(), "wrong silo"), grain.ErrObserverClosed)
+	err := s2.Tell(ctx, o.ID(), "wrong silo")
+	require.ErrorIs(t, err, grain.ErrObserverClosed)
+	assert.Contains(t, err.Error(), "not an observer of this silo")
 	require.ErrorIs(t, s1.Tell(ctx, grain.NewID(grain.ObserverKind, "made-up"), "x"), grain.ErrObserverClosed)
 	select {
 	case m := <-o.C():
