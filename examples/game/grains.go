@@ -99,7 +99,7 @@ func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 			return nil, err
 		}
 		p.stats.State = "queued"
-		return p.stats, nil
+		return p.record(), nil
 	case matchStarted:
 		p.stats.State = "playing"
 		p.notify(ctx, c, "match started", m.Match)
@@ -118,9 +118,7 @@ func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		}
 		p.notify(ctx, c, what, m.Match)
 	case GetStats:
-		st := p.stats
-		st.Watchers = p.watchers.Len()
-		return st, nil
+		return p.record(), nil
 	case Watch:
 		_, err := p.watchers.Subscribe(m.Observer)
 		return nil, err
@@ -130,6 +128,13 @@ func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		return nil, fmt.Errorf("player: unexpected %T", msg)
 	}
 	return nil, nil
+}
+
+// record is the player's stats as a reply reports them.
+func (p *Player) record() PlayerStats {
+	st := p.stats
+	st.Watchers = p.watchers.Len()
+	return st
 }
 
 // evDeactivated is the player's goodbye to its watchers: its list of them
