@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/granary-go/granary/grain"
 )
@@ -64,7 +65,8 @@ type Notification struct {
 
 // observers is a silo's registry of the observers it made.
 type observers struct {
-	m sync.Map // key → *Observer: tells look up without a lock
+	m    sync.Map     // key → *Observer: tells look up without a lock
+	open atomic.Int64 // observers made and not yet closed (Stats)
 
 	// mu guards the fields below; a refused tell holds it shared while it
 	// publishes its dead letter, so that the silo's stop — which takes it
@@ -100,6 +102,7 @@ func (s *Silo) NewObserver(buffer int) (*Observer, error) {
 	key := s.cfg.Name + "." + r.nonce + "." + strconv.FormatUint(r.next, 10)
 	o := &Observer{s: s, id: grain.NewID(grain.ObserverKind, key), ch: make(chan Notification, buffer)}
 	r.m.Store(key, o)
+	r.open.Add(1)
 	return o, nil
 }
 
@@ -182,6 +185,7 @@ func (o *Observer) close() {
 	o.closed = true
 	close(o.ch)
 	o.s.observers.m.Delete(o.id.Key())
+	o.s.observers.open.Add(-1)
 }
 
 // closeObservers closes every observer of the silo, leaving what they hold

@@ -196,8 +196,10 @@ func TestClosedObserver(t *testing.T) {
 	_, err := s.Ask(ctx, g, happen{"unread"})
 	require.NoError(t, err)
 
+	assert.Equal(t, 2, s.Stats().Observers)
 	gone.Close()
 	gone.Close() // twice: nothing more
+	assert.Equal(t, 1, s.Stats().Observers)
 	dl := <-dead.C
 	assert.Equal(t, grain.ReasonObserverClosed, dl.Reason)
 	assert.Equal(t, "g: unread", dl.Msg)
@@ -310,6 +312,7 @@ func TestObserversCloseWithTheirSilo(t *testing.T) {
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.Shutdown(ctx))
+	assert.Zero(t, s.Stats().Observers, "closed with their silo")
 
 	var got []string
 	for n := range o.C() { // ends: the silo closed it

@@ -40,6 +40,9 @@ type Stats struct {
 	// evictions, shedding, stops, shutdown. A grain whose activation failed
 	// or that restarts is not deactivated.
 	Deactivations map[grain.DeactivationReason]uint64
+	// Observers is the number of observers open now: made by NewObserver,
+	// not yet closed (a count that only grows is clients that never Close).
+	Observers int
 }
 
 // Stats returns a snapshot of the silo's counters. Safe for concurrent use.
@@ -62,6 +65,7 @@ func (s *Silo) Stats() Stats {
 		Stops:           s.stops.Load(),
 		SlowTurns:       s.slowTurns.Load(),
 		Shed:            s.shedCount.Load(),
+		Observers:       int(s.observers.open.Load()),
 	}
 	for name, k := range s.kinds {
 		st.Activations[name] = int(k.active.Load())
