@@ -3,6 +3,7 @@ package silo
 import (
 	"fmt"
 	"reflect"
+	"sync"
 
 	"github.com/granary-go/granary/grain"
 )
@@ -53,4 +54,22 @@ func withoutReceiver(m reflect.Type) reflect.Type {
 		out[i] = m.Out(i)
 	}
 	return reflect.FuncOf(in, out, m.IsVariadic())
+}
+
+// dynamicHooks returns the check of a kind whose factory returns an
+// interface: each concrete type it builds is checked once, at its first
+// activation, which fails (a *grain.ActivationError wrapping
+// ErrInvalidConfig) if a hook would never run.
+func dynamicHooks(kind string) func(grain.Grain) error {
+	var checked sync.Map // reflect.Type → error, nil for none
+	return func(g grain.Grain) error {
+		t := reflect.TypeOf(g)
+		if v, ok := checked.Load(t); ok {
+			err, _ := v.(error)
+			return err
+		}
+		err := checkHooks(kind, t)
+		checked.Store(t, err)
+		return err
+	}
 }

@@ -39,7 +39,8 @@ func (rightValueHooks) OnActivate(context.Context, *grain.Context) error   { ret
 func (rightValueHooks) OnDeactivate(context.Context, *grain.Context) error { return nil }
 
 // Register refuses a grain whose OnActivate or OnDeactivate would never
-// run, saying why, instead of skipping the hook without a word.
+// run, saying why, instead of skipping the hook without a word; a factory
+// that returns an interface has its grains checked at activation.
 func TestRegisterRefusesHooksThatWouldNeverRun(t *testing.T) {
 	s, err := silo.New(silo.Config{})
 	require.NoError(t, err)
@@ -67,4 +68,20 @@ func TestRegisterRefusesHooksThatWouldNeverRun(t *testing.T) {
 	require.NoError(t, silo.Register(s, "f", func(grain.ID) rightValueHooks { return rightValueHooks{} }))
 	require.NoError(t, silo.Register(s, "g", func(grain.ID) grain.Grain { return &wrongDeactivate{} }))
 	require.NoError(t, silo.Register(s, "h", func(grain.ID) *counter { return &counter{} }))
+	require.NoError(t, silo.Register(s, "i", func(grain.ID) grain.Grain { return &counter{} }))
+
+	// A factory that returns an interface is checked by what it builds, at
+	// the first activation of each type: the activation fails, saying why.
+	require.NoError(t, s.Start())
+	ctx := ctxT(t)
+	for range 2 { // the second time from the check's cache
+		_, err = s.Ask(ctx, grain.NewID("g", "x"), get{})
+		require.ErrorIs(t, err, grain.ErrActivation)
+		require.ErrorIs(t, err, grain.ErrInvalidConfig)
+		assert.Contains(t, err.Error(), "OnDeactivate is func(context.Context, *grain.Context, grain.DeactivationReason) error")
+	}
+	for _, kind := range []string{"e", "f", "h", "i"} {
+		_, err := s.Ask(ctx, grain.NewID(kind, "x"), get{})
+		require.NoError(t, err, kind)
+	}
 }

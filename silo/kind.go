@@ -28,11 +28,15 @@ const (
 
 // kind is a registered grain kind. Immutable after Register.
 type kind struct {
-	s              *Silo
-	name           string
-	mayInterleave  func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
-	workers        int                // WithStatelessWorker: activations an identity may have; 1 for a plain kind (read by a send too)
-	factory        func(grain.ID) grain.Grain
+	s             *Silo
+	name          string
+	mayInterleave func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
+	workers       int                // WithStatelessWorker: activations an identity may have; 1 for a plain kind (read by a send too)
+	factory       func(grain.ID) grain.Grain
+	// hooksOf checks, at activation, the hooks of a grain whose type the
+	// factory's signature did not tell (an interface): nil for the others,
+	// checked at Register (hooks.go).
+	hooksOf        func(grain.Grain) error
 	idleTimeout    time.Duration // < 0: never
 	callTimeout    time.Duration // bounds a call to the kind whose ctx has no deadline
 	sup            activation.Supervision
@@ -192,8 +196,10 @@ func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive =
 // taken), ErrInvalidConfig for a nil factory, a bad option, or a grain type
 // whose OnActivate or OnDeactivate would never run — a method of that name
 // with another signature, or one declared on *T while the factory returns a
-// T (Go compiles both; the hook would be skipped without a word). Nil
-// options are skipped.
+// T (Go compiles both; the hook would be skipped without a word). A
+// factory that returns an interface has each type it builds checked at its
+// first activation instead, which fails the same way. Nil options are
+// skipped.
 func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, opts ...KindOption) error {
 	if err := s.made(); err != nil {
 		return err
@@ -230,6 +236,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 			return nil
 		}
 		return g
+	}
+	if reflect.TypeFor[G]().Kind() == reflect.Interface {
+		k.hooksOf = dynamicHooks(name)
 	}
 	for _, o := range opts {
 		if o != nil {

@@ -147,6 +147,9 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			tc.parent = p.s.base
 		}
 		g, err := activation.Build(a.ID, a.k.factory)
+		if err == nil && a.k.hooksOf != nil {
+			err = a.k.hooksOf(g)
+		}
 		if err == nil {
 			a.g = g
 			err = p.activateHook(w, a, tc)
