@@ -1,0 +1,101 @@
+package silotest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// Probe is an observer for a test (Akka's TestProbe): give grains its ID,
+// and Receive or Expect what they tell it. Each wait is bounded by Timeout
+// — a bound for a failing test, never a sleep — and fails the test with
+// what was, or was not, received. Probes buffer 1024 notifications; one
+// that overflows shows as a dead letter, reason overload.
+//
+// A Probe belongs to the test's goroutine. It closes when the test ends.
+type Probe struct {
+	// Timeout bounds each wait; DefaultTimeout when zero.
+	Timeout time.Duration
+
+	t   testing.TB
+	obs *silo.Observer
+}
+
+// NewProbe returns a probe on s; failing to make one fails the test.
+func NewProbe(t testing.TB, s *silo.Silo) *Probe {
+	t.Helper()
+	obs, err := s.NewObserver(1024)
+	if err != nil {
+		t.Fatalf("silotest: NewProbe: %v", err)
+	}
+	t.Cleanup(obs.Close)
+	return &Probe{t: t, obs: obs}
+}
+
+// ID returns the probe's address, for grains to tell.
+func (p *Probe) ID() grain.ID { return p.obs.ID() }
+
+func (p *Probe) timeout() time.Duration {
+	if p.Timeout > 0 {
+		return p.Timeout
+	}
+	return DefaultTimeout
+}
+
+// Receive waits for the next notification and returns it; it fails the
+// test if none comes within Timeout, or the probe is closed (its silo
+// stopped, and nothing left to read).
+func (p *Probe) Receive() silo.Notification {
+	p.t.Helper()
+	n, err := p.receive(p.timeout())
+	if err != nil {
+		p.t.Fatalf("silotest: probe %v: %v", p.ID(), err)
+	}
+	return n
+}
+
+// Expect receives the next notification, and fails the test unless its
+// message is want (reflect.DeepEqual). It returns the notification, for
+// its sender.
+func (p *Probe) Expect(want any) silo.Notification {
+	p.t.Helper()
+	n, err := p.receive(p.timeout())
+	if err != nil {
+		p.t.Fatalf("silotest: probe %v expected %#v: %v", p.ID(), want, err)
+	}
+	if !reflect.DeepEqual(n.Msg, want) {
+		p.t.Fatalf("silotest: probe %v expected %#v, got %#v (from %v)", p.ID(), want, n.Msg, n.Sender)
+	}
+	return n
+}
+
+// ExpectNone fails the test if a notification comes within d. Unlike the
+// other waits, a passing ExpectNone takes all of d: use a short one, or a
+// testing/synctest bubble, whose clock is fake.
+func (p *Probe) ExpectNone(d time.Duration) {
+	p.t.Helper()
+	n, err := p.receive(d)
+	switch {
+	case err == nil:
+		p.t.Fatalf("silotest: probe %v expected nothing, got %#v (from %v)", p.ID(), n.Msg, n.Sender)
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, grain.ErrObserverClosed):
+	default:
+		p.t.Fatalf("silotest: probe %v: %v", p.ID(), err)
+	}
+}
+
+func (p *Probe) receive(d time.Duration) (silo.Notification, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	n, err := p.obs.Receive(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return n, fmt.Errorf("nothing within %v: %w", d, err)
+	}
+	return n, err
+}

@@ -1,0 +1,202 @@
+package silotest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+	"github.com/granary-go/granary/silo/silotest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// alarm tells whoever asked, once its timer fires, that it rang.
+type alarm struct{ notify grain.ID }
+
+type (
+	setAlarm struct {
+		in time.Duration
+		to grain.ID
+	}
+	ring struct{}
+)
+
+func (a *alarm) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case setAlarm:
+		a.notify = m.to
+		return nil, c.StartTimer("ring", m.in, 0, ring{})
+	case ring:
+		return nil, c.Silo().Tell(ctx, a.notify, "rang")
+	case string:
+		return nil, errors.New(m)
+	}
+	return nil, fmt.Errorf("alarm: unexpected %T", msg)
+}
+
+func register(s *silo.Silo) error {
+	return silo.Register(s, "alarm", func(grain.ID) *alarm { return &alarm{} })
+}
+
+// A probe wakes the test when the grain's timer has done its work.
+func TestProbeReceivesWhatAGrainTells(t *testing.T) {
+	s := silotest.Start(t, silo.Config{}, register)
+	silotest.NoDeadLetters(t, s)
+	probe := silotest.NewProbe(t, s)
+	id := grain.NewID("alarm", "a")
+	_, err := s.Ask(t.Context(), id, setAlarm{in: time.Millisecond, to: probe.ID()})
+	require.NoError(t, err)
+	n := probe.Expect("rang")
+	assert.Equal(t, id, n.Sender)
+	probe.ExpectNone(time.Millisecond)
+}
+
+// fakeT records what a helper reports; Fatalf ends its goroutine, as the
+// testing package's does.
+type fakeT struct {
+	testing.TB
+	mu       sync.Mutex
+	msgs     []string
+	failed   bool
+	cleanups []func()
+}
+
+func (f *fakeT) Helper() {}
+func (f *fakeT) Errorf(format string, args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.failed = true
+	f.msgs = append(f.msgs, fmt.Sprintf(format, args...))
+}
+func (f *fakeT) Fatalf(format string, args ...any) {
+	f.Errorf(format, args...)
+	runtime.Goexit()
+}
+func (f *fakeT) Cleanup(fn func()) { f.cleanups = append(f.cleanups, fn) }
+
+// run runs body as a test body on its own goroutine, then the cleanups,
+// last first; it returns what was reported.
+func (f *fakeT) run(body func()) string {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		body()
+	}()
+	<-done
+	for i := len(f.cleanups) - 1; i >= 0; i-- {
+		f.cleanups[i]()
+	}
+	return strings.Join(f.msgs, "\n")
+}
+
+// Each helper fails the test, saying what it saw, when what it waits for
+// does not happen.
+func TestHelpersFailTheTest(t *testing.T) {
+	s := silotest.Start(t, silo.Config{}, register)
+	id := grain.NewID("alarm", "b")
+
+	f := &fakeT{TB: t}
+	out := f.run(func() {
+		p := silotest.NewProbe(f, s)
+		p.Timeout = time.Millisecond
+		p.Receive()
+		t.Error("Receive returned with nothing received")
+	})
+	assert.Contains(t, out, "nothing within 1ms")
+
+	f = &fakeT{TB: t}
+	out = f.run(func() {
+		p := silotest.NewProbe(f, s)
+		_, err := s.Ask(t.Context(), id, setAlarm{in: time.Millisecond, to: p.ID()})
+		require.NoError(t, err)
+		p.Expect("snoozed")
+	})
+	assert.Contains(t, out, `expected "snoozed", got "rang" (from alarm/b)`)
+
+	f = &fakeT{TB: t}
+	out = f.run(func() {
+		p := silotest.NewProbe(f, s)
+		require.NoError(t, s.Tell(t.Context(), p.ID(), "early"))
+		p.ExpectNone(time.Millisecond)
+	})
+	assert.Contains(t, out, `expected nothing, got "early"`)
+
+	f = &fakeT{TB: t}
+	out = f.run(func() {
+		silotest.NoDeadLetters(f, s)
+		_, err := s.Ask(t.Context(), grain.NewID("alarm", "c"), setAlarm{in: time.Hour, to: grain.NewID("nowhere", "x")})
+		require.NoError(t, err)
+		require.NoError(t, s.Stop(t.Context(), grain.NewID("alarm", "c")))
+		_, err = s.Ask(t.Context(), grain.NewID("alarm", "c"), "boom") // a fresh instance answers
+		require.Error(t, err)
+		o, err := s.NewObserver(1)
+		require.NoError(t, err)
+		o.Close()
+		require.ErrorIs(t, s.Tell(t.Context(), o.ID(), "late"), grain.ErrObserverClosed)
+	})
+	assert.Contains(t, out, "dead letters (1), where none was expected")
+	assert.Contains(t, out, `"late" (observer closed)`)
+	assert.True(t, f.failed)
+
+	f = &fakeT{TB: t}
+	out = f.run(func() {
+		silotest.Start(f, silo.Config{Partitions: -1}, nil)
+		t.Error("Start returned a silo it could not make")
+	})
+	assert.Contains(t, out, "silotest: New: granary: invalid config")
+
+	f = &fakeT{TB: t}
+	out = f.run(func() {
+		silotest.Start(f, silo.Config{}, func(*silo.Silo) error { return errors.New("no kinds today") })
+	})
+	assert.Contains(t, out, "registering kinds: no kinds today")
+}
+
+// A log returns what was published before the call, in order.
+func TestDeadLetterLogAll(t *testing.T) {
+	s := silotest.Start(t, silo.Config{}, register)
+	log := silotest.RecordDeadLetters(t, s)
+	assert.Empty(t, log.All())
+	o, err := s.NewObserver(1)
+	require.NoError(t, err)
+	o.Close()
+	for _, m := range []string{"one", "two"} {
+		require.ErrorIs(t, s.Tell(t.Context(), o.ID(), m), grain.ErrObserverClosed)
+	}
+	all := log.All()
+	require.Len(t, all, 2)
+	assert.Equal(t, "one", all[0].Msg)
+	assert.Equal(t, "two", all[1].Msg)
+	assert.Len(t, log.All(), 2, "kept")
+}
+
+// The silo shuts down with the test: OnDeactivate runs, and a test may
+// stop it first.
+func TestStartShutsDownWithTheTest(t *testing.T) {
+	var s *silo.Silo
+	t.Run("inner", func(t *testing.T) {
+		s = silotest.Start(t, silo.Config{}, register)
+		_, err := s.Ask(t.Context(), grain.NewID("alarm", "d"), setAlarm{in: time.Hour, to: grain.NewID("alarm", "d")})
+		require.NoError(t, err)
+	})
+	select {
+	case <-s.Done():
+	default:
+		t.Fatal("the silo outlived its test")
+	}
+	t.Run("closed by the test", func(t *testing.T) {
+		s := silotest.Start(t, silo.Config{}, register)
+		require.NoError(t, s.Close())
+	})
+}
