@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -198,5 +199,23 @@ func TestStartShutsDownWithTheTest(t *testing.T) {
 	t.Run("closed by the test", func(t *testing.T) {
 		s := silotest.Start(t, silo.Config{}, register)
 		require.NoError(t, s.Close())
+	})
+}
+
+// In a testing/synctest bubble the waits run on fake time: an alarm an
+// hour away rings at once, and ExpectNone's hour costs nothing.
+func TestProbeInASynctestBubble(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// An idle timeout past the alarm: a timer does not keep its grain
+		// active, and one deactivated before it fires never rings.
+		s := silotest.Start(t, silo.Config{IdleTimeout: 2 * time.Hour}, register)
+		probe := silotest.NewProbe(t, s)
+		probe.Timeout = 2 * time.Hour
+		start := time.Now()
+		_, err := s.Ask(t.Context(), grain.NewID("alarm", "e"), setAlarm{in: time.Hour, to: probe.ID()})
+		require.NoError(t, err)
+		probe.ExpectNone(59 * time.Minute)
+		probe.Expect("rang")
+		assert.Equal(t, time.Hour, time.Since(start).Round(time.Minute))
 	})
 }
