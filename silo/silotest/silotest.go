@@ -9,10 +9,9 @@
 // it happens, with no polling and no sleep. Timeouts here bound a failing
 // test; they never synchronise a passing one.
 //
-// Concurrency: Start and NewProbe may be called from any goroutine of a
-// test. A Probe and a DeadLetterLog are meant for one goroutine, the
-// test's: their methods call t.Fatalf, which must not be called from
-// another.
+// Concurrency: everything here is for the test's own goroutine, as t is:
+// a failure calls t.Fatalf, which must not be called from another. The silo
+// itself, and a Probe's ID, may be used from any goroutine.
 package silotest
 
 import (
