@@ -13,6 +13,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+	"github.com/granary-go/granary/silo/silotest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -144,4 +146,29 @@ func TestCheckFlags(t *testing.T) {
 	require.Error(t, checkFlags(1, -time.Second, time.Second))
 	require.Error(t, checkFlags(1, time.Second, 0))
 	require.Error(t, checkFlags(1, time.Second, -time.Second))
+}
+
+// A player tells its watchers each match's start and result, and says
+// goodbye when it deactivates — tested with silotest's probe, which wakes
+// the test when the event comes.
+func TestPlayerTellsItsWatchers(t *testing.T) {
+	s := silotest.Start(t, silo.Config{}, func(s *silo.Silo) error { return register(s, time.Millisecond) })
+	silotest.NoDeadLetters(t, s)
+	probe := silotest.NewProbe(t, s)
+	ctx := t.Context()
+	alice, bob := grain.NewID(kindPlayer, "alice"), grain.NewID(kindPlayer, "bob")
+	_, err := s.Ask(ctx, alice, Watch{Observer: probe.ID()})
+	require.NoError(t, err)
+
+	for _, p := range []grain.ID{alice, bob} {
+		_, err := s.Ask(ctx, p, Join{})
+		require.NoError(t, err)
+	}
+	n := probe.Expect(Event{Player: "alice", What: "match started", Match: "match#1", Rating: 1000})
+	assert.Equal(t, alice, n.Sender)
+	ended := probe.Receive().Msg.(Event)
+	assert.Contains(t, []string{"won", "lost"}, ended.What)
+
+	require.NoError(t, s.Deactivate(ctx, alice))
+	probe.Expect(Event{Player: "alice", What: evDeactivated, Rating: ended.Rating})
 }
