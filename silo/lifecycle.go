@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -126,6 +127,9 @@ func (p *partition) remove(a *act) {
 func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	if res.err != nil && !res.decided && (res.kind == tkMessage || res.ranMsg) && a.State() <= activation.Active {
 		res.directive, res.decided = p.decide(a, res, first), true
+		if res.req == nil {
+			p.tellFailed(a, res)
+		}
 	}
 	if res.req != nil && (res.kind == tkMessage || res.ranMsg) {
 		defer p.resolve(res.req, res.reply, res.err) // after the turn's effects, whatever path finish takes
@@ -227,6 +231,24 @@ func (p *partition) decide(a *act, res *turnResult, first *queues.Envelope) (d a
 	d = a.k.sup.Decider.Decide(a.ID, res.err)
 	returned = true
 	return d
+}
+
+// tellFailed reports the failure of a turn no caller waits for — a tell's,
+// a timer tick's: its error would otherwise go nowhere (the supervision
+// policy decides what becomes of the grain, but no one hears why). Orleans
+// logs a one-way call's exception the same way.
+func (p *partition) tellFailed(a *act, res *turnResult) {
+	p.s.failedTells.Add(1)
+	what := "tell"
+	if res.tick != nil {
+		what = "timer tick"
+	}
+	level := slog.LevelWarn
+	if errors.Is(res.err, grain.ErrPanic) {
+		level = slog.LevelError
+	}
+	p.s.log(level, "granary: a "+what+"'s turn failed, with no caller to return the error to",
+		"grain", a.ID.String(), "err", res.err, "directive", res.directive.String())
 }
 
 // afterMessage applies what a turn asked for (timers, deactivation), keeps

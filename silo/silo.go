@@ -71,17 +71,18 @@ type Silo struct {
 	runners    *runners    // goroutines for handed-off partitions and interleaved turns
 	letInMeta0 queues.Meta // what marks a message from outside as let in (letInMeta)
 
-	timers    sync.Pool // *time.Timer, for default call timeouts
-	replies   sync.Pool // chan queues.Result, for asks
-	dead      deadHub
-	observers observers
-	restarts  atomic.Uint64
-	stops     atomic.Uint64
-	slowTurns atomic.Uint64
-	shedCount atomic.Uint64
-	deacts    [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
-	shed      shedState                                   // the idle ticker's
-	gcRuns    sync.WaitGroup                              // GCs the ticker asked for (memory.go)
+	timers      sync.Pool // *time.Timer, for default call timeouts
+	replies     sync.Pool // chan queues.Result, for asks
+	dead        deadHub
+	observers   observers
+	restarts    atomic.Uint64
+	stops       atomic.Uint64
+	slowTurns   atomic.Uint64
+	failedTells atomic.Uint64 // failed turns with no caller (lifecycle.go: tellFailed)
+	shedCount   atomic.Uint64
+	deacts      [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
+	shed        shedState                                   // the idle ticker's
+	gcRuns      sync.WaitGroup                              // GCs the ticker asked for (memory.go)
 }
 
 // New returns a silo configured by cfg, or an error wrapping

@@ -28,6 +28,11 @@ type Stats struct {
 	Handoffs uint64
 	// Restarts and Stops count supervision directives carried out.
 	Restarts, Stops uint64
+	// FailedTells counts turns that failed — an error returned, a panic —
+	// with no caller to return it to: tells' and timer ticks'. Each is also
+	// logged (Warn for an error, Error for a panic), with the grain, the
+	// error and what supervision decided.
+	FailedTells uint64
 	// SlowTurns counts turns that held their partition past
 	// Config.HandoffThreshold without calling out (each is also logged at
 	// Warn, with the grain and a lower bound of its duration).
@@ -64,6 +69,7 @@ func (s *Silo) Stats() Stats {
 		Restarts:        s.restarts.Load(),
 		Stops:           s.stops.Load(),
 		SlowTurns:       s.slowTurns.Load(),
+		FailedTells:     s.failedTells.Load(),
 		Shed:            s.shedCount.Load(),
 		Observers:       int(s.observers.open.Load()),
 	}
