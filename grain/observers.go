@@ -2,6 +2,7 @@ package grain
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -115,4 +116,40 @@ func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
 	clear(o.ids[len(kept):]) // the dropped IDs' strings
 	o.ids = kept
 	return errors.Join(errs...)
+}
+
+// MarshalJSON writes the list as a JSON array of IDs in their text form,
+// so that a grain that saves its state saves its subscribers with it. An
+// observer's ID is saved too: reloaded, it is dropped at the first Notify
+// if its observer has gone (as after a restart it has).
+func (o Observers) MarshalJSON() ([]byte, error) {
+	if o.ids == nil {
+		return []byte("[]"), nil
+	}
+	return json.Marshal(o.ids)
+}
+
+// UnmarshalJSON reads what MarshalJSON wrote, replacing the list. Invalid
+// IDs and duplicates are refused (an *IDError, or ErrInvalidID), leaving
+// the list as it was.
+func (o *Observers) UnmarshalJSON(b []byte) error {
+	if o == nil {
+		return ErrNilObservers
+	}
+	var ids []ID
+	if err := json.Unmarshal(b, &ids); err != nil {
+		return err
+	}
+	var fresh Observers
+	for _, id := range ids {
+		added, err := fresh.Subscribe(id)
+		if err != nil {
+			return err
+		}
+		if !added {
+			return fmt.Errorf("%w: %v listed twice", ErrInvalidID, id)
+		}
+	}
+	*o = fresh
+	return nil
 }

@@ -2,6 +2,7 @@ package grain_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -134,4 +135,58 @@ func TestObserversBadInput(t *testing.T) {
 	require.NoError(t, none.Notify(context.Background(), f, "hi"))
 	_, err = none.Subscribe(grain.NewID("a", "1"))
 	require.ErrorIs(t, err, grain.ErrNilObservers)
+}
+
+// A list saves and loads as JSON, with the grain's state.
+func TestObserversJSON(t *testing.T) {
+	type state struct {
+		Name string
+		Subs grain.Observers
+	}
+	var st state
+	st.Name = "room"
+	ids := []grain.ID{grain.NewID("player", "a"), grain.NewIntID("player", 7), grain.NewID(grain.ObserverKind, "local.x.1")}
+	for _, id := range ids {
+		_, err := st.Subs.Subscribe(id)
+		require.NoError(t, err)
+	}
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"Name":"room","Subs":["player/a","player#7","granary.observer/local.x.1"]}`, string(b))
+
+	var back state
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Equal(t, ids, slices.Collect(back.Subs.All()))
+
+	var empty state
+	b, err = json.Marshal(empty)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"Name":"","Subs":[]}`, string(b))
+
+	keep := back.Subs
+	for _, bad := range []string{`["player/a","player/a"]`, `["nokind"]`, `["player/"]`, `[1]`, `{}`, `"x"`} {
+		require.Error(t, back.Subs.UnmarshalJSON([]byte(bad)), bad)
+		assert.Equal(t, slices.Collect(keep.All()), slices.Collect(back.Subs.All()), "unchanged by %s", bad)
+	}
+	var none *grain.Observers
+	require.ErrorIs(t, none.UnmarshalJSON([]byte(`[]`)), grain.ErrNilObservers)
+}
+
+// Whatever bytes it is given, UnmarshalJSON returns an error or a list
+// that encodes back to an equal list.
+func FuzzObserversUnmarshalJSON(f *testing.F) {
+	for _, seed := range []string{`[]`, `["player/a","player#7"]`, `["a/b","a/b"]`, `["#1"]`, `null`, `[""]`} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var o grain.Observers
+		if err := o.UnmarshalJSON(b); err != nil {
+			return
+		}
+		out, err := json.Marshal(o)
+		require.NoError(t, err)
+		var again grain.Observers
+		require.NoError(t, again.UnmarshalJSON(out))
+		assert.Equal(t, slices.Collect(o.All()), slices.Collect(again.All()))
+	})
 }
