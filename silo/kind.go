@@ -28,15 +28,11 @@ const (
 
 // kind is a registered grain kind. Immutable after Register.
 type kind struct {
-	s             *Silo
-	name          string
-	mayInterleave func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
-	workers       int                // WithStatelessWorker: activations an identity may have; 1 for a plain kind (read by a send too)
-	factory       func(grain.ID) grain.Grain
-	// hooksOf checks, at activation, the hooks of a grain whose type the
-	// factory's signature did not tell (an interface): nil for the others,
-	// checked at Register (hooks.go).
-	hooksOf        func(grain.Grain) error
+	s              *Silo
+	name           string
+	mayInterleave  func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
+	workers        int                // WithStatelessWorker: activations an identity may have; 1 for a plain kind (read by a send too)
+	factory        func(grain.ID) grain.Grain
 	idleTimeout    time.Duration // < 0: never
 	callTimeout    time.Duration // bounds a call to the kind whose ctx has no deadline
 	sup            activation.Supervision
@@ -49,6 +45,12 @@ type kind struct {
 	active atomic.Int64 // activations in the directory, for Stats
 
 	optErr error // a bad option's complaint, returned by Register
+
+	// hooksOf checks, at activation, the hooks of a grain whose type the
+	// factory's signature did not tell (an interface): nil for the others,
+	// checked at Register (hooks.go). Last: the fields above, which sends
+	// read, keep their places.
+	hooksOf func(grain.Grain) error
 }
 
 // maxSpan bounds the durations the silo adds to its clock's offset since
