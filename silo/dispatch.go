@@ -256,9 +256,9 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		p.orphans[env.Request] = struct{}{}
 	}
 	claim := a.extra().token.reserve() // in arrival order, before the goroutine starts
-	p.s.turns.Add(1)
+	p.s.turnBegun()
 	p.s.runners.launch(taskFunc(func() {
-		defer p.s.turns.Done()
+		defer p.s.turnEnded()
 		<-claim
 		c := ctl{op: opTurnDone, a: a}
 		exited := true

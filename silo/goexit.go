@@ -43,7 +43,7 @@ func (p *partition) goexited(w *worker) {
 		c.first = w.env // an activation's first message, which did not run
 	}
 	p.q.PushControl(c)
-	p.s.turns.Done()
+	p.s.turnEnded()
 }
 
 // endGoexited turns res into the outcome of a turn cut short by

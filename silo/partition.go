@@ -126,7 +126,7 @@ func (p *partition) run(w, from *worker) {
 	}
 	exited = false
 	if w.word.Load()&stateMask == wDetached {
-		p.s.turns.Done() // this goroutine ends as a turn handed off, not an owner
+		p.s.turnEnded() // this goroutine ends as a turn handed off, not an owner
 	} else {
 		p.s.owners.Done()
 	}

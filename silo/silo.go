@@ -56,7 +56,7 @@ type Silo struct {
 	base   context.Context // cancelled at Close: the ctx of tells and hooks
 	cancel context.CancelFunc
 	owners sync.WaitGroup // partition owners and the watchdog
-	turns  turnGroup      // turns running off their partition: handed off or interleaved
+	turns  sync.WaitGroup // turns running off their partition: handed off or interleaved (turnBegun, turnEnded)
 	done   chan struct{}  // closed when every goroutine of the silo has returned
 
 	dog watchdog
@@ -71,18 +71,21 @@ type Silo struct {
 	runners    *runners    // goroutines for handed-off partitions and interleaved turns
 	letInMeta0 queues.Meta // what marks a message from outside as let in (letInMeta)
 
-	timers      sync.Pool // *time.Timer, for default call timeouts
-	replies     sync.Pool // chan queues.Result, for asks
-	dead        deadHub
-	observers   observers
-	restarts    atomic.Uint64
-	stops       atomic.Uint64
-	slowTurns   atomic.Uint64
+	timers    sync.Pool // *time.Timer, for default call timeouts
+	replies   sync.Pool // chan queues.Result, for asks
+	dead      deadHub
+	restarts  atomic.Uint64
+	stops     atomic.Uint64
+	slowTurns atomic.Uint64
+	shedCount atomic.Uint64
+	deacts    [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
+	shed      shedState                                   // the idle ticker's
+	gcRuns    sync.WaitGroup                              // GCs the ticker asked for (memory.go)
+
+	// Last, off the lines that sends and owners read:
+	liveTurns   atomic.Int64  // what turns counts, readable without waiting (turngroup.go)
 	failedTells atomic.Uint64 // failed turns with no caller (lifecycle.go: tellFailed)
-	shedCount   atomic.Uint64
-	deacts      [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
-	shed        shedState                                   // the idle ticker's
-	gcRuns      sync.WaitGroup                              // GCs the ticker asked for (memory.go)
+	observers   observers
 }
 
 // New returns a silo configured by cfg, or an error wrapping
@@ -339,7 +342,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.gcRuns.Wait() // a GC the idle ticker asked for (memory.go): it ends
 	s.cancel()
-	allDone := s.turns.none()
+	allDone := s.liveTurns.Load() == 0
 	// Waiting for them only with a grace to wait: a graceful Shutdown has
 	// none (its turns finished, or it gave up on a stuck one and said so),
 	// and a warning then would be about turns that are just returning.

@@ -103,12 +103,12 @@ func (w *worker) detachAt(x uint64, slow bool) bool {
 	p := w.p
 	// w's goroutine goes on as a turn, off the partition, and is counted
 	// among the turns before the CAS: the moment the CAS succeeds, the turn
-	// may end and count itself out (run's turns.Done). The new owner takes
+	// may end and count itself out (run's turnEnded). The new owner takes
 	// w's place among the owners. The caller is an owner (the watchdog, or
 	// w itself), so no Wait can be at zero.
-	p.s.turns.Add(1)
+	p.s.turnBegun()
 	if !w.word.CompareAndSwap(x, x&^stateMask|wDetached) {
-		p.s.turns.Done()
+		p.s.turnEnded()
 		w.slow.Store(0)
 		return false
 	}
