@@ -27,6 +27,8 @@ type (
 		to grain.ID
 		v  int
 	}
+	mKeep  struct{ d time.Duration } // DelayDeactivation
+	mLeave struct{}                  // DeactivateOnIdle
 )
 
 var errModel = errors.New("model: failed on purpose")
@@ -49,6 +51,12 @@ func (g *modelGrain) Receive(ctx context.Context, c *grain.Context, msg any) (an
 		panic("model: crash")
 	case mCall:
 		return silo.Call[int](ctx, c.Silo(), m.to, mAdd{m.v})
+	case mKeep:
+		c.DelayDeactivation(m.d)
+		return g.n, nil
+	case mLeave:
+		c.DeactivateOnIdle()
+		return g.n, nil
 	}
 	return nil, fmt.Errorf("model: unexpected %T", msg)
 }
@@ -62,8 +70,9 @@ func (g *modelGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
 // asks and tells, failures, crashes, calls between grains, Deactivate,
 // Stop, idle deactivation on a manual clock — and checks every reply
 // against a model of what a grain's state must be: each grain's messages
-// in the order sent, its state kept across errors, fresh after a restart
-// or any deactivation, and nothing lost.
+// in the order sent, its state kept across errors and while
+// DelayDeactivation holds it through idle rounds, fresh after a restart or
+// any deactivation (DeactivateOnIdle's too), and nothing lost.
 func TestAgainstAModel(t *testing.T) {
 	// Four seeds of 800 operations: about 0.3 s, or 7 s under -race; for
 	// more, change the counts (twelve of 1,500 ran clean when it was
@@ -96,7 +105,9 @@ func runModel(t *testing.T, seed uint64, ops int) {
 	}
 	model := make([]int, grains)
 	active := make([]bool, grains)
-	pending := make([]bool, grains) // a tell sent and not yet followed by an ask
+	var now time.Duration                 // the clock, from the start
+	kept := make([]time.Duration, grains) // DelayDeactivation holds the grain until then
+	pending := make([]bool, grains)       // a tell sent and not yet followed by an ask
 	crashes := 0
 	ask := func(i int, msg any) (int, error) {
 		pending[i], active[i] = false, true
@@ -120,7 +131,7 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		if active[i] {
 			leaving[ids[i]]++
 		}
-		model[i], active[i] = 0, false
+		model[i], active[i], kept[i] = 0, false, 0
 	}
 	for range ops {
 		i := r.IntN(grains)
@@ -142,9 +153,12 @@ func runModel(t *testing.T, seed uint64, ops int) {
 		case op < 72:
 			_, err := ask(i, mCrash{})
 			require.ErrorIs(t, err, grain.ErrPanic)
-			model[i] = 0 // restarted: a fresh instance, the same activation
+			// Restarted: a fresh instance in the same activation, without
+			// the old one's timers or DelayDeactivation.
+			model[i], kept[i] = 0, 0
 			crashes++
 			clk.Advance(time.Millisecond)
+			now += time.Millisecond
 		case op < 84:
 			j := r.IntN(grains)
 			if j == i {
@@ -154,9 +168,17 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			model[j] += v
 			active[j], pending[j] = true, false
 			expect("call", i, model[j], mCall{to: ids[j], v: v})
-		case op < 89:
+		case op < 87:
 			settle(i)
 			require.NoError(t, s.Deactivate(ctx, ids[i]))
+			leave(i)
+		case op < 89:
+			// Kept through three idle rounds (1 h 2 s each), not four:
+			// half an hour of margin either way.
+			expect("keep", i, model[i], mKeep{3*idleTO + 30*time.Minute})
+			kept[i] = now + 3*idleTO + 30*time.Minute
+		case op < 90:
+			expect("leave", i, model[i], mLeave{})
 			leave(i)
 		case op < 93:
 			settle(i)
@@ -167,12 +189,14 @@ func runModel(t *testing.T, seed uint64, ops int) {
 			for j := range ids {
 				settle(j)
 			}
+			now += idleTO + 2*time.Second
 			want := map[grain.ID]bool{}
 			for j, a := range active {
-				if a {
-					want[ids[j]] = true
+				if !a || kept[j] > now {
+					continue // kept: state and all
 				}
-				model[j], active[j] = 0, false
+				want[ids[j]] = true
+				model[j], active[j], kept[j] = 0, false, 0
 			}
 			clk.Advance(idleTO + 2*time.Second)
 			for len(want) > 0 {
