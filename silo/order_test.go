@@ -1,0 +1,136 @@
+package silo_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// orderMsg is the n-th tell of sender from to one grain.
+type orderMsg struct {
+	from, n int
+	slow    bool // a turn long enough to be handed off
+	crash   bool
+}
+
+// seqBook is where every activation of a grain writes what it saw, so
+// that order is checked across deactivations, evictions and restarts.
+type seqBook struct {
+	last      [][]atomic.Int64 // [grain][sender]: the last n seen
+	outOfOrd  atomic.Int64
+	delivered atomic.Int64
+}
+
+type seqGrain struct {
+	book *seqBook
+	idx  int
+}
+
+func (g *seqGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	m := msg.(orderMsg)
+	g.book.delivered.Add(1)
+	if prev := g.book.last[g.idx][m.from].Swap(int64(m.n)); int64(m.n) <= prev {
+		g.book.outOfOrd.Add(1)
+	}
+	if m.slow {
+		busyWork(2 * time.Millisecond)
+	}
+	if m.crash {
+		panic("order: crash")
+	}
+	return nil, nil
+}
+
+// Each sender's tells to a grain run in the order sent, whatever happens
+// between them: the grain deactivated (asked to, or evicted by the cap),
+// restarted after a panic, or handed to another goroutine by a slow turn —
+// the messages waiting go to the next instance or activation in order.
+func TestPerSenderOrderUnderChaos(t *testing.T) {
+	const (
+		senders = 4
+		grains  = 24
+		perSend = 3000
+	)
+	book := &seqBook{last: make([][]atomic.Int64, grains)}
+	for i := range book.last {
+		book.last[i] = make([]atomic.Int64, senders+1) // and the barrier's
+	}
+	s := newSilo(t, silo.Config{
+		Partitions: 3, MaxActivations: 12, HandoffThreshold: silo.MinHandoffThreshold,
+		// Restarts without limit and without backoff: a stop would
+		// dead-letter what waits, and the test is about order.
+		Supervision: activation.Supervision{MaxRestarts: 1 << 30, Window: time.Nanosecond, MinBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond},
+	}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "o", func(id grain.ID) *seqGrain {
+			k, _ := id.IntKey()
+			return &seqGrain{book: book, idx: int(k)}
+		}))
+	})
+	dead := s.SubscribeDeadLetters(1024)
+	defer dead.Cancel()
+	ctx := ctxT(t)
+	stop := make(chan struct{})
+	var chaos sync.WaitGroup
+	chaos.Go(func() { // deactivations racing the tells
+		r := rand.New(rand.NewPCG(1, 2))
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = s.Deactivate(ctx, grain.NewIntID("o", int64(r.IntN(grains))))
+				runtimeYield()
+			}
+		}
+	})
+	var wg sync.WaitGroup
+	sent := make([][]int, senders) // [sender][grain]: how many told
+	for p := range senders {
+		sent[p] = make([]int, grains)
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(p), 5))
+			for range perSend {
+				g := r.IntN(grains)
+				sent[p][g]++
+				m := orderMsg{from: p, n: sent[p][g], slow: r.IntN(500) == 0, crash: r.IntN(50) == 0}
+				require.NoError(t, s.Tell(ctx, grain.NewIntID("o", int64(g)), m))
+			}
+		})
+	}
+	wg.Wait()
+	close(stop)
+	chaos.Wait()
+	for g := range grains { // a barrier per grain: everything told has run
+		_, err := s.Ask(ctx, grain.NewIntID("o", int64(g)), orderMsg{from: senders, n: 1})
+		require.NoError(t, err)
+	}
+	assert.Zero(t, book.outOfOrd.Load(), "a sender's tells ran out of order")
+	for p := range senders {
+		for g := range grains {
+			if sent[p][g] > 0 {
+				assert.Equal(t, int64(sent[p][g]), book.last[g][p].Load(), "sender %d, grain %d: the last one ran last", p, g)
+			}
+		}
+	}
+	assert.Equal(t, int64(senders*perSend+grains), book.delivered.Load(), "every tell ran once")
+	select {
+	case d := <-dead.C:
+		t.Fatalf("a dead letter: %+v", d)
+	default:
+	}
+	st := s.Stats()
+	t.Logf("restarts %d, handoffs %d, deactivations %v", st.Restarts, st.Handoffs, st.Deactivations)
+	assert.Positive(t, st.Restarts)
+	assert.Positive(t, st.Deactivations[grain.DeactivationEvicted])
+	assert.Positive(t, st.Deactivations[grain.DeactivationRequested])
+}
