@@ -31,7 +31,8 @@ func (e *Entry[T]) Tracked() bool { return e.prev != nil }
 // Wheel is not usable; make one with NewWheel.
 type Wheel[T any] struct {
 	quantum time.Duration
-	slots   []Entry[T] // sentinel heads of circular lists
+	size    int        // the number of slots
+	slots   []Entry[T] // sentinel heads of circular lists; nil until an entry is first filed
 	cursor  int64      // last tick processed
 	n       int
 }
@@ -48,13 +49,21 @@ func NewWheel[T any](quantum time.Duration, slots int, now time.Duration) (*Whee
 	if slots < 1 || slots > MaxSlots {
 		return nil, fmt.Errorf("%w: idle wheel of %d slots (1 to %d)", grain.ErrInvalidConfig, slots, MaxSlots)
 	}
-	w := &Wheel[T]{quantum: quantum, slots: make([]Entry[T], slots)}
+	// The slots are made when the first entry is filed: a silo has a wheel
+	// per partition, and 512 slot heads are 16 KB — a price for partitions
+	// that hold grains, not for every one of a silo configured with many.
+	w := &Wheel[T]{quantum: quantum, size: slots}
+	w.cursor = int64(now / quantum)
+	return w, nil
+}
+
+// alloc makes the slots.
+func (w *Wheel[T]) alloc() {
+	w.slots = make([]Entry[T], w.size)
 	for i := range w.slots {
 		h := &w.slots[i]
 		h.prev, h.next = h, h
 	}
-	w.cursor = int64(now / quantum)
-	return w, nil
 }
 
 // Len returns the number of tracked entries.
@@ -112,6 +121,10 @@ func (w *Wheel[T]) Advance(now time.Duration, expired []*Entry[T]) []*Entry[T] {
 	if to <= w.cursor {
 		return expired
 	}
+	if w.slots == nil { // nothing was ever filed
+		w.cursor = to
+		return expired
+	}
 	from := w.cursor + 1
 	if to-from >= int64(len(w.slots)) { // a full turn visits every slot once
 		from = to - int64(len(w.slots)) + 1
@@ -148,6 +161,9 @@ func (w *Wheel[T]) tick(d time.Duration) int64 {
 }
 
 func (w *Wheel[T]) file(e *Entry[T]) {
+	if w.slots == nil {
+		w.alloc()
+	}
 	s := int(w.tick(e.deadline) % int64(len(w.slots)))
 	h := &w.slots[s]
 	e.prev, e.next = h.prev, h
