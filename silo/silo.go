@@ -170,7 +170,9 @@ func (s *Silo) Start() error {
 // whichever is first, so that a stuck handler or a grain that keeps telling
 // itself cannot keep the others from saving their state — every grain is
 // deactivated (OnDeactivate runs, bounded by Config.DeactivationTimeout;
-// its sends are refused, and so are those of turns still running by then). If ctx ends first, the silo closes as Close
+// its sends to grains are refused, and so are those of turns still running
+// by then — tells to observers go out, and observers close once the silo
+// has stopped). If ctx ends first, the silo closes as Close
 // does — whatever is still undelivered becomes a dead letter with reason
 // shutdown, handler contexts are cancelled, asks still being handled fail
 // with ErrSiloClosed — and Shutdown returns ctx's error without waiting for
