@@ -29,8 +29,59 @@ func (id ID) IsObserver() bool { return id.kind == ObserverKind }
 // Notify finds it so (its Tell fails with ErrObserverClosed): a client that
 // went away without unsubscribing costs one failed send, not a subscription
 // for ever.
+//
+// Subscribe and Unsubscribe take constant time, however long the list (a
+// room with a hundred thousand watchers, say); Notify and All take time in
+// proportion to it.
 type Observers struct {
-	ids []ID
+	// ids in the order they subscribed; an Unsubscribe leaves a hole (the
+	// zero ID), closed up once holes are half the slice and at Notify.
+	ids   []ID
+	holes int
+	// pos indexes ids once the list has grown past smallList: below, a
+	// scan is as quick and a grain with a few watchers keeps no map.
+	pos map[ID]int
+}
+
+// smallList is the longest list kept without an index.
+const smallList = 8
+
+// find returns id's place in ids, or -1.
+func (o *Observers) find(id ID) int {
+	if o.pos == nil {
+		return slices.Index(o.ids, id)
+	}
+	if i, ok := o.pos[id]; ok {
+		return i
+	}
+	return -1
+}
+
+// reindex makes pos anew from ids, if the list is long enough for one.
+func (o *Observers) reindex() {
+	if len(o.ids)-o.holes <= smallList {
+		o.pos = nil
+		return
+	}
+	o.pos = make(map[ID]int, len(o.ids))
+	for i, id := range o.ids {
+		if !id.IsZero() {
+			o.pos[id] = i
+		}
+	}
+}
+
+// compact closes the holes, keeping the order.
+func (o *Observers) compact() {
+	kept := o.ids[:0]
+	for _, id := range o.ids {
+		if !id.IsZero() {
+			kept = append(kept, id)
+		}
+	}
+	clear(o.ids[len(kept):]) // the dropped IDs' strings
+	o.ids, o.holes = kept, 0
+	o.reindex()
 }
 
 // Subscribe adds id to the list; it reports false, changing nothing, if id
@@ -42,10 +93,16 @@ func (o *Observers) Subscribe(id ID) (bool, error) {
 	if err := id.Validate(); err != nil {
 		return false, err
 	}
-	if slices.Contains(o.ids, id) {
+	if o.find(id) >= 0 {
 		return false, nil
 	}
 	o.ids = append(o.ids, id)
+	switch {
+	case o.pos != nil:
+		o.pos[id] = len(o.ids) - 1
+	case len(o.ids)-o.holes > smallList:
+		o.reindex()
+	}
 	return true, nil
 }
 
@@ -54,11 +111,18 @@ func (o *Observers) Unsubscribe(id ID) bool {
 	if o == nil {
 		return false
 	}
-	i := slices.Index(o.ids, id)
+	i := o.find(id)
 	if i < 0 {
 		return false
 	}
-	o.ids = slices.Delete(o.ids, i, i+1)
+	o.ids[i] = ID{}
+	o.holes++
+	if o.pos != nil {
+		delete(o.pos, id)
+	}
+	if o.holes > len(o.ids)/2 {
+		o.compact()
+	}
 	return true
 }
 
@@ -67,15 +131,21 @@ func (o *Observers) Len() int {
 	if o == nil {
 		return 0
 	}
-	return len(o.ids)
+	return len(o.ids) - o.holes
 }
 
 // All yields the subscribers in the order they subscribed.
 func (o *Observers) All() iter.Seq[ID] {
-	if o == nil {
-		return slices.Values([]ID(nil))
+	return func(yield func(ID) bool) {
+		if o == nil {
+			return
+		}
+		for _, id := range o.ids {
+			if !id.IsZero() && !yield(id) {
+				return
+			}
+		}
 	}
-	return slices.Values(o.ids)
 }
 
 // Notify tells msg to every subscriber, in the order they subscribed, with
@@ -97,24 +167,29 @@ func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
 		return nil
 	}
 	var errs []error
-	kept := o.ids[:0]
+	dropped := 0
 	for i, id := range o.ids {
+		if id.IsZero() {
+			continue
+		}
 		if err := ctx.Err(); err != nil {
-			kept = append(kept, o.ids[i:]...)
 			errs = append(errs, err)
 			break
 		}
 		err := t.Tell(ctx, id, msg)
 		if errors.Is(err, ErrObserverClosed) {
+			o.ids[i] = ID{}
+			dropped++
 			continue
 		}
-		kept = append(kept, id)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("notify %v: %w", id, err))
 		}
 	}
-	clear(o.ids[len(kept):]) // the dropped IDs' strings
-	o.ids = kept
+	if dropped > 0 || o.holes > 0 {
+		o.holes += dropped
+		o.compact()
+	}
 	return errors.Join(errs...)
 }
 
@@ -123,10 +198,11 @@ func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
 // observer's ID is saved too: reloaded, it is dropped at the first Notify
 // if its observer has gone (as after a restart it has).
 func (o Observers) MarshalJSON() ([]byte, error) {
-	if o.ids == nil {
+	ids := slices.Collect(o.All())
+	if ids == nil {
 		return []byte("[]"), nil
 	}
-	return json.Marshal(o.ids)
+	return json.Marshal(ids)
 }
 
 // UnmarshalJSON reads what MarshalJSON wrote, replacing the list. Invalid

@@ -190,3 +190,73 @@ func FuzzObserversUnmarshalJSON(f *testing.F) {
 		assert.Equal(t, slices.Collect(o.All()), slices.Collect(again.All()))
 	})
 }
+
+// A long list keeps its order and its set through subscriptions,
+// unsubscriptions and drops, as a short one does.
+func TestObserversLongList(t *testing.T) {
+	var o grain.Observers
+	var want []grain.ID
+	id := func(i int) grain.ID { return grain.NewIntID("w", int64(i)) }
+	for i := range 1000 {
+		added, err := o.Subscribe(id(i))
+		require.NoError(t, err)
+		require.True(t, added)
+		want = append(want, id(i))
+	}
+	for i := 0; i < 1000; i += 3 {
+		require.True(t, o.Unsubscribe(id(i)))
+		require.False(t, o.Unsubscribe(id(i)))
+	}
+	want = slices.DeleteFunc(want, func(x grain.ID) bool { k, _ := x.IntKey(); return k%3 == 0 })
+	require.Equal(t, len(want), o.Len())
+	require.Equal(t, want, slices.Collect(o.All()))
+	added, err := o.Subscribe(id(3)) // back, at the end
+	require.NoError(t, err)
+	require.True(t, added)
+	added, _ = o.Subscribe(id(4))
+	require.False(t, added, "still there")
+	want = append(want, id(3))
+
+	// Notify drops those whose observer is closed, in one pass.
+	closed := map[grain.ID]error{}
+	for _, x := range want {
+		if k, _ := x.IntKey(); k%5 == 0 {
+			closed[x] = grain.ErrObserverClosed
+		}
+	}
+	f := &fakeTeller{fail: closed}
+	require.NoError(t, o.Notify(context.Background(), f, "hi"))
+	assert.Equal(t, want, f.told, "everyone told, in order")
+	want = slices.DeleteFunc(want, func(x grain.ID) bool { _, c := closed[x]; return c })
+	assert.Equal(t, want, slices.Collect(o.All()))
+	assert.Equal(t, len(want), o.Len())
+	for _, x := range want { // and the set agrees with the order
+		added, err := o.Subscribe(x)
+		require.NoError(t, err)
+		require.False(t, added, "%v", x)
+	}
+	for _, x := range want {
+		require.True(t, o.Unsubscribe(x), "%v", x)
+	}
+	assert.Zero(t, o.Len())
+	assert.Empty(t, slices.Collect(o.All()))
+}
+
+// Subscribe and Unsubscribe take constant time: compare the ns/op at the
+// two sizes.
+func BenchmarkObserversChurn(b *testing.B) {
+	for _, n := range []int{100, 100_000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			var o grain.Observers
+			for i := range n {
+				_, _ = o.Subscribe(grain.NewIntID("w", int64(i)))
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				id := grain.NewIntID("w", int64(i%n))
+				o.Unsubscribe(id)
+				_, _ = o.Subscribe(id)
+			}
+		})
+	}
+}
