@@ -427,9 +427,7 @@ func TestObserverEveryMessageReceivedOrDeadLettered(t *testing.T) {
 // What a tell carries of its sender's ctx (Config.Propagator) reaches the
 // observer with the message, and its dead letter when refused.
 func TestObserverNotificationCarries(t *testing.T) {
-	s := newSilo(t, silo.Config{Propagator: traceProp}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "watched", func(grain.ID) *watchedGrain { return &watchedGrain{} }))
-	})
+	s := watchSilo(t, silo.Config{Propagator: traceProp})
 	ctx := context.WithValue(ctxT(t), traceKey{}, "trace-7")
 	dead := s.SubscribeDeadLetters(4)
 	defer dead.Cancel()
