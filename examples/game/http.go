@@ -20,7 +20,10 @@ import (
 // players active now; GET /players/{name}/events streams the player's
 // events as they happen; GET /metrics reports the meter's counts of turns by
 // kind.
-func handler(s *silo.Silo, meter *turnMeter) http.Handler {
+//
+// Event streams end when stop is closed (nil: never), so that a server
+// shutting down does not wait for clients that would listen for ever.
+func handler(s *silo.Silo, meter *turnMeter, stop <-chan struct{}) http.Handler {
 	mux := http.NewServeMux()
 	call := func(w http.ResponseWriter, r *http.Request, id grain.ID, msg any) {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -69,7 +72,7 @@ func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 			http.Error(w, "n: a count of events, 0 for no end", http.StatusBadRequest)
 			return
 		}
-		events(w, r, s, id, limit)
+		events(w, r, s, id, limit, stop)
 	})
 	mux.HandleFunc("GET /players", func(w http.ResponseWriter, r *http.Request) {
 		// Who is on line: the player grains active now (an operator's
@@ -98,10 +101,11 @@ func handler(s *silo.Silo, meter *turnMeter) http.Handler {
 }
 
 // events streams a player's events to the client as JSON lines, until the
-// client goes away, the silo stops, or limit events (0: no limit) are sent.
+// client goes away, the silo stops, stop is closed, or limit events (0: no
+// limit) are sent.
 // The client is an observer: the player grain tells it, and never waits
 // for it.
-func events(w http.ResponseWriter, r *http.Request, s *silo.Silo, id grain.ID, limit int) {
+func events(w http.ResponseWriter, r *http.Request, s *silo.Silo, id grain.ID, limit int, stop <-chan struct{}) {
 	obs, err := s.NewObserver(64)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
@@ -134,6 +138,8 @@ func events(w http.ResponseWriter, r *http.Request, s *silo.Silo, id grain.ID, l
 		select {
 		case <-r.Context().Done():
 			return
+		case <-stop:
+			return
 		case n, ok := <-obs.C():
 			if !ok {
 				return // the silo stopped
@@ -158,19 +164,30 @@ func events(w http.ResponseWriter, r *http.Request, s *silo.Silo, id grain.ID, l
 	}
 }
 
-// serve runs the HTTP API until ctx ends, then shuts the server and the
-// silo down gracefully.
+// serve runs the HTTP API on addr until ctx ends, then shuts the server
+// and the silo down gracefully.
 func serve(ctx context.Context, addr string, match time.Duration) error {
-	s, meter, err := newGame(match)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: handler(s, meter), ReadHeaderTimeout: 5 * time.Second}
+	return serveOn(ctx, ln, match)
+}
+
+// serveOn is serve on a listener it closes.
+func serveOn(ctx context.Context, ln net.Listener, match time.Duration) error {
+	s, meter, err := newGame(match)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer s.Close()
+	// The streams end as the server shuts down: it waits for handlers to
+	// return, and a stream would otherwise keep it waiting until its
+	// deadline.
+	stopStreams := make(chan struct{})
+	srv := &http.Server{Handler: handler(s, meter, stopStreams), ReadHeaderTimeout: 5 * time.Second}
+	srv.RegisterOnShutdown(func() { close(stopStreams) })
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()
 	select {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -49,7 +51,7 @@ func TestHTTP(t *testing.T) {
 	s, meter, err := newGame(5 * time.Millisecond)
 	require.NoError(t, err)
 	defer s.Close()
-	srv := httptest.NewServer(handler(s, meter))
+	srv := httptest.NewServer(handler(s, meter, nil))
 	defer srv.Close()
 
 	post := func(path string) int {
@@ -171,4 +173,24 @@ func TestPlayerTellsItsWatchers(t *testing.T) {
 
 	require.NoError(t, s.Deactivate(ctx, alice))
 	probe.Expect(Event{Player: "alice", What: evDeactivated, Rating: ended.Rating})
+}
+
+// Interrupted while a client follows a player, the server shuts down
+// gracefully at once: the stream ends with it, rather than hold the
+// server's Shutdown until its deadline.
+func TestServeShutsDownWithAStreamOpen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	served := make(chan error, 1)
+	go func() { served <- serveOn(ctx, ln, 5*time.Millisecond) }()
+
+	stream, err := http.Get("http://" + ln.Addr().String() + "/players/alice/events")
+	require.NoError(t, err)
+	defer stream.Body.Close()
+	require.Equal(t, http.StatusOK, stream.StatusCode)
+	cancel()
+	require.NoError(t, <-served, "a stream held the server's Shutdown to its deadline")
+	_, err = io.ReadAll(stream.Body)
+	require.NoError(t, err, "the stream ended cleanly")
 }
