@@ -71,17 +71,23 @@ func (o *Observers) reindex() {
 	}
 }
 
-// compact closes the holes, keeping the order.
+// compact closes the holes, keeping the order, and moves the index with
+// the IDs (made or dropped only when the list crosses smallList).
 func (o *Observers) compact() {
 	kept := o.ids[:0]
 	for _, id := range o.ids {
 		if !id.IsZero() {
+			if o.pos != nil {
+				o.pos[id] = len(kept)
+			}
 			kept = append(kept, id)
 		}
 	}
 	clear(o.ids[len(kept):]) // the dropped IDs' strings
 	o.ids, o.holes = kept, 0
-	o.reindex()
+	if (o.pos == nil) != (len(kept) <= smallList) {
+		o.reindex()
+	}
 }
 
 // Subscribe adds id to the list; it reports false, changing nothing, if id
@@ -179,6 +185,9 @@ func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
 		err := t.Tell(ctx, id, msg)
 		if errors.Is(err, ErrObserverClosed) {
 			o.ids[i] = ID{}
+			if o.pos != nil {
+				delete(o.pos, id)
+			}
 			dropped++
 			continue
 		}
