@@ -42,6 +42,9 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 		}
 		return err
 	}
+	if k.workers > 1 {
+		p.swQueued.Add(1) // at once: the next send's choice must see this one (stateless.go)
+	}
 	// Field by field: a composite literal is built in a temporary and then
 	// copied, and the copy's 16-byte loads of the hash and message just
 	// stored 8 bytes at a time stall on store forwarding (about 7 % of
@@ -95,6 +98,9 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		}
 		return nil, asTimeout(id, err) // a deadline past before it was sent is still a timeout
 	}
+	if k.workers > 1 {
+		p.swQueued.Add(1) // at once, as in Tell
+	}
 	var env queues.Envelope // field by field, as in Tell
 	env.Target, env.Hash, env.Msg = id, h, msg
 	ti := turnFrom(ctx)
@@ -110,6 +116,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	reenter := false
 	if ti != nil {
 		if outer := ti.chain(); s.cfg.MaxCallDepth > 0 && len(outer) >= s.cfg.MaxCallDepth {
+			unreserve(p, k)
 			return nil, fmt.Errorf("%w: %v calling %v would make %d grains wait, past Config.MaxCallDepth",
 				grain.ErrCallTooDeep, ti.a.ID, id, len(outer)+1)
 		}
@@ -117,6 +124,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		chain = ti.chain().Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
 		if l, waiting := chain.Find(id); waiting {
 			if !l.AllowReentry && !letIn {
+				unreserve(p, k)
 				return nil, &grain.CallCycleError{Chain: append(chain.IDs(), id)}
 			}
 			reenter = true

@@ -81,18 +81,30 @@ func (p *partition) unquarantine(id grain.ID, k *kind) {
 const sickLoad = 1 << 40
 
 // pushWorker is push for a message to a stateless worker, counted in
-// p.swQueued until the owner delivers it. Counted before the push, so the
-// owner's count down never comes first; every message pushed is delivered
-// (partition.deliver) or the partition is closing. The counts are exact:
-// a message that becomes a dead letter is counted down where it is
-// delivered, as one that runs.
+// p.swQueued until the owner delivers it. The sender counts it up as soon as
+// it has chosen p (Tell, Ask: right after admitSend) — not here: between
+// the choice and the push, a send may wait (a ctx shared by many callers
+// has a mutex; a WithMayInterleave predicate is program code), and every
+// send choosing meanwhile would see p as idle and choose it too (64 asks
+// went to one busy activation so, under load). So the owner's count down
+// never comes first; every message pushed is delivered (partition.deliver)
+// or the partition is closing, and one that is not pushed is counted down
+// here or by unreserve. The counts are exact: a message that becomes a
+// dead letter is counted down where it is delivered, as one that runs.
 func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
-	p.swQueued.Add(1)
 	err := s.push(ctx, p, env, ti)
 	if err != nil {
 		p.swQueued.Add(-1)
 	}
 	return err
+}
+
+// unreserve counts down a message to a stateless worker that its sender
+// counted up and then did not send.
+func unreserve(p *partition, k *kind) {
+	if k.workers > 1 {
+		p.swQueued.Add(-1)
+	}
 }
 
 // dedupeWorkers drops the repeats of stateless identities from ids, which

@@ -264,3 +264,34 @@ func TestStatelessWorkerAddsActivationsOnlyWhenBusy(t *testing.T) {
 	assert.EqualValues(t, 1, e.built.Load())
 	assert.Equal(t, 1, e.s.Stats().Activations["pool"])
 }
+
+// A send to a stateless identity counts against the partition it chose
+// from the moment it chose, not only once it has pushed: what a send does
+// in between — here a WithMayInterleave predicate that waits, as a
+// contended ctx's mutex did under load — must not let every other send
+// choose the same partition meanwhile. (With the count taken at the push,
+// all eight went to one activation.)
+func TestStatelessWorkerCountsASendFromItsChoice(t *testing.T) {
+	inPred := make(chan struct{})
+	release := make(chan struct{})
+	pred := func(msg any) bool {
+		if msg == "slow-send" {
+			inPred <- struct{}{}
+			<-release
+		}
+		return false
+	}
+	e := newPool(t, 4, silo.WithStatelessWorker(2), silo.WithMayInterleave(pred))
+	ctx := ctxT(t)
+	var wg sync.WaitGroup
+	for range 8 { // one at a time: each has chosen before the next chooses
+		wg.Go(func() { require.NoError(t, e.s.Tell(ctx, grain.NewID("pool", "p"), "slow-send")) })
+		<-inPred
+	}
+	close(release)
+	wg.Wait()
+	// A barrier on each activation: an ask to the identity goes to one
+	// of them; the two activations' counts say where the tells went.
+	require.Eventually(t, func() bool { return e.built.Load() == 2 }, 10*time.Second, time.Millisecond,
+		"the tells went to both activations, not all to the first")
+}
