@@ -285,7 +285,7 @@ func TestStatelessWorkerCountsASendFromItsChoice(t *testing.T) {
 	ctx := ctxT(t)
 	var wg sync.WaitGroup
 	for range 8 { // one at a time: each has chosen before the next chooses
-		wg.Go(func() { require.NoError(t, e.s.Tell(ctx, grain.NewID("pool", "p"), "slow-send")) })
+		wg.Go(func() { assert.NoError(t, e.s.Tell(ctx, grain.NewID("pool", "p"), "slow-send")) })
 		<-inPred
 	}
 	close(release)

@@ -120,7 +120,7 @@ func TestHelpersFailTheTest(t *testing.T) {
 	out = f.run(func() {
 		p := silotest.NewProbe(f, s)
 		_, err := s.Ask(t.Context(), id, setAlarm{in: time.Millisecond, to: p.ID()})
-		require.NoError(t, err)
+		assert.NoError(t, err)
 		p.Expect("snoozed")
 	})
 	assert.Contains(t, out, `expected "snoozed", got "rang" (from alarm/b)`)
@@ -128,7 +128,7 @@ func TestHelpersFailTheTest(t *testing.T) {
 	f = &fakeT{TB: t}
 	out = f.run(func() {
 		p := silotest.NewProbe(f, s)
-		require.NoError(t, s.Tell(t.Context(), p.ID(), "early"))
+		assert.NoError(t, s.Tell(t.Context(), p.ID(), "early"))
 		p.ExpectNone(time.Millisecond)
 	})
 	assert.Contains(t, out, `expected nothing, got "early"`)
@@ -137,14 +137,14 @@ func TestHelpersFailTheTest(t *testing.T) {
 	out = f.run(func() {
 		silotest.NoDeadLetters(f, s)
 		_, err := s.Ask(t.Context(), grain.NewID("alarm", "c"), setAlarm{in: time.Hour, to: grain.NewID("nowhere", "x")})
-		require.NoError(t, err)
-		require.NoError(t, s.Stop(t.Context(), grain.NewID("alarm", "c")))
+		assert.NoError(t, err)
+		assert.NoError(t, s.Stop(t.Context(), grain.NewID("alarm", "c")))
 		_, err = s.Ask(t.Context(), grain.NewID("alarm", "c"), "boom") // a fresh instance answers
-		require.Error(t, err)
+		assert.Error(t, err)
 		o, err := s.NewObserver(1)
-		require.NoError(t, err)
+		assert.NoError(t, err)
 		o.Close()
-		require.ErrorIs(t, s.Tell(t.Context(), o.ID(), "late"), grain.ErrObserverClosed)
+		assert.ErrorIs(t, s.Tell(t.Context(), o.ID(), "late"), grain.ErrObserverClosed)
 	})
 	assert.Contains(t, out, "dead letters (1), where none was expected")
 	assert.Contains(t, out, `"late" (observer closed)`)
