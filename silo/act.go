@@ -93,9 +93,11 @@ type actExtra struct {
 	restarts activation.Restarts    // owner: for supervision's restart limit
 
 	deactTimer clock.Timer // owner: gives up on an OnDeactivate that overruns
-	// owner: OnDeactivate's ctx, made with the timer, and what ends it —
-	// at the give-up too, which runs on the silo's clock (a test's manual
-	// one, say), while the ctx's own deadline is in real time
+	// OnDeactivate's ctx, made with the timer, and what ends it — at the
+	// give-up too, which runs on the silo's clock (a test's manual one,
+	// say), while the ctx's own deadline is in real time. The owner writes
+	// deactCtx once, before the hook's turn, which reads it; deactEnd is
+	// the owner's alone.
 	deactCtx context.Context
 	deactEnd context.CancelCauseFunc
 	// why OnDeactivate runs: written by the owner before its turn begins,

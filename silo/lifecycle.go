@@ -60,10 +60,15 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 var errDeactivationOverran = fmt.Errorf("granary: OnDeactivate overran Config.DeactivationTimeout: %w", context.DeadlineExceeded)
 
 // endDeactCtx ends the ctx of a's OnDeactivate, if it has one, with cause.
+// deactCtx itself is left as it is: the hook's turn reads it as it begins,
+// and once its partition has been handed off that turn runs on a goroutine
+// of its own — an owner that gives up on it (deactivationOverran, on a
+// test's manual clock moved an hour on) may come first. Clearing it raced
+// with that read, and could have made the turn derive its ctx from nil.
 func (p *partition) endDeactCtx(a *act, cause error) {
 	if x := a.x.Load(); x != nil && x.deactEnd != nil {
 		x.deactEnd(cause)
-		x.deactCtx, x.deactEnd = nil, nil
+		x.deactEnd = nil
 	}
 }
 
