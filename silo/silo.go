@@ -83,7 +83,7 @@ type Silo struct {
 	gcRuns    sync.WaitGroup                              // GCs the ticker asked for (memory.go)
 
 	// Last, off the lines that sends and owners read:
-	liveTurns   atomic.Int64  // what turns counts, readable without waiting (turngroup.go)
+	liveTurns   atomic.Int64  // what turns counts, readable without waiting (offturns.go)
 	failedTells atomic.Uint64 // failed turns with no caller (lifecycle.go: tellFailed)
 	observers   observers
 }
