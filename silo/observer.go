@@ -159,8 +159,8 @@ func (o *Observer) Close() {
 	if !o.made() {
 		return
 	}
-	o.close()
 	o.mu.Lock()
+	o.closeLocked()
 	first := !o.released
 	o.released = true
 	o.mu.Unlock()
@@ -179,6 +179,11 @@ func (o *Observer) Close() {
 func (o *Observer) close() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.closeLocked()
+}
+
+// closeLocked is close with o.mu held.
+func (o *Observer) closeLocked() {
 	if o.closed {
 		return
 	}
