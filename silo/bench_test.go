@@ -3,6 +3,8 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -411,5 +413,53 @@ func BenchmarkTellObserver(b *testing.B) {
 	o.Close()
 	if got, left := <-done, int(s.Stats().DeadLetters[grain.ReasonObserverClosed]); got+left != sent {
 		b.Fatalf("received %d and %d left unread of %d", got, left, sent)
+	}
+}
+
+type failingGrain struct{}
+
+var errBenchFail = errors.New("bench: refused")
+
+func (failingGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if m, ok := msg.(*benchSync); ok {
+		close(m.done)
+		return nil, nil
+	}
+	return nil, errBenchFail
+}
+
+// BenchmarkTellFailing: tells whose handler returns an error, each one a
+// failed tell the silo counts and logs (through a JSON handler writing to
+// io.Discard), until the last has been handled: what a storm of failing
+// tells costs the partitions.
+func BenchmarkTellFailing(b *testing.B) {
+	ctx := context.Background()
+	s, err := silo.New(silo.Config{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := silo.Register(s, "failing", func(grain.ID) failingGrain { return failingGrain{} }); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { s.Close() })
+	ids := make([]grain.ID, 64)
+	for i := range ids {
+		ids[i] = grain.NewIntID("failing", int64(i))
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := tellRetry(ctx, s, ids[i&63], incrMsg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for _, id := range ids { // until all were handled
+		done := make(chan struct{})
+		if err := s.Tell(ctx, id, &benchSync{done}); err != nil {
+			b.Fatal(err)
+		}
+		<-done
 	}
 }

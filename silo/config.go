@@ -155,6 +155,10 @@ type Config struct {
 	// Logger receives what the silo cannot return to anyone: a panic in
 	// OnDeactivate, for instance. Default: discard.
 	Logger *slog.Logger
+	// LogSampling bounds the lines written to Logger with any one message,
+	// so that a storm of failures writes a sample of them and a count, not
+	// a line each. Default: the first 10 a second of each message.
+	LogSampling LogSampling
 }
 
 func (c Config) withDefaults() Config {
@@ -206,6 +210,12 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
+	if c.LogSampling.Tick == 0 {
+		c.LogSampling.Tick = DefaultLogTick
+	}
+	if c.LogSampling.First == 0 {
+		c.LogSampling.First = DefaultLogFirst
+	}
 	return c
 }
 
@@ -245,6 +255,8 @@ func (c Config) validate() error {
 		return bad("QueueCapacity", c.QueueCapacity)
 	case c.HandoffThreshold < 0, c.HandoffThreshold > 0 && c.HandoffThreshold < MinHandoffThreshold:
 		return bad("HandoffThreshold", c.HandoffThreshold)
+	case c.LogSampling.Tick < 0:
+		return bad("LogSampling.Tick", c.LogSampling.Tick)
 	case isNilPointer(c.Clock):
 		return bad("Clock", fmt.Sprintf("a nil %T", c.Clock))
 	case !validPropagator(c.Propagator):

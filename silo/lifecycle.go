@@ -244,17 +244,27 @@ func (p *partition) decide(a *act, res *turnResult, first *queues.Envelope) (d a
 // logs a one-way call's exception the same way.
 func (p *partition) tellFailed(a *act, res *turnResult) {
 	p.s.failedTells.Add(1)
-	what := "tell"
+	msg := msgTellFailed
 	if res.tick != nil {
-		what = "timer tick"
+		msg = msgTickFailed
+	}
+	// Asked first: in a storm the line is most often dropped, and its
+	// arguments would cost more than the turn.
+	write, dropped := p.s.sampled(msg)
+	if !write {
+		return
 	}
 	level := slog.LevelWarn
 	if errors.Is(res.err, grain.ErrPanic) {
 		level = slog.LevelError
 	}
-	p.s.log(level, "granary: a "+what+"'s turn failed, with no caller to return the error to",
-		"grain", a.ID.String(), "err", res.err, "directive", res.directive.String())
+	p.s.write(level, msg, dropped, "grain", a.ID.String(), "err", res.err, "directive", res.directive.String())
 }
+
+const (
+	msgTellFailed = "granary: a tell's turn failed, with no caller to return the error to"
+	msgTickFailed = "granary: a timer tick's turn failed, with no caller to return the error to"
+)
 
 // afterMessage applies what a turn asked for (timers, deactivation), keeps
 // the idle clock, and applies the supervision policy to a failure. It

@@ -86,6 +86,7 @@ type Silo struct {
 	liveTurns   atomic.Int64  // what turns counts, readable without waiting (offturns.go)
 	failedTells atomic.Uint64 // failed turns with no caller (lifecycle.go: tellFailed)
 	observers   observers
+	logs        *logSampler // Config.LogSampling (log.go)
 }
 
 // New returns a silo configured by cfg, or an error wrapping
@@ -106,6 +107,7 @@ func New(cfg Config) (*Silo, error) {
 		clock:   cfg.Clock,
 		done:    make(chan struct{}),
 		runners: newRunners(idleRunnersPerPartition * cfg.Partitions),
+		logs:    newLogSampler(cfg.LogSampling),
 	}
 	s.letInMeta0.MayInterleave = true
 	s.sincer, _ = cfg.Clock.(clock.Sincer)

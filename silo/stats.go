@@ -48,6 +48,9 @@ type Stats struct {
 	// Observers is the number of observers open now: made by NewObserver,
 	// not yet closed (a count that only grows is clients that never Close).
 	Observers int
+	// DroppedLogLines counts lines not written to Config.Logger, held back
+	// by Config.LogSampling.
+	DroppedLogLines uint64
 }
 
 // Stats returns a snapshot of the silo's counters. Safe for concurrent use.
@@ -72,6 +75,7 @@ func (s *Silo) Stats() Stats {
 		FailedTells:     s.failedTells.Load(),
 		Shed:            s.shedCount.Load(),
 		Observers:       int(s.observers.open.Load()),
+		DroppedLogLines: s.logs.dropped.Load(),
 	}
 	for name, k := range s.kinds {
 		st.Activations[name] = int(k.active.Load())

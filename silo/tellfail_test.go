@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -66,4 +67,79 @@ func TestAFailedTellIsLoggedAndCounted(t *testing.T) {
 	assert.Contains(t, out, "tell boom")
 	assert.Contains(t, out, "directive=restart")
 	assert.Contains(t, out, `msg="granary: a timer tick's turn failed, with no caller to return the error to" grain=f/a err="tick failed"`)
+}
+
+// A storm of failing tells writes a sample, not a line each: the first
+// Config.LogSampling.First lines of each tick, the rest counted — in
+// FailedTells, in DroppedLogLines, and in the next line written.
+func TestAStormOfFailedTellsIsSampled(t *testing.T) {
+	var logged syncBuffer
+	clk := clock.NewManual(time.Unix(0, 0))
+	s := newSilo(t, silo.Config{Logger: newTextLogger(&logged), Clock: clk, LogSampling: silo.LogSampling{First: 3}},
+		func(s *silo.Silo) {
+			require.NoError(t, silo.Register(s, "f", func(grain.ID) grain.Func {
+				return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+					if msg == "ok" {
+						return nil, nil
+					}
+					return nil, errors.New("tell failed")
+				}
+			}))
+		})
+	ctx := ctxT(t)
+	id := grain.NewID("f", "a")
+	storm := func(n int) {
+		for range n {
+			require.NoError(t, s.Tell(ctx, id, "x"))
+		}
+		_, err := s.Ask(ctx, id, "ok") // a barrier: the tells' turns are over
+		require.NoError(t, err)
+	}
+	const line = `msg="granary: a tell's turn failed, with no caller to return the error to"`
+
+	storm(20)
+	st := s.Stats()
+	assert.Equal(t, uint64(20), st.FailedTells)
+	assert.Equal(t, uint64(17), st.DroppedLogLines)
+	assert.Equal(t, 3, strings.Count(logged.String(), line))
+	assert.NotContains(t, logged.String(), "dropped_lines")
+
+	clk.Advance(silo.DefaultLogTick) // a new tick
+	storm(5)
+	st = s.Stats()
+	assert.Equal(t, uint64(25), st.FailedTells)
+	assert.Equal(t, uint64(19), st.DroppedLogLines)
+	assert.Equal(t, 6, strings.Count(logged.String(), line))
+	assert.Equal(t, 1, strings.Count(logged.String(), "dropped_lines=17"), "the first line of the tick counts the storm's drops")
+}
+
+// With a negative First every line is written.
+func TestLogSamplingCanBeTurnedOff(t *testing.T) {
+	var logged syncBuffer
+	s := newSilo(t, silo.Config{Logger: newTextLogger(&logged), LogSampling: silo.LogSampling{First: -1}},
+		func(s *silo.Silo) {
+			require.NoError(t, silo.Register(s, "f", func(grain.ID) grain.Func {
+				return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+					if msg == "ok" {
+						return nil, nil
+					}
+					return nil, errors.New("tell failed")
+				}
+			}))
+		})
+	ctx := ctxT(t)
+	id := grain.NewID("f", "a")
+	for range 50 {
+		require.NoError(t, s.Tell(ctx, id, "x"))
+	}
+	_, err := s.Ask(ctx, id, "ok")
+	require.NoError(t, err)
+	assert.Equal(t, 50, strings.Count(logged.String(), "tell failed"))
+	assert.Zero(t, s.Stats().DroppedLogLines)
+}
+
+func TestLogSamplingRefusesANegativeTick(t *testing.T) {
+	_, err := silo.New(silo.Config{LogSampling: silo.LogSampling{Tick: -time.Second}})
+	require.ErrorIs(t, err, grain.ErrInvalidConfig)
+	assert.Contains(t, err.Error(), "LogSampling.Tick")
 }
