@@ -69,32 +69,39 @@ func TestAFailedTellIsLoggedAndCounted(t *testing.T) {
 	assert.Contains(t, out, `msg="granary: a timer tick's turn failed, with no caller to return the error to" grain=f/a err="tick failed"`)
 }
 
-// A storm of failing tells writes a sample, not a line each: the first
-// Config.LogSampling.First lines of each tick, the rest counted — in
-// FailedTells, in DroppedLogLines, and in the next line written.
-func TestAStormOfFailedTellsIsSampled(t *testing.T) {
-	var logged syncBuffer
-	clk := clock.NewManual(time.Unix(0, 0))
-	s := newSilo(t, silo.Config{Logger: newTextLogger(&logged), Clock: clk, LogSampling: silo.LogSampling{First: 3}},
-		func(s *silo.Silo) {
-			require.NoError(t, silo.Register(s, "f", func(grain.ID) grain.Func {
-				return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
-					if msg == "ok" {
-						return nil, nil
-					}
-					return nil, errors.New("tell failed")
+// failingTells is a silo whose grains of kind "f" fail every message but
+// "ok", logging to logged, and a function that tells grain f/a n messages
+// and waits until their turns are over.
+func failingTells(t *testing.T, cfg silo.Config, logged *syncBuffer) (*silo.Silo, func(n int)) {
+	cfg.Logger = newTextLogger(logged)
+	s := newSilo(t, cfg, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "f", func(grain.ID) grain.Func {
+			return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "ok" {
+					return nil, nil
 				}
-			}))
-		})
+				return nil, errors.New("tell failed")
+			}
+		}))
+	})
 	ctx := ctxT(t)
 	id := grain.NewID("f", "a")
-	storm := func(n int) {
+	return s, func(n int) {
 		for range n {
 			require.NoError(t, s.Tell(ctx, id, "x"))
 		}
 		_, err := s.Ask(ctx, id, "ok") // a barrier: the tells' turns are over
 		require.NoError(t, err)
 	}
+}
+
+// A storm of failing tells writes a sample, not a line each: the first
+// Config.LogSampling.First lines of each tick, the rest counted — in
+// FailedTells, in DroppedLogLines, and in the next line written.
+func TestAStormOfFailedTellsIsSampled(t *testing.T) {
+	var logged syncBuffer
+	clk := clock.NewManual(time.Unix(0, 0))
+	s, storm := failingTells(t, silo.Config{Clock: clk, LogSampling: silo.LogSampling{First: 3}}, &logged)
 	const line = `msg="granary: a tell's turn failed, with no caller to return the error to"`
 
 	storm(20)
@@ -116,24 +123,8 @@ func TestAStormOfFailedTellsIsSampled(t *testing.T) {
 // With a negative First every line is written.
 func TestLogSamplingCanBeTurnedOff(t *testing.T) {
 	var logged syncBuffer
-	s := newSilo(t, silo.Config{Logger: newTextLogger(&logged), LogSampling: silo.LogSampling{First: -1}},
-		func(s *silo.Silo) {
-			require.NoError(t, silo.Register(s, "f", func(grain.ID) grain.Func {
-				return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
-					if msg == "ok" {
-						return nil, nil
-					}
-					return nil, errors.New("tell failed")
-				}
-			}))
-		})
-	ctx := ctxT(t)
-	id := grain.NewID("f", "a")
-	for range 50 {
-		require.NoError(t, s.Tell(ctx, id, "x"))
-	}
-	_, err := s.Ask(ctx, id, "ok")
-	require.NoError(t, err)
+	s, storm := failingTells(t, silo.Config{LogSampling: silo.LogSampling{First: -1}}, &logged)
+	storm(50)
 	assert.Equal(t, 50, strings.Count(logged.String(), "tell failed"))
 	assert.Zero(t, s.Stats().DroppedLogLines)
 }
