@@ -153,7 +153,8 @@ type Config struct {
 	// handler sees none of its sender's ctx values.
 	Propagator ContextPropagator
 	// Logger receives what the silo cannot return to anyone: a panic in
-	// OnDeactivate, for instance. Default: discard.
+	// OnDeactivate, a tell's turn that failed, a tell's dead letter (Info),
+	// a slow turn. Default: discard.
 	Logger *slog.Logger
 	// LogSampling bounds the lines written to Logger with any one message,
 	// so that a storm of failures writes a sample of them and a count, not

@@ -1,6 +1,8 @@
 package silo
 
 import (
+	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -153,7 +155,27 @@ func (h *deadHub) close() {
 
 // deadLetter records that env cannot be delivered: it publishes the dead
 // letter, then fails the ask, if it is one, with an error naming the reason.
+// A tell's dead letter is also logged (Info, sampled): its sender had nil
+// from Tell and hears of it nowhere else, as Akka logs its dead letters.
 func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error) {
+	s.publishDead(env, reason, cause)
+	if env.Request != nil {
+		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
+		return
+	}
+	s.logDeadTell(env, reason, cause)
+}
+
+// refuse is deadLetter for a send refused as it is made: its sender has
+// the error from Tell or Ask, so nothing is logged.
+func (s *Silo) refuse(env queues.Envelope, reason grain.Reason) {
+	s.publishDead(env, reason, nil)
+	if env.Request != nil {
+		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason})
+	}
+}
+
+func (s *Silo) publishDead(env queues.Envelope, reason grain.Reason, cause error) {
 	// Counted and offered to subscribers before an ask's caller hears of
 	// it: a caller holding the error finds the dead letter in Stats.
 	msg, carried := queues.Unwrap(env.Msg)
@@ -167,7 +189,37 @@ func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error)
 		Err:     cause,
 		Time:    s.clock.Now(),
 	})
-	if env.Request != nil {
-		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
+}
+
+// logDeadTell logs a tell's dead letter: sampled per reason, so that a rare
+// loss is not hidden by a storm of another (an overload, a shutdown). The
+// message's type is logged, not its value, which may be large or private.
+func (s *Silo) logDeadTell(env queues.Envelope, reason grain.Reason, cause error) {
+	msg := s.deadMsgs[0]
+	if int(reason) < len(s.deadMsgs) {
+		msg = s.deadMsgs[reason]
 	}
+	write, dropped := s.sampled(msg)
+	if !write {
+		return
+	}
+	m, _ := queues.Unwrap(env.Msg)
+	args := []any{"target", env.Target.String(), "msg_type", fmt.Sprintf("%T", m)}
+	if sender := env.Sender(); sender != (grain.ID{}) {
+		args = append(args, "sender", sender.String())
+	}
+	if cause != nil {
+		args = append(args, "err", cause)
+	}
+	s.write(slog.LevelInfo, msg, dropped, args...)
+}
+
+// deadMessages makes the line each reason's tell dead letters are logged
+// with: one message a reason, for the sampler to count apart.
+func deadMessages() [grain.NumReasons]string {
+	var m [grain.NumReasons]string
+	for r := range m {
+		m[r] = "granary: a tell became a dead letter: " + grain.Reason(r).String()
+	}
+	return m
 }

@@ -86,7 +86,8 @@ type Silo struct {
 	liveTurns   atomic.Int64  // what turns counts, readable without waiting (offturns.go)
 	failedTells atomic.Uint64 // failed turns with no caller (lifecycle.go: tellFailed)
 	observers   observers
-	logs        *logSampler // Config.LogSampling (log.go)
+	logs        *logSampler              // Config.LogSampling (log.go)
+	deadMsgs    [grain.NumReasons]string // a tell's dead letter's log line, by reason (deadletter.go)
 }
 
 // New returns a silo configured by cfg, or an error wrapping
@@ -101,13 +102,14 @@ func New(cfg Config) (*Silo, error) {
 		return nil, err
 	}
 	s := &Silo{
-		cfg:     cfg,
-		kinds:   make(map[string]*kind),
-		locator: directory.Local{Silo: cfg.Name, Partitioner: pt},
-		clock:   cfg.Clock,
-		done:    make(chan struct{}),
-		runners: newRunners(idleRunnersPerPartition * cfg.Partitions),
-		logs:    newLogSampler(cfg.LogSampling),
+		cfg:      cfg,
+		kinds:    make(map[string]*kind),
+		locator:  directory.Local{Silo: cfg.Name, Partitioner: pt},
+		clock:    cfg.Clock,
+		done:     make(chan struct{}),
+		runners:  newRunners(idleRunnersPerPartition * cfg.Partitions),
+		logs:     newLogSampler(cfg.LogSampling),
+		deadMsgs: deadMessages(),
 	}
 	s.letInMeta0.MayInterleave = true
 	s.sincer, _ = cfg.Clock.(clock.Sincer)
@@ -485,7 +487,7 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 // sending to each other cannot deadlock. A closed queue is ErrSiloClosed.
 func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
 	if p.overfull(env.Target) {
-		s.deadLetter(*env, grain.ReasonOverload, nil)
+		s.refuse(*env, grain.ReasonOverload)
 		return fmt.Errorf("%w: %v", grain.ErrOverloaded, env.Target)
 	}
 	late := false // a turn's send while the silo settles (settle.go)
@@ -513,7 +515,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		select {
 		case <-space:
 		case <-ctx.Done():
-			s.deadLetter(*env, grain.ReasonOverload, nil)
+			s.refuse(*env, grain.ReasonOverload)
 			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, context.Cause(ctx))
 		}
 	}
