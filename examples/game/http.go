@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"slices"
 	"strconv"
 	"time"
@@ -171,12 +173,12 @@ func serve(ctx context.Context, addr string, match time.Duration) error {
 	if err != nil {
 		return err
 	}
-	return serveOn(ctx, ln, match)
+	return serveOn(ctx, ln, match, slog.New(slog.NewTextHandler(os.Stderr, nil)))
 }
 
-// serveOn is serve on a listener it closes.
-func serveOn(ctx context.Context, ln net.Listener, match time.Duration) error {
-	s, meter, err := newGame(match)
+// serveOn is serve on a listener it closes, the silo logging to logger.
+func serveOn(ctx context.Context, ln net.Listener, match time.Duration, logger *slog.Logger) error {
+	s, meter, err := newGame(match, logger)
 	if err != nil {
 		ln.Close()
 		return err

@@ -24,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -80,10 +81,12 @@ func checkFlags(players int, duration, match time.Duration) error {
 }
 
 // newGame starts a silo with the game's grains, and a meter of their turns
-// around every one (a filter: the grains know nothing of it).
-func newGame(match time.Duration) (*silo.Silo, *turnMeter, error) {
+// around every one (a filter: the grains know nothing of it). The silo
+// logs to logger (nil: nowhere) what it cannot return to anyone: a tell
+// that failed or became a dead letter, a slow turn.
+func newGame(match time.Duration, logger *slog.Logger) (*silo.Silo, *turnMeter, error) {
 	meter := newTurnMeter(kindPlayer, kindLobby, kindMatch, kindLeaderboard, kindReferee)
-	s, err := silo.New(silo.Config{Filters: []grain.Filter{meter}})
+	s, err := silo.New(silo.Config{Filters: []grain.Filter{meter}, Logger: logger})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -145,7 +148,7 @@ func (s summary) String() string {
 // simulate lets bots join matches for a while, waits for the matches in
 // play to end, and checks that the books balance.
 func simulate(ctx context.Context, players int, d, match time.Duration) (summary, error) {
-	s, meter, err := newGame(match)
+	s, meter, err := newGame(match, nil) // the summary has the counts
 	if err != nil {
 		return summary{}, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -48,7 +49,7 @@ func TestSimulationBalancesItsBooks(t *testing.T) {
 }
 
 func TestHTTP(t *testing.T) {
-	s, meter, err := newGame(5 * time.Millisecond)
+	s, meter, err := newGame(5*time.Millisecond, nil)
 	require.NoError(t, err)
 	defer s.Close()
 	srv := httptest.NewServer(handler(s, meter, nil))
@@ -183,7 +184,7 @@ func TestServeShutsDownWithAStreamOpen(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	served := make(chan error, 1)
-	go func() { served <- serveOn(ctx, ln, 5*time.Millisecond) }()
+	go func() { served <- serveOn(ctx, ln, 5*time.Millisecond, slog.New(slog.DiscardHandler)) }()
 
 	stream, err := http.Get("http://" + ln.Addr().String() + "/players/alice/events")
 	require.NoError(t, err)
