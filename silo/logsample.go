@@ -29,8 +29,10 @@ const (
 // (FailedTells, SlowTurns, …), so a dropped line loses no count, only the
 // detail of one occurrence.
 type LogSampling struct {
-	// Tick is the period over which lines with one message are counted.
-	// Default DefaultLogTick.
+	// Tick is the period over which lines with one message are counted,
+	// on Config.Clock: under a manual clock that a test never advances,
+	// each message has its First lines and no more. Default
+	// DefaultLogTick.
 	Tick time.Duration
 	// First is how many lines with one message are written each Tick.
 	// Default DefaultLogFirst; negative means every line is written.
