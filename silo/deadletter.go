@@ -158,24 +158,15 @@ func (h *deadHub) close() {
 // A tell's dead letter is also logged (Info, sampled): its sender had nil
 // from Tell and hears of it nowhere else, as Akka logs its dead letters.
 func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error) {
-	s.publishDead(env, reason, cause)
-	if env.Request != nil {
-		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
-		return
-	}
-	s.logDeadTell(env, reason, cause)
-}
-
-// refuse is deadLetter for a send refused as it is made: its sender has
-// the error from Tell or Ask, so nothing is logged.
-func (s *Silo) refuse(env queues.Envelope, reason grain.Reason) {
-	s.publishDead(env, reason, nil)
-	if env.Request != nil {
-		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason})
+	s.refuse(env, reason, cause)
+	if env.Request == nil {
+		s.logDeadTell(env, reason, cause)
 	}
 }
 
-func (s *Silo) publishDead(env queues.Envelope, reason grain.Reason, cause error) {
+// refuse is deadLetter for a send refused as it is made, whose sender has
+// the error from Tell or Ask: nothing is logged.
+func (s *Silo) refuse(env queues.Envelope, reason grain.Reason, cause error) {
 	// Counted and offered to subscribers before an ask's caller hears of
 	// it: a caller holding the error finds the dead letter in Stats.
 	msg, carried := queues.Unwrap(env.Msg)
@@ -189,6 +180,9 @@ func (s *Silo) publishDead(env queues.Envelope, reason grain.Reason, cause error
 		Err:     cause,
 		Time:    s.clock.Now(),
 	})
+	if env.Request != nil {
+		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
+	}
 }
 
 // logDeadTell logs a tell's dead letter: sampled per reason, so that a rare

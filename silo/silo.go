@@ -487,7 +487,7 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 // sending to each other cannot deadlock. A closed queue is ErrSiloClosed.
 func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
 	if p.overfull(env.Target) {
-		s.refuse(*env, grain.ReasonOverload)
+		s.refuse(*env, grain.ReasonOverload, nil)
 		return fmt.Errorf("%w: %v", grain.ErrOverloaded, env.Target)
 	}
 	late := false // a turn's send while the silo settles (settle.go)
@@ -515,7 +515,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		select {
 		case <-space:
 		case <-ctx.Done():
-			s.refuse(*env, grain.ReasonOverload)
+			s.refuse(*env, grain.ReasonOverload, nil)
 			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, context.Cause(ctx))
 		}
 	}
