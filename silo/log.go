@@ -18,7 +18,7 @@ func (s *Silo) sampled(msg string) (write bool, droppedBefore uint64) {
 }
 
 // write writes a line that sampled let through, on a goroutine of its own,
-// and waits for it. The silo logs from its partition owners, in the middle
+// and waits for it; a line whose handler panics is counted as dropped. The silo logs from its partition owners, in the middle
 // of their work: a handler that ends its goroutine with runtime.Goexit — a
 // test's handler calling t.FailNow on a warning — would end the owner's
 // with it, leaving that work half done and, when it came while the owner
@@ -33,6 +33,13 @@ func (s *Silo) write(level slog.Level, msg string, droppedBefore uint64, args ..
 	done := make(chan struct{})
 	go func() {
 		defer close(done) // also when the handler calls runtime.Goexit
+		defer func() {
+			// A handler that panics loses its line, counted as dropped;
+			// the panic is not the silo's to die of.
+			if r := recover(); r != nil {
+				s.logs.dropped.Add(1)
+			}
+		}()
 		switch {
 		case level >= slog.LevelError:
 			l.Error(msg, args...)

@@ -61,3 +61,34 @@ func TestALoggerCallingGoexitDoesNotCutTheSilosWorkShort(t *testing.T) {
 	require.EqualValues(t, 4, built.Load(), "a fresh activation after each deactivation")
 	require.EqualValues(t, 3, lines.Load(), "each failed OnDeactivate was logged")
 }
+
+// panicHandler is a slog handler that panics on every line.
+type panicHandler struct{ lines *atomic.Int32 }
+
+func (h panicHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h panicHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h panicHandler) WithGroup(string) slog.Handler            { return h }
+func (h panicHandler) Handle(context.Context, slog.Record) error {
+	h.lines.Add(1)
+	panic("handler boom")
+}
+
+// A Logger whose handler panics loses its lines, counted as dropped; the
+// process and the silo's work go on.
+func TestALoggerThatPanicsLosesOnlyItsLines(t *testing.T) {
+	var lines atomic.Int32
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(panicHandler{&lines})}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "sulker", func(grain.ID) sulker { return sulker{} }))
+	})
+	id := grain.NewID("sulker", "a")
+	for i := range 3 {
+		v, err := s.Ask(t.Context(), id, get{})
+		require.NoError(t, err, "round %d", i)
+		require.Equal(t, "here", v)
+		require.NoError(t, s.Deactivate(t.Context(), id)) // OnDeactivate fails: a line
+	}
+	_, err := s.Ask(t.Context(), id, get{}) // after the third deactivation's line
+	require.NoError(t, err)
+	require.Equal(t, int32(3), lines.Load())
+	require.Equal(t, uint64(3), s.Stats().DroppedLogLines)
+}

@@ -48,8 +48,8 @@ type Stats struct {
 	// Observers is the number of observers open now: made by NewObserver,
 	// not yet closed (a count that only grows is clients that never Close).
 	Observers int
-	// DroppedLogLines counts lines not written to Config.Logger, held back
-	// by Config.LogSampling.
+	// DroppedLogLines counts lines not written to Config.Logger: held back
+	// by Config.LogSampling, or lost to a handler that panicked.
 	DroppedLogLines uint64
 }
 
