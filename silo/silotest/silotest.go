@@ -2,7 +2,8 @@
 // helps test handlers on a real server: a silo that shuts down with the
 // test (Start), a probe that receives what grains tell it and fails the
 // test when the wait runs out (Probe, Akka's TestProbe, on a
-// silo.Observer), and a record of the silo's dead letters (DeadLetterLog).
+// silo.Observer), a record of the silo's dead letters (DeadLetterLog), and
+// a logger that writes to the test (NewLogger).
 //
 // A test waits for what a grain does on its own — a timer's work, the
 // effect of a tell — by having the grain tell a probe: the test wakes when
@@ -30,9 +31,13 @@ const DefaultTimeout = 5 * time.Second
 // starts it; any error fails the test at once. When the test ends, the silo
 // shuts down gracefully (within DefaultTimeout; OnDeactivate runs), and the
 // test fails if the Shutdown does. A test may Shutdown or Close the silo
-// itself before: the cleanup then does nothing more.
+// itself before: the cleanup then does nothing more. A cfg with no Logger
+// gets NewLogger(t): the silo logs to the test.
 func Start(t testing.TB, cfg silo.Config, register func(*silo.Silo) error) *silo.Silo {
 	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = NewLogger(t)
+	}
 	s, err := silo.New(cfg)
 	if err != nil {
 		t.Fatalf("silotest: New: %v", err)

@@ -71,6 +71,13 @@ type fakeT struct {
 	msgs     []string
 	failed   bool
 	cleanups []func()
+	logs     []string
+}
+
+func (f *fakeT) Log(args ...any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.logs = append(f.logs, fmt.Sprint(args...))
 }
 
 func (f *fakeT) Helper() {}
@@ -200,6 +207,23 @@ func TestStartShutsDownWithTheTest(t *testing.T) {
 		s := silotest.Start(t, silo.Config{}, register)
 		require.NoError(t, s.Close())
 	})
+}
+
+// A silo Start makes with no Logger logs to the test: a tell's failure
+// shows with the test that caused it.
+func TestStartLogsToTheTest(t *testing.T) {
+	f := &fakeT{TB: t}
+	f.run(func() {
+		s := silotest.Start(f, silo.Config{}, register)
+		id := grain.NewID("alarm", "e")
+		require.NoError(t, s.Tell(t.Context(), id, "out of batteries"))   // the alarm fails it
+		_, err := s.Ask(t.Context(), id, setAlarm{in: time.Hour, to: id}) // a barrier
+		require.NoError(t, err)
+	})
+	require.Len(t, f.logs, 1)
+	assert.Contains(t, f.logs[0], `level=WARN msg="granary: a tell's turn failed, with no caller to return the error to" grain=alarm/e err="out of batteries"`)
+	assert.NotContains(t, f.logs[0], "\n", "one line, with no newline of its own")
+	assert.False(t, f.failed)
 }
 
 // In a testing/synctest bubble the waits run on fake time: an alarm an
