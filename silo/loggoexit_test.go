@@ -15,17 +15,20 @@ import (
 	"github.com/granary-go/granary/silo"
 )
 
-// goexitHandler is a slog handler that ends its goroutine with
-// runtime.Goexit on every line, as a test's handler that calls t.FailNow on
-// a warning would.
-type goexitHandler struct{ lines *atomic.Int32 }
+// hostileHandler is a slog handler that counts each line, then does what
+// a hostile handler does: runtime.Goexit, as a test's handler that calls
+// t.FailNow on a warning would, or a panic.
+type hostileHandler struct {
+	lines *atomic.Int32
+	then  func()
+}
 
-func (h goexitHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h goexitHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h goexitHandler) WithGroup(string) slog.Handler            { return h }
-func (h goexitHandler) Handle(context.Context, slog.Record) error {
+func (h hostileHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h hostileHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h hostileHandler) WithGroup(string) slog.Handler            { return h }
+func (h hostileHandler) Handle(context.Context, slog.Record) error {
 	h.lines.Add(1)
-	runtime.Goexit()
+	h.then()
 	return nil
 }
 
@@ -41,7 +44,7 @@ func (sulker) OnDeactivate(context.Context, *grain.Context) error        { retur
 // afresh.
 func TestALoggerCallingGoexitDoesNotCutTheSilosWorkShort(t *testing.T) {
 	var lines, built atomic.Int32
-	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(goexitHandler{&lines})}, func(s *silo.Silo) {
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(hostileHandler{&lines, runtime.Goexit})}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "sulker", func(grain.ID) sulker { built.Add(1); return sulker{} }))
 	})
 	id := grain.NewID("sulker", "a")
@@ -62,22 +65,11 @@ func TestALoggerCallingGoexitDoesNotCutTheSilosWorkShort(t *testing.T) {
 	require.EqualValues(t, 3, lines.Load(), "each failed OnDeactivate was logged")
 }
 
-// panicHandler is a slog handler that panics on every line.
-type panicHandler struct{ lines *atomic.Int32 }
-
-func (h panicHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h panicHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h panicHandler) WithGroup(string) slog.Handler            { return h }
-func (h panicHandler) Handle(context.Context, slog.Record) error {
-	h.lines.Add(1)
-	panic("handler boom")
-}
-
 // A Logger whose handler panics loses its lines, counted as dropped; the
 // process and the silo's work go on.
 func TestALoggerThatPanicsLosesOnlyItsLines(t *testing.T) {
 	var lines atomic.Int32
-	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(panicHandler{&lines})}, func(s *silo.Silo) {
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(hostileHandler{&lines, func() { panic("handler boom") }})}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "sulker", func(grain.ID) sulker { return sulker{} }))
 	})
 	id := grain.NewID("sulker", "a")
