@@ -19,15 +19,18 @@ const (
 )
 
 // LogSampling bounds how many lines with the same message the silo writes:
-// a storm — every tell to a grain failing, every turn slow — would
+// a storm — every tell to a grain failing, every turn slow, every tell to
+// a stopped grain lost — would
 // otherwise write a line per message, and the writing, not the messages,
 // would become the silo's work (a failing tell cost 39 times a handled one
 // with every line written to a JSON handler). The lines past the bound are
 // dropped and counted: Stats().DroppedLogLines has them all, and the next
 // line written with the same message carries how many were dropped before
 // it ("dropped_lines"). What the lines report is also counted in Stats
-// (FailedTells, SlowTurns, …), so a dropped line loses no count, only the
-// detail of one occurrence.
+// (FailedTells, SlowTurns, DeadLetters, …), so a dropped line loses no
+// count, only the detail of one occurrence. A tell's dead letters are
+// counted apart by reason: a storm of overloads cannot hide a failed
+// activation.
 type LogSampling struct {
 	// Tick is the period over which lines with one message are counted,
 	// on Config.Clock: under a manual clock that a test never advances,
