@@ -2,7 +2,6 @@ package silo_test
 
 import (
 	"context"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,11 +11,14 @@ import (
 	"github.com/granary-go/granary/silo"
 )
 
-// A turn that calls a grain of another partition yields once before it
-// hands its partition off; the callee's owner, on another core, usually
-// answers in that moment, and the turn goes on without a handoff. A call to a grain of its
-// own partition always hands off (the callee cannot run before it does).
-func TestACallToAnotherPartitionUsuallyNeedsNoHandoff(t *testing.T) {
+// A call to a grain of its own partition always hands the partition off
+// (the callee cannot run before it does); a call to another partition's
+// yields once first, and the callee's owner, on another core, usually
+// answers in that moment — how often is a matter of scheduling, measured by
+// BenchmarkNestedCallPartitions (handoffs/op: 1 within, about 0.01 across),
+// not asserted here, where other tests share the cores (it failed with
+// three test binaries on two cores: 74 handoffs in 100 calls).
+func TestACallWithinItsPartitionHandsOff(t *testing.T) {
 	s := newSilo(t, silo.Config{Partitions: 2}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
 		require.NoError(t, silo.Register(s, "relay", func(grain.ID) grain.Func {
@@ -47,9 +49,5 @@ func TestACallToAnotherPartitionUsuallyNeedsNoHandoff(t *testing.T) {
 		return s.Stats().Handoffs - before
 	}
 	require.GreaterOrEqual(t, calls(same), uint64(100), "a call within the partition hands off every time")
-	n := calls(other)
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skipf("one P: the callee's owner has no core of its own to answer on (%d handoffs in 100 calls)", n)
-	}
-	require.Less(t, n, uint64(50), "a call across partitions is mostly answered while its turn yields")
+	_ = calls(other) // runs, and answers: the yield before the handoff loses no call
 }
