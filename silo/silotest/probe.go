@@ -75,6 +75,40 @@ func (p *Probe) Expect(want any) silo.Notification {
 	return n
 }
 
+// ReceiveN waits for the next n notifications and returns them in order;
+// it fails the test, saying how many came, if they do not all come within
+// Timeout each.
+func (p *Probe) ReceiveN(n int) []silo.Notification {
+	p.t.Helper()
+	got := make([]silo.Notification, 0, max(n, 0))
+	for len(got) < n {
+		x, err := p.receive(p.timeout())
+		if err != nil {
+			p.t.Fatalf("silotest: probe %v expected %d notifications, got %d: %v", p.ID(), n, len(got), err)
+		}
+		got = append(got, x)
+	}
+	return got
+}
+
+// ExpectType receives the probe's next notification and returns its
+// message as a T (Akka's expectMsgType), for assertions on its fields; it
+// fails the test if the message is of another type, or none comes within
+// the probe's Timeout. A function, not a method: Go methods take no type
+// parameters.
+func ExpectType[T any](p *Probe) T {
+	p.t.Helper()
+	n, err := p.receive(p.timeout())
+	if err != nil {
+		p.t.Fatalf("silotest: probe %v expected a message of type %v: %v", p.ID(), reflect.TypeFor[T](), err)
+	}
+	m, ok := n.Msg.(T)
+	if !ok {
+		p.t.Fatalf("silotest: probe %v expected a message of type %v, got %#v (from %v)", p.ID(), reflect.TypeFor[T](), n.Msg, n.Sender)
+	}
+	return m
+}
+
 // ExpectNone fails the test if a notification comes within d. Unlike the
 // other waits, a passing ExpectNone takes all of d: use a short one, or a
 // testing/synctest bubble, whose clock is fake.

@@ -159,6 +159,25 @@ func TestHelpersFailTheTest(t *testing.T) {
 
 	f = &fakeT{TB: t}
 	out = f.run(func() {
+		p := silotest.NewProbe(f, s)
+		assert.NoError(t, s.Tell(t.Context(), p.ID(), "a string"))
+		silotest.ExpectType[int](p)
+		t.Error("ExpectType returned a message of another type")
+	})
+	assert.Contains(t, out, `expected a message of type int, got "a string"`)
+
+	f = &fakeT{TB: t}
+	out = f.run(func() {
+		p := silotest.NewProbe(f, s)
+		p.Timeout = time.Millisecond
+		assert.NoError(t, s.Tell(t.Context(), p.ID(), "only one"))
+		p.ReceiveN(2)
+		t.Error("ReceiveN returned short")
+	})
+	assert.Contains(t, out, "expected 2 notifications, got 1: nothing within 1ms")
+
+	f = &fakeT{TB: t}
+	out = f.run(func() {
 		silotest.Start(f, silo.Config{Partitions: -1}, nil)
 		t.Error("Start returned a silo it could not make")
 	})
@@ -169,6 +188,27 @@ func TestHelpersFailTheTest(t *testing.T) {
 		silotest.Start(f, silo.Config{}, func(*silo.Silo) error { return errors.New("no kinds today") })
 	})
 	assert.Contains(t, out, "registering kinds: no kinds today")
+}
+
+// ReceiveN returns notifications in the order told; ExpectType returns the
+// message as its type, for assertions on its fields.
+func TestProbeReceiveNAndExpectType(t *testing.T) {
+	s := silotest.Start(t, silo.Config{}, register)
+	p := silotest.NewProbe(t, s)
+	for i := range 3 {
+		require.NoError(t, s.Tell(t.Context(), p.ID(), i))
+	}
+	got := p.ReceiveN(3)
+	require.Len(t, got, 3)
+	for i, n := range got {
+		assert.Equal(t, i, n.Msg)
+	}
+	assert.Empty(t, p.ReceiveN(0))
+
+	id := grain.NewID("alarm", "f")
+	_, err := s.Ask(t.Context(), id, setAlarm{in: time.Millisecond, to: p.ID()})
+	require.NoError(t, err)
+	assert.Equal(t, "rang", silotest.ExpectType[string](p))
 }
 
 // A log returns what was published before the call, in order.
