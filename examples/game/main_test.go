@@ -169,7 +169,7 @@ func TestPlayerTellsItsWatchers(t *testing.T) {
 	}
 	n := probe.Expect(Event{Player: "alice", What: "match started", Match: "match#1", Rating: 1000})
 	assert.Equal(t, alice, n.Sender)
-	ended := probe.Receive().Msg.(Event)
+	ended := silotest.ExpectType[Event](probe) // won or lost: the referee decides
 	assert.Contains(t, []string{"won", "lost"}, ended.What)
 
 	require.NoError(t, s.Deactivate(ctx, alice))
