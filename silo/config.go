@@ -156,6 +156,14 @@ type Config struct {
 	// OnDeactivate, a tell's turn that failed, a tell's dead letter (Info),
 	// a slow turn. Default: discard.
 	Logger *slog.Logger
+	// ProfileLabels labels the goroutine that runs each turn with the pprof
+	// label ProfileLabelKind ("granary.kind") set to its grain's kind, so
+	// that CPU and goroutine profiles say which kinds the time went to:
+	// go tool pprof -tagfocus granary.kind=player. Goroutines a handler
+	// starts inherit the label; the silo's own work between turns counts
+	// towards the kind it served last. Off by default: a goroutine pays a
+	// label switch when its turn is of another kind than its last.
+	ProfileLabels bool
 	// LogSampling bounds the lines written to Logger with any one message,
 	// so that a storm of failures writes a sample of them and a count, not
 	// a line each. Default: the first 10 a second of each message.

@@ -268,6 +268,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 				p.q.PushControl(c)
 			}
 		}()
+		w.label(a.k) // a runner may come from a turn of another kind
 		p.execute(w, a, tkMessage, &env, true, &c.res)
 		exited = false
 		p.q.PushControl(c)

@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -41,6 +42,10 @@ type kind struct {
 	reentrant      bool
 	timerKeepAlive bool
 	filters        []grain.Filter // the silo's, then the kind's own; nil when none
+	// labels carries the kind's profile labels (Config.ProfileLabels), nil
+	// when the silo does not label turns (labels.go); next to filters,
+	// which a turn reads too
+	labels context.Context
 
 	active atomic.Int64 // activations in the directory, for Stats
 
@@ -241,6 +246,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	if reflect.TypeFor[G]().Kind() == reflect.Interface {
 		k.hooksOf = dynamicHooks(name)
+	}
+	if s.cfg.ProfileLabels {
+		k.labels = kindLabels(name)
 	}
 	for _, o := range opts {
 		if o != nil {

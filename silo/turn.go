@@ -55,6 +55,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	if a.isWorker() {
 		p.swBusy.Add(1)
 	}
+	w.label(a.k)
 	w.req, w.kind = env.Request, k
 	if k != tkMessage {
 		return p.runOtherTurn(w, a, k, *env)

@@ -46,6 +46,7 @@ type worker struct {
 	// reset with a plain store before the turn begins, then used
 	// atomically
 	actRace int32
+	labeled *kind // the kind whose profile labels w's goroutine has (labels.go)
 }
 
 // runTask is the goroutine of a worker launched to take over its partition.
