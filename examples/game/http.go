@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"time"
@@ -21,7 +22,7 @@ import (
 // player is already a grain reached by its name. GET /players lists the
 // players active now; GET /players/{name}/events streams the player's
 // events as they happen; GET /metrics reports the meter's counts of turns by
-// kind.
+// kind; GET /debug/profile?d=10s, a CPU profile labeled by kind.
 //
 // Event streams end when stop is closed (nil: never), so that a server
 // shutting down does not wait for clients that would listen for ever.
@@ -99,7 +100,34 @@ func handler(s *silo.Silo, meter *turnMeter, stop <-chan struct{}) http.Handler 
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(meter.Report())
 	})
+	mux.HandleFunc("GET /debug/profile", cpuProfile)
 	return mux
+}
+
+// cpuProfile serves a CPU profile of the next ?d= (default 10s, at most a
+// minute). The silo labels its turns with their kind
+// (Config.ProfileLabels), so `go tool pprof -tags` splits the time by kind.
+func cpuProfile(w http.ResponseWriter, r *http.Request) {
+	d := 10 * time.Second
+	if q := r.URL.Query().Get("d"); q != "" {
+		var err error
+		if d, err = time.ParseDuration(q); err != nil || d <= 0 || d > time.Minute {
+			http.Error(w, "d: a duration up to 1m", http.StatusBadRequest)
+			return
+		}
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if err := pprof.StartCPUProfile(w); err != nil {
+		http.Error(w, err.Error(), http.StatusServiceUnavailable) // one profile at a time
+		return
+	}
+	defer pprof.StopCPUProfile()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
 }
 
 // events streams a player's events to the client as JSON lines, until the

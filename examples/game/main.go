@@ -17,6 +17,7 @@
 //	curl localhost:8080/players
 //	curl localhost:8080/leaderboard
 //	curl localhost:8080/metrics
+//	curl -o cpu.pb.gz 'localhost:8080/debug/profile?d=10s' && go tool pprof -tags cpu.pb.gz
 package main
 
 import (
@@ -86,7 +87,7 @@ func checkFlags(players int, duration, match time.Duration) error {
 // that failed or became a dead letter, a slow turn.
 func newGame(match time.Duration, logger *slog.Logger) (*silo.Silo, *turnMeter, error) {
 	meter := newTurnMeter(kindPlayer, kindLobby, kindMatch, kindLeaderboard, kindReferee)
-	s, err := silo.New(silo.Config{Filters: []grain.Filter{meter}, Logger: logger})
+	s, err := silo.New(silo.Config{Filters: []grain.Filter{meter}, Logger: logger, ProfileLabels: true})
 	if err != nil {
 		return nil, nil, err
 	}

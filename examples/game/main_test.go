@@ -1,13 +1,17 @@
 package main
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,4 +198,53 @@ func TestServeShutsDownWithAStreamOpen(t *testing.T) {
 	require.NoError(t, <-served, "a stream held the server's Shutdown to its deadline")
 	_, err = io.ReadAll(stream.Body)
 	require.NoError(t, err, "the stream ended cleanly")
+}
+
+// A CPU profile taken while players play splits the time by grain kind:
+// the silo labels its turns (Config.ProfileLabels).
+func TestCPUProfileIsLabeledByKind(t *testing.T) {
+	s, meter, err := newGame(time.Millisecond, nil)
+	require.NoError(t, err)
+	defer s.Close()
+	srv := httptest.NewServer(handler(s, meter, nil))
+	defer srv.Close()
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range 4 { // players asking for their stats until the profile is taken
+		wg.Go(func() {
+			id := grain.NewID(kindPlayer, fmt.Sprintf("p%d", i))
+			for {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				_, _ = s.Ask(t.Context(), id, GetStats{})
+			}
+		})
+	}
+	resp, err := http.Get(srv.URL + "/debug/profile?d=300ms")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	close(done)
+	wg.Wait()
+	require.NoError(t, err)
+	if resp.StatusCode == http.StatusServiceUnavailable {
+		t.Skipf("CPU profiling in use already (-cpuprofile?): %s", body)
+	}
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	zr, err := gzip.NewReader(bytes.NewReader(body))
+	require.NoError(t, err)
+	raw, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	// The profile's string table holds the label's key and values.
+	assert.Contains(t, string(raw), silo.ProfileLabelKind)
+	assert.Contains(t, string(raw), kindPlayer)
+
+	resp, err = http.Get(srv.URL + "/debug/profile?d=2h")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 }
