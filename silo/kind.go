@@ -43,8 +43,9 @@ type kind struct {
 	timerKeepAlive bool
 	filters        []grain.Filter // the silo's, then the kind's own; nil when none
 	// labels carries the kind's profile labels (Config.ProfileLabels), nil
-	// when the silo does not label turns (labels.go); next to filters,
-	// which a turn reads too
+	// when the silo does not label turns (labels.go): a context only
+	// because pprof.SetGoroutineLabels takes one — it holds the labels and
+	// nothing of any caller's. Next to filters, which a turn reads too.
 	labels context.Context
 
 	active atomic.Int64 // activations in the directory, for Stats
