@@ -31,11 +31,13 @@ type Stats struct {
 	// FailedTells counts turns that failed — an error returned, a panic —
 	// with no caller to return it to: tells' and timer ticks'. Each is also
 	// logged (Warn for an error, Error for a panic), with the grain, the
-	// error and what supervision decided.
+	// error and what supervision decided — a storm of them sampled
+	// (Config.LogSampling), while this counts them all.
 	FailedTells uint64
 	// SlowTurns counts turns that held their partition past
 	// Config.HandoffThreshold without calling out (each is also logged at
-	// Warn, with the grain and a lower bound of its duration).
+	// Warn, with the grain and a lower bound of its duration; sampled, as
+	// every line is, by Config.LogSampling).
 	SlowTurns uint64
 	// Shed counts activations chosen to deactivate under memory pressure
 	// (Config.MemoryLimit), as they are chosen.
