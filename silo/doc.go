@@ -55,6 +55,11 @@
 // and Close never wait for the turn that called them. See docs/lifecycle.md,
 // docs/calls.md and docs/failures.md.
 //
+// What no caller can be told — a tell's turn that failed, a tell that
+// became a dead letter, a slow turn — goes to Config.Logger, a storm of it
+// sampled (Config.LogSampling), and is counted in Stats whole. With
+// Config.ProfileLabels, CPU and goroutine profiles split by grain kind.
+//
 // Concurrency: a Silo is safe for concurrent use by any number of
 // goroutines. Config and KindOption values are copied at New and Register.
 package silo
