@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -709,23 +710,30 @@ func TestCallRightAfterStopIsAlwaysAnswered(t *testing.T) {
 }
 
 // With the real clock and no IdleQuantum set, the idle wheel's tick follows
-// the shortest idle timeout, so a short timeout is honoured closely.
+// the shortest idle timeout, so a short timeout is honoured closely: in a
+// synctest bubble, whose clock the silo reads as the real one, exactly.
 func TestIdleQuantumFollowsShortTimeouts(t *testing.T) {
-	j := newJournal()
-	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "life", func(grain.ID) *life { return &life{j: j, instance: 1} },
-			silo.WithIdleTimeout(40*time.Millisecond)))
+	synctest.Test(t, func(t *testing.T) {
+		j := newJournal()
+		s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+			require.NoError(t, silo.Register(s, "life", func(grain.ID) *life { return &life{j: j, instance: 1} },
+				silo.WithIdleTimeout(40*time.Millisecond)))
+		})
+		ctx := ctxT(t)
+		start := time.Now()
+		_, err := s.Ask(ctx, grain.NewID("life", "short"), incr{1})
+		require.NoError(t, err)
+		select {
+		case <-j.deact:
+		case <-ctx.Done():
+			t.Fatal("not deactivated")
+		}
+		took := time.Since(start)
+		assert.GreaterOrEqual(t, took, 40*time.Millisecond, "not before its timeout")
+		// The tick is an eighth of the timeout, 5 ms: the grain goes within
+		// two of them; with the default 1 s tick it would take a second.
+		assert.LessOrEqual(t, took, 50*time.Millisecond)
 	})
-	ctx := ctxT(t)
-	start := time.Now()
-	_, err := s.Ask(ctx, grain.NewID("life", "short"), incr{1})
-	require.NoError(t, err)
-	select {
-	case <-j.deact:
-	case <-ctx.Done():
-		t.Fatal("not deactivated")
-	}
-	assert.Less(t, time.Since(start), 500*time.Millisecond, "with a 1 s tick it would take a second")
 }
 
 // An OnDeactivate that ignores its ctx past DeactivationTimeout is given up
