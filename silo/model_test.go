@@ -173,8 +173,17 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 		pending[i], active[i] = false, true
 		require.Equal(t, effect(), got, "%s on %v", op, ids[i])
 		if capped {
-			st := s.Stats()
-			require.LessOrEqual(t, st.Activations["m"], maxActivations+parts, "%s on %v", op, ids[i])
+			// The cap is soft: grains being evicted, stopped or
+			// deactivated count until they are gone, and under load
+			// several may be on their way out in one partition. Once
+			// they have gone, the cap holds, with one activation of
+			// slack a partition (a new one activated while the LRU's
+			// choice leaves).
+			within := func() bool { return s.Stats().Activations["m"] <= maxActivations+parts }
+			if !within() {
+				require.Eventually(t, within, 5*time.Second, time.Millisecond,
+					"%s on %v: %d activations", op, ids[i], s.Stats().Activations["m"])
+			}
 		}
 	}
 	value := func(i int) func() int { return func() int { return model[i] } }
@@ -190,9 +199,16 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 		}
 		reset(i)
 	}
-	for range ops {
+	// hist is each grain's recent operations, for a failure to show.
+	hist := make([][]string, grains)
+	for n := range ops {
 		i := r.IntN(grains)
-		switch op := r.IntN(100); {
+		op := r.IntN(100)
+		hist[i] = append(hist[i], fmt.Sprintf("#%d op %d at %v", n, op, now))
+		if len(hist[i]) > 12 {
+			hist[i] = hist[i][1:]
+		}
+		switch {
 		case op < 30:
 			v := r.IntN(10) + 1
 			do("ask add", i, mAdd{v}, add(i, v))
@@ -217,9 +233,13 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 			require.ErrorIs(t, err, grain.ErrPanic)
 			drain()
 			// Restarted: a fresh instance in the same activation, without
-			// the old one's timers or DelayDeactivation.
+			// the old one's timers or DelayDeactivation. The caller has
+			// its error before the fresh instance is built: until a
+			// message finds it built (a barrier), an idle round may find
+			// it activating — not idle, and its idle time counted from
+			// when it is built, after the clock moved.
 			model[i], kept[i] = 0, 0
-			pending[i], active[i] = false, true
+			pending[i], active[i] = true, true
 			crashes++
 			clk.Advance(time.Millisecond)
 			now += time.Millisecond
@@ -229,6 +249,7 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 				j = (i + 1) % grains
 			}
 			v := r.IntN(10) + 1
+			hist[j] = append(hist[j], fmt.Sprintf("called by %v at %v", ids[i], now))
 			do("call", i, mCall{to: ids[j], v: v}, func() int {
 				active[j], pending[j] = true, false
 				model[j] += v
@@ -276,7 +297,13 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 					require.True(t, note(g), "%v deactivated (%v), not expected to be active", g.id, g.why)
 					delete(want, g.id) // evicted before it could idle: gone all the same
 				case <-ctx.Done():
-					t.Fatalf("still active after the idle timeout: %v", want)
+					var why []string
+					for id := range want {
+						why = append(why, fmt.Sprintf("%v (kept until %v): %v", id, kept[index(id)], hist[index(id)]))
+					}
+					active, err := s.ActiveGrains(context.Background(), "m")
+					t.Fatalf("still active after the idle timeout: %v\nactive in the silo: %v (%v)\nstats: %+v\nrecent ops: %v",
+						want, active, err, s.Stats(), why)
 				}
 			}
 		}
