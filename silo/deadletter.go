@@ -189,10 +189,7 @@ func (s *Silo) refuse(env queues.Envelope, reason grain.Reason, cause error) {
 // loss is not hidden by a storm of another (an overload, a shutdown). The
 // message's type is logged, not its value, which may be large or private.
 func (s *Silo) logDeadTell(env queues.Envelope, reason grain.Reason, cause error) {
-	msg := s.deadMsgs[0]
-	if int(reason) < len(s.deadMsgs) {
-		msg = s.deadMsgs[reason]
-	}
+	msg := s.deadMsgs[reason] // every Reason is below NumReasons
 	write, dropped := s.sampled(msg)
 	if !write {
 		return
