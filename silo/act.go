@@ -96,10 +96,11 @@ type actExtra struct {
 	// OnDeactivate's ctx, made with the timer, and what ends it — at the
 	// give-up too, which runs on the silo's clock (a test's manual one,
 	// say), while the ctx's own deadline is in real time. The owner writes
-	// deactCtx once, before the hook's turn, which reads it; deactEnd is
-	// the owner's alone.
-	deactCtx context.Context
-	deactEnd context.CancelCauseFunc
+	// deactCtx once, before the hook's turn, which reads it; deactEnd and
+	// deactStop are the owner's alone.
+	deactCtx  context.Context
+	deactEnd  context.CancelCauseFunc // on a clock other than the real one
+	deactStop context.CancelFunc      // on the real clock, where deactCtx has its deadline
 	// why OnDeactivate runs: written by the owner before its turn begins,
 	// read by the turn (act.DeactivationReason)
 	deactReason grain.DeactivationReason

@@ -468,3 +468,51 @@ func BenchmarkTellFailing(b *testing.B) {
 		<-done
 	}
 }
+
+// deactHooked is benchGrain with an OnDeactivate that does nothing: what the
+// silo pays to run a hook, with none of the hook's own work.
+type deactHooked struct{ benchGrain }
+
+func (*deactHooked) OnDeactivate(context.Context, *grain.Context) error { return nil }
+
+// BenchmarkShutdownDeactivates: a graceful Shutdown of b.N active grains,
+// per grain; /hooked when their kind has an OnDeactivate, which each
+// deactivation runs as a turn with a ctx bounded by DeactivationTimeout.
+func BenchmarkShutdownDeactivates(b *testing.B) {
+	for _, kind := range []string{"b", "deacthooked"} {
+		name := map[string]string{"b": "plain", "deacthooked": "hooked"}[kind]
+		b.Run(name, func(b *testing.B) {
+			s, err := silo.New(silo.Config{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
+				b.Fatal(err)
+			}
+			if err := silo.Register(s, "deacthooked", func(grain.ID) *deactHooked { return &deactHooked{} }); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for i := range b.N {
+				if err := tellRetry(ctx, s, grain.NewIntID(kind, int64(i)), incrMsg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			done := make(chan struct{})
+			_ = s.Tell(ctx, grain.NewIntID(kind, -1), &benchSync{done})
+			<-done
+			b.ReportAllocs()
+			b.ResetTimer()
+			if err := s.Shutdown(ctx); err != nil {
+				b.Fatal(err)
+			}
+			b.StopTimer()
+			if got, want := s.Stats().Deactivations[grain.DeactivationShutdown], uint64(b.N+1); got != want {
+				b.Fatalf("%d grains deactivated at the shutdown, want %d", got, want)
+			}
+		})
+	}
+}

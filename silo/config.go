@@ -93,9 +93,10 @@ type Config struct {
 	// Default DefaultActivationTimeout; negative means no bound.
 	ActivationTimeout time.Duration
 	// DeactivationTimeout bounds each OnDeactivate: its ctx ends then (in
-	// real time), and a hook still running a HandoffThreshold later (on
-	// Clock) is given up on — its ctx ended too, its grain removed without
-	// it.
+	// real time; context.Cause says it overran, matching
+	// context.DeadlineExceeded), and a hook still running a HandoffThreshold
+	// later (on Clock) is given up on — its ctx ended too, its grain
+	// removed without it.
 	DeactivationTimeout time.Duration
 	// MaxActivations caps the activations in the silo (split evenly across
 	// partitions); a new activation past the cap first deactivates the least

@@ -47,8 +47,16 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	x.closing = true // before the hook's turn begins: its StartTimer sees it
 	x.mu.Unlock()
 	x.deactReason = why
-	ctx, end := context.WithCancelCause(p.s.base)
-	x.deactCtx, x.deactEnd = ctx, end
+	if p.s.realClk {
+		// The ctx's own deadline comes first, by HandoffThreshold: the
+		// give-up only removes the grain. One ctx, one runtime timer —
+		// a shutdown runs a million of these.
+		x.deactCtx, x.deactStop = context.WithTimeoutCause(p.base, p.s.cfg.DeactivationTimeout, errDeactivationOverran)
+	} else {
+		// The hook's turn bounds this in real time (execute); the give-up
+		// ends it on the silo's clock.
+		x.deactCtx, x.deactEnd = context.WithCancelCause(p.base)
+	}
 	x.deactTimer = p.s.after(p.s.cfg.DeactivationTimeout+p.s.cfg.HandoffThreshold, func() {
 		p.q.PushControl(ctl{op: opDeactTimeout, a: a})
 	})
@@ -66,9 +74,15 @@ var errDeactivationOverran = fmt.Errorf("granary: OnDeactivate overran Config.De
 // test's manual clock moved an hour on) may come first. Clearing it raced
 // with that read, and could have made the turn derive its ctx from nil.
 func (p *partition) endDeactCtx(a *act, cause error) {
-	if x := a.x.Load(); x != nil && x.deactEnd != nil {
+	x := a.x.Load()
+	switch {
+	case x == nil:
+	case x.deactEnd != nil:
 		x.deactEnd(cause)
 		x.deactEnd = nil
+	case x.deactStop != nil: // its deadline has passed if cause is the give-up
+		x.deactStop()
+		x.deactStop = nil
 	}
 }
 

@@ -806,3 +806,32 @@ func TestGivingUpOnOnDeactivateEndsItsCtx(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "ok", v)
 }
+
+// On the real clock an overrunning OnDeactivate's ctx ends at its own
+// deadline, DeactivationTimeout after the hook began, with the cause a
+// manual clock's give-up gives it: one ctx and one timer a hook, since a
+// shutdown may run a million of them.
+func TestOnDeactivatesCtxEndsAtItsDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		in, out := make(chan struct{}, 1), make(chan error, 1)
+		s, err := silo.New(silo.Config{DeactivationTimeout: time.Minute})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "hook", func(grain.ID) hookWaiter { return hookWaiter{in: in, out: out} }))
+		require.NoError(t, s.Start())
+		defer s.Close()
+		ctx := t.Context()
+		id := grain.NewID("hook", "h")
+		_, err = s.Ask(ctx, id, "hi")
+		require.NoError(t, err)
+		require.NoError(t, s.Deactivate(ctx, id))
+		<-in
+		began := time.Now()
+		cause := <-out
+		assert.Equal(t, time.Minute, time.Since(began), "the hook's ctx ended at its deadline")
+		require.ErrorIs(t, cause, context.DeadlineExceeded)
+		assert.Contains(t, cause.Error(), "DeactivationTimeout")
+		v, err := s.Ask(ctx, id, "again") // a fresh activation, once the hook has returned
+		require.NoError(t, err)
+		assert.Equal(t, "ok", v)
+	})
+}

@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"context"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,13 @@ type partition struct {
 	q   *queues.Queue[queues.Envelope, ctl]
 	ovN atomic.Int32 // len(ov), for the cheap "nothing is overloaded" check
 	_   [64]byte
+
+	// base is the silo's base ctx, one child a partition: the parent of its
+	// grains' OnDeactivate ctxs, which then register with it, not all with
+	// the one the other partitions share (Start sets it; the silo's cancel
+	// ends it with its parent, so endBase is never called).
+	base    context.Context
+	endBase context.CancelFunc
 
 	// owner
 	dir        *directory.Table[act]

@@ -40,6 +40,7 @@ type Silo struct {
 	parts   []*partition
 	locator directory.Local
 	clock   clock.Clock
+	realClk bool         // clock is clock.Real(): time.Now and time.AfterFunc
 	sincer  clock.Sincer // clock's, if it has one: the owners read it every round
 	epoch   time.Time
 
@@ -113,6 +114,7 @@ func New(cfg Config) (*Silo, error) {
 	}
 	s.letInMeta0.MayInterleave = true
 	s.sincer, _ = cfg.Clock.(clock.Sincer)
+	s.realClk = cfg.Clock == clock.Real()
 	limit := 0
 	if cfg.MaxActivations > 0 {
 		// Split evenly, rounded up, without overflowing for the largest
@@ -155,6 +157,7 @@ func (s *Silo) Start() error {
 	s.epoch = s.clock.Now()
 	s.dog = newWatchdog()
 	for _, p := range s.parts {
+		p.base, p.endBase = context.WithCancel(s.base)
 		s.owners.Add(1)
 		go p.run(newWorker(p, false), nil)
 	}
