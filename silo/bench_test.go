@@ -50,6 +50,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "hooked", func(grain.ID) *hookedGrain { return &hookedGrain{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "watching", func(grain.ID) *ctxWatcher { return &ctxWatcher{} }); err != nil {
+		b.Fatal(err)
+	}
 	if err := s.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -119,22 +122,41 @@ func benchCalls(b *testing.B, id grain.ID) {
 	}
 }
 
-// BenchmarkCallParallel: round trips from many goroutines to many grains.
+// BenchmarkCallParallel: round trips from many goroutines to many grains;
+// /watching when the handler reads its ctx's Done, as a handler that
+// passes its ctx to a database or an HTTP client does.
 func BenchmarkCallParallel(b *testing.B) {
-	s := benchSilo(b, silo.Config{})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
-	defer cancel()
-	b.ReportAllocs()
-	b.RunParallel(func(pb *testing.PB) {
-		i := int64(0)
-		for pb.Next() {
-			i++
-			if _, err := silo.Call[int](ctx, s, grain.NewIntID("b", i&1023), 0); err != nil {
-				b.Error(err)
-				return
-			}
-		}
-	})
+	for _, kind := range []string{"b", "watching"} {
+		name := map[string]string{"b": "plain", "watching": "watching"}[kind]
+		b.Run(name, func(b *testing.B) {
+			s := benchSilo(b, silo.Config{})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				i := int64(0)
+				for pb.Next() {
+					i++
+					if _, err := silo.Call[int](ctx, s, grain.NewIntID(kind, i&1023), 0); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		})
+	}
+}
+
+// ctxWatcher is benchGrain whose turns read their ctx's Done.
+type ctxWatcher struct{ benchGrain }
+
+func (g *ctxWatcher) Receive(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	default:
+	}
+	return g.benchGrain.Receive(ctx, gc, msg)
 }
 
 // BenchmarkActivate: the first message to a new grain.

@@ -149,7 +149,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			// A tell's ctx ends with the silo alone; this one may end
 			// at a give-up too (timeOut): give it a parent, so that
 			// Done makes a channel that can.
-			tc.parent = p.s.base
+			tc.parent = p.base
 		}
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil && a.k.hooksOf != nil {

@@ -58,7 +58,7 @@ func (w *worker) runTask() {
 
 func newWorker(p *partition, detached bool) *worker {
 	w := &worker{p: p}
-	w.tc.base = p.s.base
+	w.tc.base = p.base
 	if detached {
 		w.word.Store(wDetached)
 	}
