@@ -79,6 +79,10 @@ func main() {
 			os.Exit(2)
 		}
 		names = []string{*workload}
+		if *impl != "" && workloads[*workload][*impl] == nil {
+			fmt.Fprintf(os.Stderr, "bench: workload %q has no %s implementation (it runs %s)\n", *workload, *impl, strings.Join(implsOf(*workload), ", "))
+			os.Exit(2)
+		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
@@ -207,4 +211,15 @@ func table(rs []Result) string {
 		}
 	}
 	return b.String()
+}
+
+// implsOf lists the implementations workload w runs, in impls' order.
+func implsOf(w string) []string {
+	var have []string
+	for _, im := range impls {
+		if workloads[w][im] != nil {
+			have = append(have, im)
+		}
+	}
+	return have
 }
