@@ -12,7 +12,10 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/silo"
@@ -47,27 +50,27 @@ func handler(s *silo.Silo, meter *turnMeter, stop <-chan struct{}) http.Handler 
 		}
 	}
 	player := func(r *http.Request) (grain.ID, bool) {
-		id := grain.NewID(kindPlayer, r.PathValue("name"))
-		return id, id.Validate() == nil
+		name := r.PathValue("name")
+		return grain.NewID(kindPlayer, name), validName(name)
 	}
 	mux.HandleFunc("GET /players/{name}", func(w http.ResponseWriter, r *http.Request) {
 		if id, ok := player(r); ok {
 			call(w, r, id, GetStats{})
 			return
 		}
-		http.Error(w, "bad player name", http.StatusBadRequest)
+		http.Error(w, badName, http.StatusBadRequest)
 	})
 	mux.HandleFunc("POST /players/{name}/join", func(w http.ResponseWriter, r *http.Request) {
 		if id, ok := player(r); ok {
 			call(w, r, id, Join{})
 			return
 		}
-		http.Error(w, "bad player name", http.StatusBadRequest)
+		http.Error(w, badName, http.StatusBadRequest)
 	})
 	mux.HandleFunc("GET /players/{name}/events", func(w http.ResponseWriter, r *http.Request) {
 		id, ok := player(r)
 		if !ok {
-			http.Error(w, "bad player name", http.StatusBadRequest)
+			http.Error(w, badName, http.StatusBadRequest)
 			return
 		}
 		limit, err := strconv.Atoi(cmp.Or(r.URL.Query().Get("n"), "0"))
@@ -102,6 +105,25 @@ func handler(s *silo.Silo, meter *turnMeter, stop <-chan struct{}) http.Handler 
 	})
 	mux.HandleFunc("GET /debug/profile", cpuProfile)
 	return mux
+}
+
+// badName is the answer to a request naming a player validName refuses.
+const badName = "bad player name: 1 to 32 letters, digits, '-', '_' or '.'"
+
+// validName reports whether name can be a player's: any string is a valid
+// grain key, but a player's name is shown on a leaderboard and typed in a
+// URL, so a blank one or one of five thousand characters is refused here,
+// at the edge, before it reaches a grain.
+func validName(name string) bool {
+	if name == "" || utf8.RuneCountInString(name) > 32 {
+		return false
+	}
+	for _, r := range name {
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) && !strings.ContainsRune("-_.", r) {
+			return false
+		}
+	}
+	return true
 }
 
 // cpuProfile serves a CPU profile of the next ?d= (default 10s, at most a

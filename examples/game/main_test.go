@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -102,6 +103,10 @@ func TestHTTP(t *testing.T) {
 	require.ErrorIs(t, dec.Decode(&ended), io.EOF, "n=2: the stream ends after two events")
 	require.Equal(t, http.StatusBadRequest, get("/players/alice/events?n=-1", nil))
 	require.Equal(t, http.StatusBadRequest, get("/players/alice/events?n=x", nil))
+	for _, name := range []string{"%20", "a%2Fb", strings.Repeat("x", 33), "al%C3%AFce%00"} {
+		require.Equal(t, http.StatusBadRequest, post("/players/"+name+"/join"), name)
+		require.Equal(t, http.StatusBadRequest, get("/players/"+name, nil), name)
+	}
 
 	var top []Entry
 	require.Equal(t, http.StatusOK, get("/leaderboard", &top))
@@ -247,4 +252,14 @@ func TestCPUProfileIsLabeledByKind(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+}
+
+func TestValidName(t *testing.T) {
+	for name, want := range map[string]bool{
+		"alice": true, "bot-007": true, "a.b_c": true, "Zoë": true, "玩家": true,
+		strings.Repeat("é", 32): true, strings.Repeat("x", 33): false,
+		"": false, " ": false, "a b": false, "a/b": false, "al\x00ice": false, "<script>": false,
+	} {
+		assert.Equal(t, want, validName(name), "%q", name)
+	}
 }
