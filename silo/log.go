@@ -14,7 +14,7 @@ func (s *Silo) log(level slog.Level, msg string, args ...any) {
 // with it were dropped before. A caller whose arguments cost something to
 // make asks first, and makes them only for a line that will be written.
 func (s *Silo) sampled(msg string) (write bool, droppedBefore uint64) {
-	return s.logs.admit(msg, s.clock.Now())
+	return s.logs.admit(msg, s.since())
 }
 
 // write writes a line that sampled let through, on a goroutine of its own,
