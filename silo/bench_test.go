@@ -53,6 +53,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "watching", func(grain.ID) *ctxWatcher { return &ctxWatcher{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "deacthooked", func(grain.ID) *deactHooked { return &deactHooked{} }); err != nil {
+		b.Fatal(err)
+	}
 	if err := s.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -504,19 +507,7 @@ func BenchmarkShutdownDeactivates(b *testing.B) {
 	for _, kind := range []string{"b", "deacthooked"} {
 		name := map[string]string{"b": "plain", "deacthooked": "hooked"}[kind]
 		b.Run(name, func(b *testing.B) {
-			s, err := silo.New(silo.Config{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
-				b.Fatal(err)
-			}
-			if err := silo.Register(s, "deacthooked", func(grain.ID) *deactHooked { return &deactHooked{} }); err != nil {
-				b.Fatal(err)
-			}
-			if err := s.Start(); err != nil {
-				b.Fatal(err)
-			}
+			s := benchSilo(b, silo.Config{})
 			ctx := context.Background()
 			for i := range b.N {
 				if err := tellRetry(ctx, s, grain.NewIntID(kind, int64(i)), incrMsg); err != nil {
