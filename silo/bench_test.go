@@ -56,6 +56,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "deacthooked", func(grain.ID) *deactHooked { return &deactHooked{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "deriving", func(grain.ID) *ctxDeriver { return &ctxDeriver{} }); err != nil {
+		b.Fatal(err)
+	}
 	if err := s.Start(); err != nil {
 		b.Fatal(err)
 	}
@@ -127,10 +130,11 @@ func benchCalls(b *testing.B, id grain.ID) {
 
 // BenchmarkCallParallel: round trips from many goroutines to many grains;
 // /watching when the handler reads its ctx's Done, as a handler that
-// passes its ctx to a database or an HTTP client does.
+// passes its ctx to a database or an HTTP client does; /deriving when it
+// derives a ctx with a timeout from it.
 func BenchmarkCallParallel(b *testing.B) {
-	for _, kind := range []string{"b", "watching"} {
-		name := map[string]string{"b": "plain", "watching": "watching"}[kind]
+	for _, kind := range []string{"b", "watching", "deriving"} {
+		name := map[string]string{"b": "plain", "watching": "watching", "deriving": "deriving"}[kind]
 		b.Run(name, func(b *testing.B) {
 			s := benchSilo(b, silo.Config{})
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
@@ -148,6 +152,16 @@ func BenchmarkCallParallel(b *testing.B) {
 			})
 		})
 	}
+}
+
+// ctxDeriver is benchGrain whose turns derive a ctx with a timeout from
+// theirs, as a handler that bounds a database query does.
+type ctxDeriver struct{ benchGrain }
+
+func (g *ctxDeriver) Receive(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+	qctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	return g.benchGrain.Receive(qctx, gc, msg)
 }
 
 // ctxWatcher is benchGrain whose turns read their ctx's Done.

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -87,19 +88,65 @@ func (c *turnCtx) timeOut() {
 // merged is the Done channel of a turn whose ctx has two sources.
 type merged struct {
 	done chan struct{}
-	once sync.Once
 	mu   sync.Mutex
-	err  error
-	stop [2]func() bool
+	err  error          // mu: set when done is closed, never before
+	stop [2]func() bool // mu
+	// mu: what AfterFunc registered, until done (most often one derived
+	// ctx: afterBuf holds it)
+	after    []afterEntry
+	afterBuf [1]afterEntry
+	afterSeq uint64
+}
+
+type afterEntry struct {
+	seq uint64
+	f   func()
 }
 
 func (m *merged) cancel(err error) {
-	m.once.Do(func() {
-		m.mu.Lock()
-		m.err = err
+	m.mu.Lock()
+	if m.err != nil {
 		m.mu.Unlock()
-		close(m.done)
-	})
+		return
+	}
+	m.err = err
+	close(m.done)
+	after := m.after
+	m.after = nil
+	m.mu.Unlock()
+	for _, e := range after {
+		e.f()
+	}
+}
+
+// afterFunc registers f to be called when m is done; stop unregisters it,
+// reporting whether it did so before f was called.
+func (m *merged) afterFunc(f func()) (stop func() bool) {
+	m.mu.Lock()
+	if m.err != nil {
+		m.mu.Unlock()
+		// Not on this goroutine: the context package calls AfterFunc with
+		// the derived ctx's lock held, and f takes it.
+		go f()
+		return func() bool { return false }
+	}
+	if m.after == nil {
+		m.after = m.afterBuf[:0]
+	}
+	m.afterSeq++
+	seq := m.afterSeq
+	m.after = append(m.after, afterEntry{seq: seq, f: f})
+	m.mu.Unlock()
+	return func() bool {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		i := slices.IndexFunc(m.after, func(e afterEntry) bool { return e.seq == seq })
+		if i < 0 {
+			return false
+		}
+		m.after = slices.Delete(m.after, i, i+1)
+		return true
+	}
 }
 
 // askCtx is an ask's request and the context its handler sees, in one
@@ -191,6 +238,19 @@ func (c *turnCtx) Done() <-chan struct{} {
 		m.cancel(context.DeadlineExceeded)
 	}
 	return m.done
+}
+
+// AfterFunc calls f once c is done, and returns what stops that. The
+// context package uses it, when a handler derives a ctx from its turn's
+// (context.WithTimeout(ctx, …) around a query), to cancel the derived ctx
+// with the turn's; without it, each derived ctx took a goroutine of its
+// own to watch the turn's Done.
+func (c *turnCtx) AfterFunc(f func()) (stop func() bool) {
+	c.Done() // makes the merged channel, if the ctx has one
+	if m := c.m.Load(); m != nil {
+		return m.afterFunc(f)
+	}
+	return context.AfterFunc(c.base, f) // the silo's lifetime alone: a tell's ctx
 }
 
 func (c *turnCtx) Err() error {

@@ -1,0 +1,125 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// deriver derives n ctxs with a timeout from its turn's, as a handler
+// that bounds its queries does, reports how many goroutines the process
+// gained meanwhile, and hands the last one out, to be watched while the
+// turn waits for release.
+type deriver struct {
+	n       int
+	gained  chan<- int
+	derived chan<- context.Context
+	release <-chan struct{}
+}
+
+func (d deriver) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	before := runtime.NumGoroutine()
+	var last context.Context
+	for range d.n {
+		c, cancel := context.WithTimeout(ctx, time.Hour)
+		defer cancel()
+		last = c
+	}
+	d.gained <- runtime.NumGoroutine() - before
+	d.derived <- last
+	<-d.release
+	return nil, last.Err()
+}
+
+func deriverSilo(t *testing.T, cfg silo.Config, n int) (*silo.Silo, <-chan int, <-chan context.Context, chan struct{}) {
+	gained, derived, release := make(chan int, 1), make(chan context.Context, 1), make(chan struct{})
+	s := newSilo(t, cfg, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "deriver", func(grain.ID) deriver {
+			return deriver{n: n, gained: gained, derived: derived, release: release}
+		}))
+	})
+	return s, gained, derived, release
+}
+
+// A ctx derived from an ask's handler ctx ends when its caller gives up,
+// with the caller's error, and costs no goroutine: the turn's ctx lets the
+// context package register with it (turnCtx.AfterFunc), where before each
+// derived ctx took a goroutine to watch the turn's Done.
+func TestACtxDerivedInAHandlerEndsWithItsCaller(t *testing.T) {
+	s, gained, derived, release := deriverSilo(t, silo.Config{}, 100)
+	defer close(release)
+	caller, cancel := context.WithCancel(ctxT(t))
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(caller, grain.NewID("deriver", "a"), "go")
+		errs <- err
+	}()
+	assert.Less(t, <-gained, 50, "a goroutine for each derived ctx")
+	d := <-derived
+	require.NoError(t, d.Err())
+	cancel()
+	<-d.Done()
+	require.ErrorIs(t, d.Err(), context.Canceled)
+	require.ErrorIs(t, <-errs, context.Canceled)
+}
+
+// The silo's default call timeout ends a derived ctx too, as a deadline.
+func TestACtxDerivedInAHandlerEndsAtTheCallTimeout(t *testing.T) {
+	s, gained, derived, release := deriverSilo(t, silo.Config{CallTimeout: 20 * time.Millisecond}, 1)
+	defer close(release)
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(context.Background(), grain.NewID("deriver", "a"), "go")
+		errs <- err
+	}()
+	<-gained
+	d := <-derived
+	<-d.Done()
+	require.ErrorIs(t, d.Err(), context.DeadlineExceeded)
+	require.ErrorIs(t, <-errs, grain.ErrTimeout)
+}
+
+// Close ends a derived ctx with the silo's.
+func TestACtxDerivedInAHandlerEndsWithTheSilo(t *testing.T) {
+	s, gained, derived, release := deriverSilo(t, silo.Config{DeactivationTimeout: time.Millisecond}, 1)
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(ctxT(t), grain.NewID("deriver", "a"), "go")
+		errs <- err
+	}()
+	<-gained
+	d := <-derived
+	closed := make(chan struct{})
+	go func() { s.Close(); close(closed) }()
+	<-d.Done()
+	require.ErrorIs(t, d.Err(), context.Canceled)
+	close(release)
+	<-closed
+	// The silo's answer (ErrSiloClosed), or the handler's, if it came first.
+	err := <-errs
+	assert.True(t, errors.Is(err, grain.ErrSiloClosed) || errors.Is(err, context.Canceled), "%v", err)
+}
+
+// A ctx derived from a handler's and kept past its turn ends with the
+// turn; one derived after the turn is done at once.
+func TestACtxDerivedInAHandlerEndsWithItsTurn(t *testing.T) {
+	s, gained, derived, release := deriverSilo(t, silo.Config{}, 1)
+	close(release)
+	_, err := s.Ask(ctxT(t), grain.NewID("deriver", "a"), "go")
+	require.NoError(t, err)
+	<-gained
+	d := <-derived
+	<-d.Done()
+	require.ErrorIs(t, d.Err(), context.Canceled)
+	late, cancel := context.WithTimeout(d, time.Hour)
+	defer cancel()
+	<-late.Done()
+}
