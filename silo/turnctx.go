@@ -104,6 +104,9 @@ type afterEntry struct {
 }
 
 func (m *merged) cancel(err error) {
+	if err == nil { // a caller's ctx whose Err is nil once done: never twice-closed
+		err = context.Canceled
+	}
 	m.mu.Lock()
 	if m.err != nil {
 		m.mu.Unlock()

@@ -30,3 +30,13 @@ func TestMergedAfterFunc(t *testing.T) {
 	assert.False(t, stop3())
 	assert.Empty(t, ran)
 }
+
+// A ctx that reports no error once done (a caller's own implementation)
+// still ends the turn's once, as Canceled.
+func TestMergedCancelWithNoError(t *testing.T) {
+	m := &merged{done: make(chan struct{})}
+	m.cancel(nil)
+	m.cancel(nil)
+	<-m.done
+	assert.Equal(t, context.Canceled, m.err)
+}
