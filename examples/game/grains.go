@@ -77,15 +77,38 @@ type PlayerStats struct {
 	Watchers int `json:"watchers"`
 }
 
-// Player is one player's grain.
+// Player is one player's grain. Its record (wins, losses, rating) outlives
+// the activation, in Records; its state, its watchers and its place in a
+// queue do not.
 type Player struct {
 	stats    PlayerStats
 	lobby    grain.ID
 	watchers grain.Observers // clients following this player (GET /players/{name}/events)
+	records  Records
 }
 
-func newPlayer(id grain.ID) *Player {
-	return &Player{stats: PlayerStats{Name: id.Key(), Rating: 1000, State: "idle"}, lobby: grain.NewID(kindLobby, "eu")}
+func newPlayer(records Records) func(id grain.ID) *Player {
+	return func(id grain.ID) *Player {
+		return &Player{
+			stats:   PlayerStats{Name: id.Key(), Rating: 1000, State: "idle"},
+			lobby:   grain.NewID(kindLobby, "eu"),
+			records: records,
+		}
+	}
+}
+
+// OnActivate loads the player's record, if it has one. An error fails the
+// activation, and the message that caused it gets the error; the next
+// message tries again.
+func (p *Player) OnActivate(ctx context.Context, _ *grain.Context) error {
+	st, ok, err := p.records.Load(ctx, p.stats.Name)
+	if err != nil {
+		return fmt.Errorf("player %s: loading its record: %w", p.stats.Name, err)
+	}
+	if ok {
+		p.stats.Wins, p.stats.Losses, p.stats.Rating = st.Wins, st.Losses, st.Rating
+	}
+	return nil
 }
 
 func (p *Player) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
@@ -142,10 +165,17 @@ func (p *Player) record() PlayerStats {
 // again (which activates the player anew).
 const evDeactivated = "deactivated"
 
-// OnDeactivate tells the watchers the player is going: idle for a while, or
-// the silo shutting down (tells to observers still go out then).
+// OnDeactivate saves the player's record and tells the watchers the player
+// is going: idle for a while, or the silo shutting down (tells to
+// observers still go out then).
 func (p *Player) OnDeactivate(ctx context.Context, c *grain.Context) error {
+	rec := p.stats
+	rec.State, rec.Watchers = "", 0 // not part of the record
+	err := p.records.Save(ctx, rec)
 	p.notify(ctx, c, evDeactivated, grain.ID{})
+	if err != nil {
+		return fmt.Errorf("player %s: saving its record: %w", p.stats.Name, err) // the silo logs it
+	}
 	return nil
 }
 
@@ -285,9 +315,9 @@ func (l *Leaderboard) Receive(_ context.Context, _ *grain.Context, msg any) (any
 }
 
 // register adds the game's kinds to a silo.
-func register(s *silo.Silo, matchDuration time.Duration) error {
+func register(s *silo.Silo, matchDuration time.Duration, records Records) error {
 	return errors.Join(
-		silo.Register(s, kindPlayer, newPlayer, silo.WithIdleTimeout(10*time.Minute)),
+		silo.Register(s, kindPlayer, newPlayer(records), silo.WithIdleTimeout(10*time.Minute)),
 		silo.Register(s, kindLobby, func(grain.ID) *Lobby { return &Lobby{} }, silo.WithIdleTimeout(-1)),
 		silo.Register(s, kindMatch, func(grain.ID) *Match { return &Match{duration: matchDuration} }),
 		silo.Register(s, kindLeaderboard, func(grain.ID) *Leaderboard { return &Leaderboard{wins: map[string]int{}} },

@@ -228,7 +228,7 @@ func serve(ctx context.Context, addr string, match time.Duration) error {
 
 // serveOn is serve on a listener it closes, the silo logging to logger.
 func serveOn(ctx context.Context, ln net.Listener, match time.Duration, logger *slog.Logger) error {
-	s, meter, err := newGame(match, logger)
+	s, meter, err := newGame(match, logger, newMemRecords())
 	if err != nil {
 		ln.Close()
 		return err

@@ -2,7 +2,11 @@
 // pairs them, matches that play on a timer and ask a referee (a stateless
 // worker: one identity, an activation per partition) who won, and a
 // leaderboard — each a grain on a silo embedded in this program. Clients
-// follow a player's matches through an observer the player tells.
+// follow a player's matches through an observer the player tells. A
+// player's record outlives its activation: OnActivate loads it from a
+// Records store and OnDeactivate saves it, as an Orleans grain reads and
+// writes its persistent state (in memory here; a database behind the same
+// two methods in a real deployment).
 //
 // By default it simulates bots for a while and prints a summary:
 //
@@ -81,17 +85,18 @@ func checkFlags(players int, duration, match time.Duration) error {
 	return nil
 }
 
-// newGame starts a silo with the game's grains, and a meter of their turns
-// around every one (a filter: the grains know nothing of it). The silo
-// logs to logger (nil: nowhere) what it cannot return to anyone: a tell
-// that failed or became a dead letter, a slow turn.
-func newGame(match time.Duration, logger *slog.Logger) (*silo.Silo, *turnMeter, error) {
+// newGame starts a silo with the game's grains, their records kept in
+// records, and a meter of their turns around every one (a filter: the
+// grains know nothing of it). The silo logs to logger (nil: nowhere) what
+// it cannot return to anyone: a tell that failed or became a dead letter,
+// a slow turn, a record that could not be saved.
+func newGame(match time.Duration, logger *slog.Logger, records Records) (*silo.Silo, *turnMeter, error) {
 	meter := newTurnMeter(kindPlayer, kindLobby, kindMatch, kindLeaderboard, kindReferee)
 	s, err := silo.New(silo.Config{Filters: []grain.Filter{meter}, Logger: logger, ProfileLabels: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := register(s, match); err != nil {
+	if err := register(s, match, records); err != nil {
 		return nil, nil, err
 	}
 	return s, meter, s.Start()
@@ -103,6 +108,9 @@ type summary struct {
 	Stats                          silo.Stats
 	Turns                          []KindTurns
 	DeadLetters                    int
+	// Saved is the wins in the players' records after the shutdown, which
+	// each player saved as it deactivated.
+	Saved int
 	// Watched is the player a spectator followed (an observer), and
 	// Events how many of its events the spectator received.
 	Watched string
@@ -140,6 +148,7 @@ func (s summary) String() string {
 		fmt.Fprintf(&b, " %v", k)
 	}
 	b.WriteString("\n(a player's errors are Joins refused with ErrBusy: each bot asks again every half match while it is queued or playing)\n")
+	fmt.Fprintf(&b, "records saved by the players as the silo shut down (OnDeactivate): %d wins\n", s.Saved)
 	if s.Watched != "" {
 		fmt.Fprintf(&b, "a spectator following %s (an observer) saw %d events: a start and a result for each of its matches\n", s.Watched, s.Events)
 	}
@@ -149,7 +158,8 @@ func (s summary) String() string {
 // simulate lets bots join matches for a while, waits for the matches in
 // play to end, and checks that the books balance.
 func simulate(ctx context.Context, players int, d, match time.Duration) (summary, error) {
-	s, meter, err := newGame(match, nil) // the summary has the counts
+	records := newMemRecords()
+	s, meter, err := newGame(match, nil, records) // the summary has the counts
 	if err != nil {
 		return summary{}, err
 	}
@@ -247,6 +257,11 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 	}
 	if err := s.Shutdown(ctx); err != nil {
 		return sum, err
+	}
+	// Every player saved its record as the silo shut down (OnDeactivate):
+	// the records hold every match too.
+	if sum.Saved, _ = records.totals(); sum.Saved != sum.Matches {
+		return sum, fmt.Errorf("the players' saved records have %d wins, for %d matches", sum.Saved, sum.Matches)
 	}
 	if events != nil {
 		// The silo closed the spectator's observer as it stopped, and the

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -54,7 +55,7 @@ func TestSimulationBalancesItsBooks(t *testing.T) {
 }
 
 func TestHTTP(t *testing.T) {
-	s, meter, err := newGame(5*time.Millisecond, nil)
+	s, meter, err := newGame(5*time.Millisecond, nil, newMemRecords())
 	require.NoError(t, err)
 	defer s.Close()
 	srv := httptest.NewServer(handler(s, meter, nil))
@@ -137,12 +138,22 @@ func TestHTTP(t *testing.T) {
 	require.NoError(t, err)
 	defer stream2.Body.Close()
 	require.Equal(t, 1, watchers("alice"))
+	// The test watches too, to see the goodbye: the activation is gone.
+	goodbye, err := s.NewObserver(8)
+	require.NoError(t, err)
+	defer goodbye.Close()
+	_, err = s.Ask(t.Context(), grain.NewID(kindPlayer, "alice"), Watch{Observer: goodbye.ID()})
+	require.NoError(t, err)
+	var before PlayerStats
+	require.Equal(t, http.StatusOK, get("/players/alice", &before))
 	require.NoError(t, s.Deactivate(t.Context(), grain.NewID(kindPlayer, "alice")))
-	require.Eventually(t, func() bool {
-		var st PlayerStats // a fresh activation: its record starts anew
-		get("/players/alice", &st)
-		return st.Wins+st.Losses == 0 && st.Watchers == 1
-	}, 5*time.Second, time.Millisecond, "the stream subscribed again")
+	require.Equal(t, evDeactivated, (<-goodbye.C()).Msg.(Event).What)
+	require.Eventually(t, func() bool { return watchers("alice") == 1 }, 5*time.Second, time.Millisecond,
+		"the stream subscribed again")
+	var after PlayerStats // a fresh activation, its record loaded
+	require.Equal(t, http.StatusOK, get("/players/alice", &after))
+	before.Watchers, after.Watchers = 0, 0
+	assert.Equal(t, before, after, "the record outlived the activation (OnDeactivate saved it, OnActivate loaded it)")
 	require.Equal(t, http.StatusOK, post("/players/alice/join"))
 	require.Equal(t, http.StatusOK, post("/players/bob/join"))
 	var again Event
@@ -164,7 +175,7 @@ func TestCheckFlags(t *testing.T) {
 // goodbye when it deactivates — tested with silotest's probe, which wakes
 // the test when the event comes.
 func TestPlayerTellsItsWatchers(t *testing.T) {
-	s := silotest.Start(t, silo.Config{}, func(s *silo.Silo) error { return register(s, time.Millisecond) })
+	s := silotest.Start(t, silo.Config{}, func(s *silo.Silo) error { return register(s, time.Millisecond, newMemRecords()) })
 	silotest.NoDeadLetters(t, s)
 	probe := silotest.NewProbe(t, s)
 	ctx := t.Context()
@@ -208,7 +219,7 @@ func TestServeShutsDownWithAStreamOpen(t *testing.T) {
 // A CPU profile taken while players play splits the time by grain kind:
 // the silo labels its turns (Config.ProfileLabels).
 func TestCPUProfileIsLabeledByKind(t *testing.T) {
-	s, meter, err := newGame(time.Millisecond, nil)
+	s, meter, err := newGame(time.Millisecond, nil, newMemRecords())
 	require.NoError(t, err)
 	defer s.Close()
 	srv := httptest.NewServer(handler(s, meter, nil))
@@ -262,4 +273,83 @@ func TestValidName(t *testing.T) {
 	} {
 		assert.Equal(t, want, validName(name), "%q", name)
 	}
+}
+
+// flakyRecords fails the loads and saves it is told to, as a database that
+// is down for a while.
+type flakyRecords struct {
+	*memRecords
+	loadErr, saveErr chan error // an error waiting here fails the next call
+}
+
+var errStoreDown = errors.New("store down")
+
+func (r flakyRecords) Load(ctx context.Context, name string) (PlayerStats, bool, error) {
+	select {
+	case err := <-r.loadErr:
+		return PlayerStats{}, false, err
+	default:
+		return r.memRecords.Load(ctx, name)
+	}
+}
+
+func (r flakyRecords) Save(ctx context.Context, st PlayerStats) error {
+	select {
+	case err := <-r.saveErr:
+		return err
+	default:
+		return r.memRecords.Save(ctx, st)
+	}
+}
+
+// A player's record outlives its activation: saved by OnDeactivate, loaded
+// by OnActivate. A load that fails fails the activation — the message that
+// caused it gets the error — and a later message activates the player
+// with its record; a save that fails is logged, and the record keeps what
+// was saved before.
+func TestAPlayersRecordOutlivesItsActivation(t *testing.T) {
+	records := flakyRecords{memRecords: newMemRecords(), loadErr: make(chan error, 1), saveErr: make(chan error, 1)}
+	s := silotest.Start(t, silo.Config{}, func(s *silo.Silo) error { return register(s, time.Millisecond, records) })
+	ctx := t.Context()
+	alice, bob := grain.NewID(kindPlayer, "alice"), grain.NewID(kindPlayer, "bob")
+	stats := func(id grain.ID) PlayerStats {
+		st, err := silo.Call[PlayerStats](ctx, s, id, GetStats{})
+		require.NoError(t, err)
+		return st
+	}
+	play := func() {
+		for _, p := range []grain.ID{alice, bob} {
+			_, err := s.Ask(ctx, p, Join{})
+			require.NoError(t, err)
+		}
+		require.Eventually(t, func() bool { return stats(alice).State == "idle" && stats(bob).State == "idle" },
+			5*time.Second, time.Millisecond)
+	}
+	play()
+	won := stats(alice)
+	require.Equal(t, 1, won.Wins+won.Losses)
+	require.NoError(t, s.Deactivate(ctx, alice))
+	require.Eventually(t, func() bool { _, ok, _ := records.memRecords.Load(ctx, "alice"); return ok },
+		5*time.Second, time.Millisecond, "saved as it deactivated")
+	assert.Equal(t, won, stats(alice), "loaded as it activated again")
+
+	// The store is down as alice activates again: the message that
+	// activates her gets the error; the next, once it is back, her record.
+	require.NoError(t, s.Deactivate(ctx, alice))
+	require.Eventually(t, func() bool { return s.Stats().Activations[kindPlayer] == 1 }, 5*time.Second, time.Millisecond)
+	records.loadErr <- errStoreDown
+	_, err := s.Ask(ctx, alice, GetStats{})
+	require.ErrorIs(t, err, errStoreDown)
+	require.Eventually(t, func() bool {
+		st, err := silo.Call[PlayerStats](ctx, s, alice, GetStats{})
+		return err == nil && st == won
+	}, 5*time.Second, time.Millisecond, "activated with her record once the store is back")
+
+	// A save that fails loses what alice won since her last save.
+	play()
+	records.saveErr <- errStoreDown
+	require.NoError(t, s.Deactivate(ctx, alice))
+	require.Eventually(t, func() bool { return len(records.saveErr) == 0 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return s.Stats().Activations[kindPlayer] == 1 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, won, stats(alice), "the record as it was last saved")
 }

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"sync"
+)
+
+// Records is where players' records live between activations: a player
+// loads its record as it activates and saves it as it deactivates — idle,
+// evicted, or at the shutdown — as an Orleans grain reads and writes its
+// persistent state. A player that is never deactivated gracefully (Close,
+// a crash) loses what it won since it last saved; a real deployment that
+// cannot afford that saves on each result too.
+//
+// Implementations must be safe for concurrent use: the players of every
+// partition load and save at once. memRecords keeps them in memory, for
+// the life of the process; a database is the same two methods.
+type Records interface {
+	// Load returns name's record, and false if it has none yet.
+	Load(ctx context.Context, name string) (PlayerStats, bool, error)
+	// Save stores st as st.Name's record.
+	Save(ctx context.Context, st PlayerStats) error
+}
+
+// memRecords is Records in a map. Safe for concurrent use.
+type memRecords struct {
+	mu sync.Mutex
+	m  map[string]PlayerStats
+}
+
+func newMemRecords() *memRecords { return &memRecords{m: make(map[string]PlayerStats)} }
+
+func (r *memRecords) Load(_ context.Context, name string) (PlayerStats, bool, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st, ok := r.m[name]
+	return st, ok, nil
+}
+
+func (r *memRecords) Save(_ context.Context, st PlayerStats) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.m[st.Name] = st
+	return nil
+}
+
+// totals returns the wins and losses of every record.
+func (r *memRecords) totals() (wins, losses int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, st := range r.m {
+		wins += st.Wins
+		losses += st.Losses
+	}
+	return wins, losses
+}
