@@ -128,6 +128,11 @@ func benchCalls(b *testing.B, id grain.ID) {
 	}
 }
 
+// BenchmarkCallWatching: a call whose handler reads its ctx's Done, from a
+// caller whose ctx has a deadline and from one whose ctx never ends (the
+// default call timeout bounds it).
+func BenchmarkCallWatching(b *testing.B) { benchCalls(b, grain.NewID("watching", "w")) }
+
 // BenchmarkCallParallel: round trips from many goroutines to many grains;
 // /watching when the handler reads its ctx's Done, as a handler that
 // passes its ctx to a database or an HTTP client does; /deriving when it

@@ -234,7 +234,9 @@ func (c *turnCtx) Done() <-chan struct{} {
 	}
 	parent, base := c.parent, c.base
 	m.mu.Lock()
-	m.stop[0] = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
+	if parent.Done() != nil { // a caller's ctx that never ends (Background) needs no watching
+		m.stop[0] = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
+	}
 	m.stop[1] = context.AfterFunc(base, func() { m.cancel(base.Err()) })
 	m.mu.Unlock()
 	if c.timedOut.Load() { // the caller gave up before m was there to cancel
