@@ -213,6 +213,12 @@ func (s *Silo) closeObservers() {
 // while the silo shuts down, until it has stopped.
 func (s *Silo) tellObserver(ctx context.Context, id grain.ID, msg any, refusal error) error {
 	if st := s.state.Load(); st != stateRunning && st != stateStopping {
+		if refusal == errObserverTarget {
+			// The send path found the silo running, and it has stopped
+			// since: a tell to an observer is refused as any send is
+			// then, not with the observers' kind's answer to an ask.
+			return grain.ErrSiloClosed
+		}
 		return refusal
 	}
 	if _, isInt := id.IntKey(); isInt || id.Key() == "" {
