@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -352,4 +354,44 @@ func TestAPlayersRecordOutlivesItsActivation(t *testing.T) {
 	require.Eventually(t, func() bool { return len(records.saveErr) == 0 }, 5*time.Second, time.Millisecond)
 	require.Eventually(t, func() bool { return s.Stats().Activations[kindPlayer] == 1 }, 5*time.Second, time.Millisecond)
 	assert.Equal(t, won, stats(alice), "the record as it was last saved")
+}
+
+// The leaderboard's ranking, kept as scores come, is the one a sort of
+// every player's wins gives; a negative Top is an error, not a panic.
+func TestLeaderboardRanksAsASortWould(t *testing.T) {
+	l := newLeaderboard(grain.NewID(kindLeaderboard, "global"))
+	rng := rand.New(rand.NewPCG(1, 2))
+	wins := map[string]int{}
+	top := func(n int) []Entry {
+		v, err := l.Receive(t.Context(), nil, Top{N: n})
+		require.NoError(t, err)
+		return v.([]Entry)
+	}
+	for i := range 5000 {
+		p := fmt.Sprintf("p%02d", rng.IntN(60))
+		wins[p]++
+		_, err := l.Receive(t.Context(), nil, score{Player: p})
+		require.NoError(t, err)
+		if i%500 != 0 {
+			continue
+		}
+		want := make([]Entry, 0, len(wins))
+		for p, w := range wins {
+			want = append(want, Entry{Player: p, Wins: w})
+		}
+		slices.SortFunc(want, func(a, b Entry) int {
+			if a.Wins != b.Wins {
+				return b.Wins - a.Wins
+			}
+			return strings.Compare(a.Player, b.Player)
+		})
+		require.Equal(t, want, top(len(want)+5))
+		require.Equal(t, want[:min(3, len(want))], top(3))
+	}
+	got := top(2)
+	got[0].Wins = -1 // the reply is the caller's to change
+	assert.NotEqual(t, -1, top(1)[0].Wins)
+	_, err := l.Receive(t.Context(), nil, Top{N: -1})
+	require.Error(t, err)
+	assert.Empty(t, top(0))
 }
