@@ -123,3 +123,47 @@ func TestACtxDerivedInAHandlerEndsWithItsTurn(t *testing.T) {
 	defer cancel()
 	<-late.Done()
 }
+
+// lateWatcher reads its ctx only once released: by then its caller may
+// have given up.
+type lateWatcher struct {
+	in      chan<- struct{}
+	release <-chan struct{}
+	out     chan<- error
+}
+
+func (l lateWatcher) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	l.in <- struct{}{}
+	<-l.release
+	select {
+	case <-ctx.Done():
+		l.out <- ctx.Err()
+	case <-time.After(10 * time.Second):
+		l.out <- nil
+	}
+	return nil, nil
+}
+
+// A handler's ctx ends when its caller gives up, whether the handler was
+// watching it then or looks only afterwards: the caller, which watches its
+// own ctx as it waits, ends the handler's (no registration with the
+// caller's ctx, which cost three allocations a call).
+func TestAHandlersCtxEndsWhenItsCallerGivesUpBeforeItLooks(t *testing.T) {
+	in, release, out := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "late", func(grain.ID) lateWatcher {
+			return lateWatcher{in: in, release: release, out: out}
+		}))
+	})
+	caller, cancel := context.WithCancel(ctxT(t))
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(caller, grain.NewID("late", "a"), "go")
+		errs <- err
+	}()
+	<-in
+	cancel()
+	require.ErrorIs(t, <-errs, context.Canceled) // the caller has gone
+	close(release)                               // only now does the handler look
+	require.ErrorIs(t, <-out, context.Canceled)
+}

@@ -214,7 +214,8 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			return s.answered(ask, done, r)
 		default:
 		}
-		req.Abandon() // a turn not begun yet is dropped, not run for nobody
+		req.Abandon()       // a turn not begun yet is dropped, not run for nobody
+		ask.tc.callerGone() // one under way sees its ctx end
 		return nil, asTimeout(id, context.Cause(ctx))
 	case <-expired:
 		req.Abandon()

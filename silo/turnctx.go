@@ -75,6 +75,10 @@ type turnCtx struct {
 	// handler's ctx ends then too, with DeadlineExceeded, as if the
 	// caller's ctx had had that deadline. Set by the caller.
 	timedOut atomic.Bool
+	// gone: the caller gave up, its own ctx done (set by the caller, which
+	// watches that ctx anyway as it waits: so the handler's ctx needs no
+	// registration with it, only this mark).
+	gone atomic.Bool
 }
 
 // timeOut ends c for a caller that gave up at the default call timeout.
@@ -82,6 +86,14 @@ func (c *turnCtx) timeOut() {
 	c.timedOut.Store(true)
 	if m := c.m.Load(); m != nil {
 		m.cancel(context.DeadlineExceeded)
+	}
+}
+
+// callerGone ends c for a caller whose own ctx ended while it waited.
+func (c *turnCtx) callerGone() {
+	c.gone.Store(true)
+	if m := c.m.Load(); m != nil {
+		m.cancel(c.parent.Err())
 	}
 }
 
@@ -234,13 +246,20 @@ func (c *turnCtx) Done() <-chan struct{} {
 	}
 	parent, base := c.parent, c.base
 	m.mu.Lock()
-	if parent.Done() != nil { // a caller's ctx that never ends (Background) needs no watching
+	// An ask's caller watches its own ctx as it waits, and ends this one
+	// when it gives up (callerGone, timeOut): no registration with it. A
+	// hook's parent has no one watching it.
+	if !isAsk && parent.Done() != nil {
 		m.stop[0] = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
 	}
 	m.stop[1] = context.AfterFunc(base, func() { m.cancel(base.Err()) })
 	m.mu.Unlock()
-	if c.timedOut.Load() { // the caller gave up before m was there to cancel
+	// The caller may have given up before m was there to cancel.
+	if c.timedOut.Load() {
 		m.cancel(context.DeadlineExceeded)
+	}
+	if c.gone.Load() {
+		m.cancel(parent.Err())
 	}
 	return m.done
 }
