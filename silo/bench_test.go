@@ -22,6 +22,9 @@ type benchIncr struct{}
 
 type benchSync struct{ done chan struct{} }
 
+// benchHold holds its turn until release is closed, after saying so on in.
+type benchHold struct{ in, release chan struct{} }
+
 var incrMsg = &benchIncr{}
 
 func (g *benchGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
@@ -30,6 +33,9 @@ func (g *benchGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any,
 		g.n++
 	case *benchSync:
 		close(m.done)
+	case *benchHold:
+		close(m.in)
+		<-m.release
 	case int:
 		return g.n, nil
 	}
@@ -57,6 +63,10 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 		b.Fatal(err)
 	}
 	if err := silo.Register(s, "deriving", func(grain.ID) *ctxDeriver { return &ctxDeriver{} }); err != nil {
+		b.Fatal(err)
+	}
+	if err := silo.Register(s, "bounded", func(grain.ID) *benchGrain { return &benchGrain{} },
+		silo.WithMaxBacklog(1, silo.RejectNewest)); err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Start(); err != nil {
@@ -546,5 +556,30 @@ func BenchmarkShutdownDeactivates(b *testing.B) {
 				b.Fatalf("%d grains deactivated at the shutdown, want %d", got, want)
 			}
 		})
+	}
+}
+
+// BenchmarkTellOverloaded: a tell refused at once because its grain's
+// backlog is full (WithMaxBacklog, RejectNewest) — what a producer pays
+// while a hot grain sheds load.
+func BenchmarkTellOverloaded(b *testing.B) {
+	s := benchSilo(b, silo.Config{})
+	ctx := context.Background()
+	id := grain.NewID("bounded", "hot")
+	h := &benchHold{in: make(chan struct{}), release: make(chan struct{})}
+	defer close(h.release)
+	if err := s.Tell(ctx, id, h); err != nil {
+		b.Fatal(err)
+	}
+	<-h.in
+	// Fill the backlog until the grain is marked overloaded.
+	for !errors.Is(s.Tell(ctx, id, incrMsg), grain.ErrOverloaded) {
+		runtime.Gosched()
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Tell(ctx, id, incrMsg); !errors.Is(err, grain.ErrOverloaded) {
+			b.Fatalf("Tell = %v, want ErrOverloaded", err)
+		}
 	}
 }

@@ -496,8 +496,10 @@ func TestOverloadRejectNewest(t *testing.T) {
 	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
 	require.NoError(t, e.s.Tell(e.ctx, id, incr{1})) // backlog now full
 	waitBacklog(t, e.s, 2)
-	require.ErrorIs(t, e.s.Tell(e.ctx, id, incr{100}), grain.ErrOverloaded, "the sender gets ErrOverloaded")
-	_, err := e.s.Ask(e.ctx, id, get{})
+	err := e.s.Tell(e.ctx, id, incr{100})
+	require.ErrorIs(t, err, grain.ErrOverloaded, "the sender gets ErrOverloaded")
+	assert.EqualError(t, err, "granary: grain overloaded: "+id.String(), "naming the grain")
+	_, err = e.s.Ask(e.ctx, id, get{})
 	require.ErrorIs(t, err, grain.ErrOverloaded)
 	close(gate)
 	waitBacklog(t, e.s, 0)

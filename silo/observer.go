@@ -270,7 +270,7 @@ func (s *Silo) refuseObserverTell(id grain.ID, n Notification, r grain.Reason) e
 	}
 	s.observerDeadLetter(id, n, r)
 	if r == grain.ReasonOverload {
-		return fmt.Errorf("%w: observer %v, its buffer full", grain.ErrOverloaded, id)
+		return &overloadError{id: id, observer: true}
 	}
 	if reg.nonce == "" || !strings.HasPrefix(id.Key(), s.cfg.Name+"."+reg.nonce+".") {
 		// Two silos in one process do not share observers: say so, or the

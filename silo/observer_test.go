@@ -444,7 +444,9 @@ func TestObserverNotificationCarries(t *testing.T) {
 	assert.Equal(t, silo.Notification{Msg: "g: x", Sender: g, Carried: "trace-7"}, n)
 
 	require.NoError(t, s.Tell(ctx, o.ID(), "direct"))
-	require.ErrorIs(t, s.Tell(ctx, o.ID(), "refused"), grain.ErrOverloaded)
+	err = s.Tell(ctx, o.ID(), "refused")
+	require.ErrorIs(t, err, grain.ErrOverloaded)
+	assert.EqualError(t, err, "granary: grain overloaded: observer "+o.ID().String()+", its buffer full")
 	dl := <-dead.C
 	assert.Equal(t, "refused", dl.Msg)
 	assert.Equal(t, "trace-7", dl.Carried)

@@ -491,7 +491,7 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
 	if p.overfull(env.Target) {
 		s.refuse(*env, grain.ReasonOverload, nil)
-		return fmt.Errorf("%w: %v", grain.ErrOverloaded, env.Target)
+		return &overloadError{id: env.Target}
 	}
 	late := false // a turn's send while the silo settles (settle.go)
 	for {
