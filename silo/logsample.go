@@ -48,8 +48,8 @@ type LogSampling struct {
 // `first` lines of each tick pass, the rest are counted. It keeps no clock
 // and starts nothing: the caller passes the time. Safe for concurrent use,
 // and lock-free: in a storm every partition's owner asks it about the same
-// message at once (one mutex made a failing tell cost 210 ns, where a
-// handled one costs 58).
+// message at once (with one mutex, a failing tell cost 153 ns where a
+// handled one costs 58; without, 116: BenchmarkTellFailing).
 type logSampler struct {
 	tick    time.Duration
 	first   int64    // < 0: no bound
