@@ -583,3 +583,40 @@ func BenchmarkTellOverloaded(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkTellBesideOverloaded: BenchmarkTell on one partition, alone and
+// while another grain of the partition is overloaded (its backlog full):
+// every send to the partition then asks whether its target is that grain.
+func BenchmarkTellBesideOverloaded(b *testing.B) {
+	for _, overloaded := range []bool{false, true} {
+		b.Run(map[bool]string{false: "alone", true: "beside"}[overloaded], func(b *testing.B) {
+			s := benchSilo(b, silo.Config{Partitions: 1})
+			ctx := context.Background()
+			if overloaded {
+				id := grain.NewID("bounded", "hot")
+				h := &benchHold{in: make(chan struct{}), release: make(chan struct{})}
+				defer close(h.release)
+				if err := s.Tell(ctx, id, h); err != nil {
+					b.Fatal(err)
+				}
+				<-h.in
+				for !errors.Is(s.Tell(ctx, id, incrMsg), grain.ErrOverloaded) {
+					runtime.Gosched()
+				}
+			}
+			ids := make([]grain.ID, 64)
+			for i := range ids {
+				ids[i] = grain.NewIntID("b", int64(i))
+				if _, err := s.Ask(ctx, ids[i], 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if err := tellRetry(ctx, s, ids[i&63], incrMsg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -23,11 +23,12 @@ import (
 type partition struct {
 	// read by senders: kept apart from what the owner writes, so that a
 	// send does not pull a cache line the owner is writing
-	s   *Silo
-	idx int
-	q   *queues.Queue[queues.Envelope, ctl]
-	ovN atomic.Int32 // len(ov), for the cheap "nothing is overloaded" check
-	_   [64]byte
+	s       *Silo
+	idx     int
+	q       *queues.Queue[queues.Envelope, ctl]
+	ovN     atomic.Int32 // len(ov), for the cheap "nothing is overloaded" check
+	ovSlots atomic.Pointer[ovSlots]
+	_       [64]byte
 
 	// base is the silo's base ctx, one child a partition: the parent of its
 	// grains' OnDeactivate ctxs, which then register with it, not all with

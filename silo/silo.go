@@ -489,7 +489,7 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 // turn that waits hands its partition off first, so two full partitions
 // sending to each other cannot deadlock. A closed queue is ErrSiloClosed.
 func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
-	if p.overfull(env.Target) {
+	if p.overfull(env.Target, env.Hash) {
 		s.refuse(*env, grain.ReasonOverload, nil)
 		return &overloadError{id: env.Target}
 	}
