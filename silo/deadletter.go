@@ -121,6 +121,12 @@ func (h *deadHub) remove(d *DeadLetters) {
 	d.once.Do(func() { close(d.c) })
 }
 
+// subscribed reports whether anyone subscribes to the dead letters now.
+func (h *deadHub) subscribed() bool {
+	p := h.subs.Load()
+	return p != nil && len(*p) > 0
+}
+
 func (h *deadHub) publish(dl DeadLetter) {
 	h.counts[dl.Reason].Add(1)
 	p := h.subs.Load()
@@ -168,18 +174,24 @@ func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error)
 // the error from Tell or Ask: nothing is logged.
 func (s *Silo) refuse(env queues.Envelope, reason grain.Reason, cause error) {
 	// Counted and offered to subscribers before an ask's caller hears of
-	// it: a caller holding the error finds the dead letter in Stats.
-	msg, carried := queues.Unwrap(env.Msg)
-	s.dead.publish(DeadLetter{
-		Target:  env.Target,
-		Sender:  env.Sender(),
-		Msg:     msg,
-		Carried: carried,
-		Ask:     env.Request != nil,
-		Reason:  reason,
-		Err:     cause,
-		Time:    s.clock.Now(),
-	})
+	// it: a caller holding the error finds the dead letter in Stats. With
+	// no subscriber, only counted: a storm of refusals (a hot grain
+	// shedding load) reads no clock for a record no one would see.
+	if s.dead.subscribed() {
+		msg, carried := queues.Unwrap(env.Msg)
+		s.dead.publish(DeadLetter{
+			Target:  env.Target,
+			Sender:  env.Sender(),
+			Msg:     msg,
+			Carried: carried,
+			Ask:     env.Request != nil,
+			Reason:  reason,
+			Err:     cause,
+			Time:    s.clock.Now(),
+		})
+	} else {
+		s.dead.counts[reason].Add(1)
+	}
 	if env.Request != nil {
 		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
 	}
