@@ -89,6 +89,18 @@ func BenchmarkTellCarrying(b *testing.B) {
 
 func benchTell(b *testing.B, cfg silo.Config, ctx context.Context) {
 	s := benchSilo(b, cfg)
+	ids := tellLoop(b, s, ctx)
+	b.StopTimer()
+	for _, id := range ids { // wait until all were handled
+		done := make(chan struct{})
+		_ = s.Tell(ctx, id, &benchSync{done})
+		<-done
+	}
+}
+
+// tellLoop activates 64 grains, then tells them in turn, timed; it returns
+// their IDs.
+func tellLoop(b *testing.B, s *silo.Silo, ctx context.Context) []grain.ID {
 	ids := make([]grain.ID, 64)
 	for i := range ids {
 		ids[i] = grain.NewIntID("b", int64(i))
@@ -102,12 +114,7 @@ func benchTell(b *testing.B, cfg silo.Config, ctx context.Context) {
 			b.Fatal(err)
 		}
 	}
-	b.StopTimer()
-	for _, id := range ids { // wait until all were handled
-		done := make(chan struct{})
-		_ = s.Tell(ctx, id, &benchSync{done})
-		<-done
-	}
+	return ids
 }
 
 // BenchmarkCall: a request/reply round trip to an active grain.
@@ -565,17 +572,7 @@ func BenchmarkShutdownDeactivates(b *testing.B) {
 func BenchmarkTellOverloaded(b *testing.B) {
 	s := benchSilo(b, silo.Config{})
 	ctx := context.Background()
-	id := grain.NewID("bounded", "hot")
-	h := &benchHold{in: make(chan struct{}), release: make(chan struct{})}
-	defer close(h.release)
-	if err := s.Tell(ctx, id, h); err != nil {
-		b.Fatal(err)
-	}
-	<-h.in
-	// Fill the backlog until the grain is marked overloaded.
-	for !errors.Is(s.Tell(ctx, id, incrMsg), grain.ErrOverloaded) {
-		runtime.Gosched()
-	}
+	id := overload(b, s, ctx)
 	b.ReportAllocs()
 	for b.Loop() {
 		if err := s.Tell(ctx, id, incrMsg); !errors.Is(err, grain.ErrOverloaded) {
@@ -593,30 +590,26 @@ func BenchmarkTellBesideOverloaded(b *testing.B) {
 			s := benchSilo(b, silo.Config{Partitions: 1})
 			ctx := context.Background()
 			if overloaded {
-				id := grain.NewID("bounded", "hot")
-				h := &benchHold{in: make(chan struct{}), release: make(chan struct{})}
-				defer close(h.release)
-				if err := s.Tell(ctx, id, h); err != nil {
-					b.Fatal(err)
-				}
-				<-h.in
-				for !errors.Is(s.Tell(ctx, id, incrMsg), grain.ErrOverloaded) {
-					runtime.Gosched()
-				}
+				overload(b, s, ctx)
 			}
-			ids := make([]grain.ID, 64)
-			for i := range ids {
-				ids[i] = grain.NewIntID("b", int64(i))
-				if _, err := s.Ask(ctx, ids[i], 0); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				if err := tellRetry(ctx, s, ids[i&63], incrMsg); err != nil {
-					b.Fatal(err)
-				}
-			}
+			tellLoop(b, s, ctx)
 		})
 	}
+}
+
+// overload holds a grain of kind bounded (a backlog of one, RejectNewest)
+// in a turn until the benchmark ends, and fills its backlog until it
+// refuses tells; it returns the grain's ID.
+func overload(b *testing.B, s *silo.Silo, ctx context.Context) grain.ID {
+	id := grain.NewID("bounded", "hot")
+	h := &benchHold{in: make(chan struct{}), release: make(chan struct{})}
+	b.Cleanup(func() { close(h.release) })
+	if err := s.Tell(ctx, id, h); err != nil {
+		b.Fatal(err)
+	}
+	<-h.in
+	for !errors.Is(s.Tell(ctx, id, incrMsg), grain.ErrOverloaded) {
+		runtime.Gosched()
+	}
+	return id
 }
