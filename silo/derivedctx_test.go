@@ -167,3 +167,36 @@ func TestAHandlersCtxEndsWhenItsCallerGivesUpBeforeItLooks(t *testing.T) {
 	close(release)                               // only now does the handler look
 	require.ErrorIs(t, <-out, context.Canceled)
 }
+
+// ctxWaiter waits for its ctx to end, and says why.
+type ctxWaiter struct {
+	in  chan<- struct{}
+	out chan<- error
+}
+
+func (w ctxWaiter) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	done := ctx.Done() // the handler's own channel: an ask's ctx can end in several ways
+	w.in <- struct{}{}
+	<-done
+	w.out <- ctx.Err()
+	return nil, ctx.Err()
+}
+
+// Close ends the ctx of a call's handler that waits on it — through its
+// partition's set of live handler ctxs, not a registration each with the
+// silo's base ctx.
+func TestCloseEndsAWaitingHandlersCtx(t *testing.T) {
+	in, out := make(chan struct{}, 1), make(chan error, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "waiter", func(grain.ID) ctxWaiter { return ctxWaiter{in: in, out: out} }))
+	})
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(context.Background(), grain.NewID("waiter", "a"), "wait")
+		errs <- err
+	}()
+	<-in
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, <-out, context.Canceled)
+	require.Error(t, <-errs)
+}

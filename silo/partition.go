@@ -36,6 +36,7 @@ type partition struct {
 	// ends it with its parent, so endBase is never called).
 	base    context.Context
 	endBase context.CancelFunc
+	live    liveCtxs // handler ctxs that made their own Done channel: Close ends them
 
 	// owner
 	dir        *directory.Table[act]

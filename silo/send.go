@@ -131,7 +131,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		}
 	}
 	done := s.replyChan()
-	ask := newAsk(ctx, chain, p.base, done)
+	ask := newAsk(ctx, chain, p, done)
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req

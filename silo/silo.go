@@ -270,7 +270,7 @@ func (s *Silo) closeNow(grace time.Duration) {
 				p.q.PushControl(ctl{op: opClose})
 			}
 		}
-		s.cancel()
+		s.endBase()
 	}
 	s.mu.Unlock()
 	if started {
@@ -350,7 +350,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 	s.mu.Unlock()
 	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.gcRuns.Wait() // a GC the idle ticker asked for (memory.go): it ends
-	s.cancel()
+	s.endBase()
 	allDone := s.liveTurns.Load() == 0
 	// Waiting for them only with a grace to wait: a graceful Shutdown has
 	// none (its turns finished, or it gave up on a stuck one and said so),
@@ -375,6 +375,16 @@ func (s *Silo) finishStop(grace time.Duration) {
 	s.state.Store(stateStopped)
 	close(s.done)
 	s.mu.Unlock()
+}
+
+// endBase ends the silo's base ctx, and with it every turn's: those that
+// made a Done channel of their own are ended through their partition's
+// liveCtxs.
+func (s *Silo) endBase() {
+	s.cancel()
+	for _, p := range s.parts {
+		p.live.end()
+	}
 }
 
 // since returns the silo clock's time since Start, the time base of idle

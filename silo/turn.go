@@ -134,7 +134,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			ctx, cancel = context.WithTimeout(ctx, p.s.cfg.DeactivationTimeout)
 			defer cancel()
 		}
-		tc = &turnCtx{base: p.base}
+		tc = &turnCtx{home: p}
 		tc.reset(ctx, a, nil, w, interleaved)
 		tc.info.deactivating = true
 	} else {

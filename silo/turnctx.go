@@ -61,9 +61,12 @@ func turnFrom(ctx context.Context) *turnInfo {
 // Done channel is made only if the handler asks for it.
 type turnCtx struct {
 	parent context.Context // the ask's ctx or the hook's deadline; nil for a tell
-	base   context.Context // the silo's lifetime: set once per worker
-	info   turnInfo
-	m      atomic.Pointer[merged] // made on the first Done, if parent can end
+	// home is the partition whose base ctx (the silo's lifetime) the
+	// turn's ends with, and whose liveCtxs hold its merged Done channel,
+	// if it makes one: set once per worker, or with the ask
+	home *partition
+	info turnInfo
+	m    atomic.Pointer[merged] // made on the first Done, if parent can end
 	// ended: the call this ctx served is over — its caller has the reply
 	// (set by the caller, not by the owner, whose hot path has no room for
 	// another atomic store). An ask's ctx is never reused, so it stays done
@@ -101,8 +104,9 @@ func (c *turnCtx) callerGone() {
 type merged struct {
 	done chan struct{}
 	mu   sync.Mutex
-	err  error          // mu: set when done is closed, never before
-	stop [2]func() bool // mu
+	err  error       // mu: set when done is closed, never before
+	stop func() bool // mu: the registration with a hook's parent ctx
+	live *liveCtxs   // where it is registered, to end with the silo
 	// mu: what AfterFunc registered, until done (most often one derived
 	// ctx: afterBuf holds it)
 	after    []afterEntry
@@ -173,11 +177,11 @@ type askCtx struct {
 	tc  turnCtx
 }
 
-func newAsk(ctx context.Context, chain queues.Chain, base context.Context, done chan queues.Result) *askCtx {
+func newAsk(ctx context.Context, chain queues.Chain, p *partition, done chan queues.Result) *askCtx {
 	a := &askCtx{}
 	a.req.InitWith(ctx, chain, done)
 	a.req.Local = &a.tc
-	a.tc.base = base
+	a.tc.home = p
 	return a
 }
 
@@ -207,10 +211,11 @@ func (c *turnCtx) release() {
 	m.mu.Lock()
 	stop := m.stop
 	m.mu.Unlock()
-	for _, f := range stop {
-		if f != nil {
-			f()
-		}
+	if stop != nil {
+		stop()
+	}
+	if m.live != nil {
+		m.live.remove(m)
 	}
 	m.cancel(context.Canceled)
 }
@@ -238,22 +243,26 @@ func (c *turnCtx) Done() <-chan struct{} {
 	// parent: only a tell's or a hook's (no request) is the silo's alone.
 	isAsk := c.info.req != nil
 	if c.parent == nil || (c.parent.Done() == nil && !isAsk) {
-		return c.base.Done()
+		return c.home.base.Done()
 	}
-	m := &merged{done: make(chan struct{})}
+	// Registered with the partition before it is published, so that the
+	// turn's release, which may come at once, finds it there to remove;
+	// Close ends it with the silo (liveCtxs).
+	m := &merged{done: make(chan struct{}), live: &c.home.live}
+	m.live.add(m)
 	if !c.m.CompareAndSwap(nil, m) {
+		m.live.remove(m)
 		return c.m.Load().done
 	}
-	parent, base := c.parent, c.base
-	m.mu.Lock()
+	parent := c.parent
 	// An ask's caller watches its own ctx as it waits, and ends this one
 	// when it gives up (callerGone, timeOut): no registration with it. A
 	// hook's parent has no one watching it.
 	if !isAsk && parent.Done() != nil {
-		m.stop[0] = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
+		m.mu.Lock()
+		m.stop = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
+		m.mu.Unlock()
 	}
-	m.stop[1] = context.AfterFunc(base, func() { m.cancel(base.Err()) })
-	m.mu.Unlock()
 	// The caller may have given up before m was there to cancel.
 	if c.timedOut.Load() {
 		m.cancel(context.DeadlineExceeded)
@@ -274,7 +283,7 @@ func (c *turnCtx) AfterFunc(f func()) (stop func() bool) {
 	if m := c.m.Load(); m != nil {
 		return m.afterFunc(f)
 	}
-	return context.AfterFunc(c.base, f) // the silo's lifetime alone: a tell's ctx
+	return context.AfterFunc(c.home.base, f) // the silo's lifetime alone: a tell's ctx
 }
 
 func (c *turnCtx) Err() error {
@@ -294,7 +303,7 @@ func (c *turnCtx) Err() error {
 	if c.timedOut.Load() {
 		return context.DeadlineExceeded
 	}
-	return c.base.Err()
+	return c.home.base.Err()
 }
 
 func (c *turnCtx) Value(key any) any {
@@ -307,5 +316,5 @@ func (c *turnCtx) Value(key any) any {
 	if c.parent != nil {
 		return c.parent.Value(key)
 	}
-	return c.base.Value(key)
+	return c.home.base.Value(key)
 }

@@ -40,3 +40,23 @@ func TestMergedCancelWithNoError(t *testing.T) {
 	<-m.done
 	assert.Equal(t, context.Canceled, m.err)
 }
+
+// A partition's live handler ctxs end with the silo: those registered, and
+// any registered after (a handler the silo gave up on, reading its ctx
+// late); one whose turn ended is no longer held.
+func TestLiveCtxsEndWithTheSilo(t *testing.T) {
+	var l liveCtxs
+	a, b := &merged{done: make(chan struct{})}, &merged{done: make(chan struct{})}
+	l.add(a)
+	l.add(b)
+	l.remove(b) // its turn ended
+	assert.Len(t, l.m, 1)
+	l.end()
+	<-a.done
+	assert.Equal(t, context.Canceled, a.err)
+	assert.Nil(t, b.err, "removed: not ended by the silo")
+	late := &merged{done: make(chan struct{})}
+	l.add(late)
+	<-late.done
+	assert.Empty(t, l.m)
+}

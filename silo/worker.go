@@ -58,7 +58,7 @@ func (w *worker) runTask() {
 
 func newWorker(p *partition, detached bool) *worker {
 	w := &worker{p: p}
-	w.tc.base = p.base
+	w.tc.home = p
 	if detached {
 		w.word.Store(wDetached)
 	}
