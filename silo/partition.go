@@ -32,8 +32,8 @@ type partition struct {
 
 	// base is the silo's base ctx, one child a partition: the parent of its
 	// grains' OnDeactivate ctxs, which then register with it, not all with
-	// the one the other partitions share (Start sets it; the silo's cancel
-	// ends it with its parent, so endBase is never called).
+	// the one the other partitions share (Start sets it; Silo.endBase ends
+	// it).
 	base    context.Context
 	endBase context.CancelFunc
 	live    liveCtxs // handler ctxs that made their own Done channel: Close ends them
