@@ -383,7 +383,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 func (s *Silo) endBase() {
 	s.cancel()
 	for _, p := range s.parts {
-		p.endBase() // ended with its parent already: this frees its entry there
+		p.endBase() // ended with its parent already; said for the reader and vet
 		p.live.end()
 	}
 }
