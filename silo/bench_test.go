@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"runtime"
@@ -612,4 +613,52 @@ func overload(b *testing.B, s *silo.Silo, ctx context.Context) grain.ID {
 		runtime.Gosched()
 	}
 	return id
+}
+
+// ringer tells its ball to the next grain of a ring of n.
+type ringer struct{ next grain.ID }
+
+// BenchmarkTellFromTurnRing: BenchmarkTellFromTurn around a ring of grains
+// on one partition: each hop a tell from another sender.
+func BenchmarkTellFromTurnRing(b *testing.B) {
+	for _, n := range []int64{2, 64, 1024} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			s, err := silo.New(silo.Config{Partitions: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer s.Close()
+			if err := silo.Register(s, "ringer", func(id grain.ID) ringer {
+				k, _ := id.IntKey()
+				return ringer{next: grain.NewIntID("ringer", (k+1)%n)}
+			}); err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Start(); err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			warm := &ball{left: int(2 * n), done: make(chan struct{})} // every grain active
+			if err := s.Tell(ctx, grain.NewIntID("ringer", 0), warm); err != nil {
+				b.Fatal(err)
+			}
+			<-warm.done
+			b.ReportAllocs()
+			bl := &ball{left: b.N, done: make(chan struct{})}
+			b.ResetTimer()
+			if err := s.Tell(ctx, grain.NewIntID("ringer", 0), bl); err != nil {
+				b.Fatal(err)
+			}
+			<-bl.done
+		})
+	}
+}
+
+func (g ringer) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	b := msg.(*ball)
+	if b.left--; b.left <= 0 {
+		close(b.done)
+		return nil, nil
+	}
+	return nil, c.Silo().Tell(ctx, g.next, b)
 }
