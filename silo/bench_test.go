@@ -615,9 +615,6 @@ func overload(b *testing.B, s *silo.Silo, ctx context.Context) grain.ID {
 	return id
 }
 
-// ringer tells its ball to the next grain of a ring of n.
-type ringer struct{ next grain.ID }
-
 // BenchmarkTellFromTurnRing: BenchmarkTellFromTurn around a ring of grains
 // on one partition: each hop a tell from another sender.
 func BenchmarkTellFromTurnRing(b *testing.B) {
@@ -628,9 +625,9 @@ func BenchmarkTellFromTurnRing(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer s.Close()
-			if err := silo.Register(s, "ringer", func(id grain.ID) ringer {
+			if err := silo.Register(s, "ringer", func(id grain.ID) bouncer { // its peer: the ring's next
 				k, _ := id.IntKey()
-				return ringer{next: grain.NewIntID("ringer", (k+1)%n)}
+				return bouncer{peer: grain.NewIntID("ringer", (k+1)%n)}
 			}); err != nil {
 				b.Fatal(err)
 			}
@@ -652,13 +649,4 @@ func BenchmarkTellFromTurnRing(b *testing.B) {
 			<-bl.done
 		})
 	}
-}
-
-func (g ringer) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
-	b := msg.(*ball)
-	if b.left--; b.left <= 0 {
-		close(b.done)
-		return nil, nil
-	}
-	return nil, c.Silo().Tell(ctx, g.next, b)
 }
