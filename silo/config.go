@@ -156,6 +156,13 @@ type Config struct {
 	// Logger receives what the silo cannot return to anyone: a panic in
 	// OnDeactivate, a tell's turn that failed, a tell's dead letter (Info),
 	// a slow turn. Default: discard.
+	//
+	// The silo writes its lines in the order it logs them, on a goroutine
+	// of its own, so a handler that is slow or blocks — a full pipe, a log
+	// shipper pushing back — holds up no grain; up to 1,024 lines wait for
+	// it, and the rest are dropped and counted (Stats.DroppedLogLines).
+	// Shutdown and Close return once the lines logged before them are
+	// written, but wait at most a second for a handler stuck on one line.
 	Logger *slog.Logger
 	// ProfileLabels labels the goroutine that runs each turn with the pprof
 	// label ProfileLabelKind ("granary.kind") set to its grain's kind, so

@@ -49,6 +49,7 @@ func TestATellsDeadLetterIsLogged(t *testing.T) {
 	_, err := s.Ask(ctx, id, "after") // a fresh instance, once the lines are written
 	require.NoError(t, err)
 
+	s.WaitLogged()
 	out := logged.String()
 	const line = `level=INFO msg="granary: a tell became a dead letter: stopped" target=g/a msg_type=string`
 	assert.Equal(t, 3, strings.Count(out, line), out)

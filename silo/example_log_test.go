@@ -32,7 +32,6 @@ func ExampleLogSampling() {
 		}
 	})
 	_ = s.Start()
-	defer s.Close()
 	ctx := context.Background()
 	id := grain.NewID("sensor", "s1")
 
@@ -40,6 +39,9 @@ func ExampleLogSampling() {
 		_ = s.Tell(ctx, id, -1-i) // each turn fails, with no caller to tell
 	}
 	_, err := s.Ask(ctx, id, 0) // a barrier: the five turns are over
+	// The silo writes its lines on a goroutine of its own, so that a slow
+	// Logger holds up no grain; Shutdown and Close return once they are out.
+	_ = s.Shutdown(ctx)
 	fmt.Println("ask:", err, "failed tells:", s.Stats().FailedTells, "lines dropped:", s.Stats().DroppedLogLines)
 	// Output:
 	// level=WARN msg="granary: a tell's turn failed, with no caller to return the error to" grain=sensor/s1 err="reading -1 out of range" directive=resume

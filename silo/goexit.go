@@ -24,8 +24,8 @@ func (p *partition) goexited(w *worker) {
 	if w.word.Load()&stateMask == wIdle {
 		// Not in a turn: an owner-side callback (a Decider, whose turn
 		// partition.decide handed on first) exited. Keep the partition
-		// served. (A Logger's handler runs on a goroutine of its own:
-		// Silo.log.)
+		// served. (A Logger's handler runs on the log writer's goroutine:
+		// logwriter.go.)
 		p.s.log(slog.LevelError, "granary: a callback ended its partition's goroutine with runtime.Goexit; a new one takes over")
 		p.s.owners.Add(1) // this goroutine is still counted: never at zero
 		go p.run(newWorker(p, false), nil)

@@ -3,6 +3,7 @@ package silo_test
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"testing"
@@ -138,5 +139,11 @@ func TestProfileLabelsNameTheKindOfAnInterleavedTurn(t *testing.T) {
 		assert.Equal(t, want, got[0], "the interleaved turn's goroutine")
 		assert.Equal(t, []string{want}, labelsOf(prof, "silo_test.blocker.Receive.func1"), "its child")
 		assert.Equal(t, []string{want}, labelsOf(prof, "silo_test.awaiter.Receive.func1"), "the awaiting turn's")
+		// The goroutine that ran this round's wait may still be on its way
+		// out, its result delivered: the next round's profile must not
+		// find it.
+		for len(labelsOf(goroutineProfile(t), "silo_test.awaiter.Receive.func1")) > 0 {
+			runtime.Gosched()
+		}
 	}
 }

@@ -192,6 +192,7 @@ func TestPanickingDeciderFallsBackToTheDefault(t *testing.T) {
 	_, err = e.s.Ask(e.ctx, e.id("a"), boom{"x"})
 	require.ErrorIs(t, err, grain.ErrPanic)
 	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "a panic restarts: a fresh instance")
+	e.s.WaitLogged()
 	assert.Contains(t, logs.String(), "Decider panicked")
 }
 
@@ -212,6 +213,7 @@ func TestDeciderCallingGoexitFallsBackToTheDefault(t *testing.T) {
 	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "a panic restarts: a fresh instance")
 	assert.Equal(t, 0, e.call(t, "a", get{}))
 	assert.Equal(t, 1, e.call(t, "b", whoAmI{}), "the partition goes on")
+	e.s.WaitLogged()
 	assert.Contains(t, logs.String(), "Decider called runtime.Goexit")
 }
 
@@ -457,6 +459,7 @@ func TestDeactivateHookPanicIsLoggedAndDeactivationCompletes(t *testing.T) {
 	e.call(t, "p", deactivate{})
 	assert.Equal(t, "p", <-e.j.deact)
 	assert.Equal(t, 2, e.call(t, "p", whoAmI{}), "deactivation completed; the next message activates afresh")
+	e.s.WaitLogged()
 	assert.Contains(t, logs.String(), "OnDeactivate failed")
 	assert.Contains(t, logs.String(), "deactivate kaput")
 	assert.Empty(t, e.s.Stats().DeadLetters)
@@ -761,6 +764,7 @@ func TestOverrunningOnDeactivateIsGivenUpOn(t *testing.T) {
 	require.Eventually(t, func() bool { return e.s.Stats().Handoffs > 0 }, 5*time.Second, time.Millisecond)
 	e.clk.Advance(2 * time.Second)
 	assert.Equal(t, 2, <-waited, "a fresh activation answered")
+	e.s.WaitLogged()
 	assert.Contains(t, logs.String(), "OnDeactivate overran")
 }
 

@@ -62,6 +62,7 @@ func TestALoggerCallingGoexitDoesNotCutTheSilosWorkShort(t *testing.T) {
 		}
 	}
 	require.EqualValues(t, 4, built.Load(), "a fresh activation after each deactivation")
+	s.WaitLogged()
 	require.EqualValues(t, 3, lines.Load(), "each failed OnDeactivate was logged")
 }
 
@@ -81,6 +82,7 @@ func TestALoggerThatPanicsLosesOnlyItsLines(t *testing.T) {
 	}
 	_, err := s.Ask(t.Context(), id, get{}) // after the third deactivation's line
 	require.NoError(t, err)
+	s.WaitLogged()
 	require.Equal(t, int32(3), lines.Load())
 	require.Equal(t, uint64(3), s.Stats().DroppedLogLines)
 }

@@ -91,6 +91,7 @@ func TestTheLargestDeactivationTimeoutNeverGivesUp(t *testing.T) {
 	let()
 	require.NoError(t, <-out)
 	assert.Equal(t, "ok", <-waited, "a fresh activation answered")
+	s.WaitLogged()
 	assert.NotContains(t, logs.String(), "overran")
 }
 

@@ -240,6 +240,7 @@ func TestMayInterleavePredicateThatPanics(t *testing.T) {
 	require.NoError(t, <-worked)
 	require.NoError(t, <-st)
 	assert.Equal(t, []string{"work", "status"}, e.logged())
+	e.s.WaitLogged()
 	assert.Contains(t, buf.String(), "bad predicate")
 }
 

@@ -129,6 +129,7 @@ func TestShedsTheLeastRecentlyActiveUnderMemoryPressure(t *testing.T) {
 	idleTickNow(t, s, clk)
 	assert.Empty(t, drained(gone), "below the limit, though above the target")
 	assert.EqualValues(t, 4, s.Stats().Shed)
+	s.WaitLogged()
 	assert.Regexp(t, `(?s)level=WARN msg="granary: memory above Config.MemoryLimit: shedding idle activations" in_use=1250 limit=1000.*`+
 		`level=INFO msg="granary: memory back within Config.MemoryLimit" in_use=950`, logged.String())
 }
@@ -258,6 +259,7 @@ func TestAPanickingMemoryGaugeShedsNothing(t *testing.T) {
 	require.NoError(t, err)
 	idleTickNow(t, s, clk)
 	assert.Empty(t, drained(gone))
+	s.WaitLogged()
 	assert.Contains(t, logged.String(), "MemoryGauge panicked")
 	for range 3 {
 		idleTickNow(t, s, clk)

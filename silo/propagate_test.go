@@ -149,6 +149,7 @@ func TestPropagatorFailures(t *testing.T) {
 
 	require.NoError(t, s.Tell(with("panic"), grain.NewID("relay", "a"), pass{}))
 	assert.Equal(t, "a from outside: ", <-seen)
+	s.WaitLogged()
 	assert.Contains(t, logged.String(), "ContextPropagator.Extract panicked")
 
 	require.NoError(t, s.Tell(with("panic in inject"), grain.NewID("relay", "a"), pass{}))

@@ -88,6 +88,7 @@ type Silo struct {
 	failedTells atomic.Uint64 // failed turns with no caller (lifecycle.go: tellFailed)
 	observers   observers
 	logs        *logSampler              // Config.LogSampling (log.go)
+	logw        *logWriter               // writes the lines logs let through (logwriter.go)
 	deadMsgs    [grain.NumReasons]string // a tell's dead letter's log line, by reason (deadletter.go)
 }
 
@@ -112,6 +113,7 @@ func New(cfg Config) (*Silo, error) {
 		logs:     newLogSampler(cfg.LogSampling),
 		deadMsgs: deadMessages(),
 	}
+	s.logw = newLogWriter(cfg.Logger, &s.logs.dropped)
 	s.letInMeta0.MayInterleave = true
 	s.sincer, _ = cfg.Clock.(clock.Sincer)
 	s.realClk = cfg.Clock == clock.Real()
@@ -371,6 +373,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 	s.runners.stop(allDone) // the waiting ones go; with no turn left, all of them
 	s.closeObservers()
 	s.dead.close()
+	s.logw.close() // the last lines, the warning above included
 	s.mu.Lock()
 	s.state.Store(stateStopped)
 	close(s.done)

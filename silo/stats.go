@@ -51,7 +51,8 @@ type Stats struct {
 	// not yet closed (a count that only grows is clients that never Close).
 	Observers int
 	// DroppedLogLines counts lines not written to Config.Logger: held back
-	// by Config.LogSampling, or lost to a handler that panicked.
+	// by Config.LogSampling, lost to a handler that panicked, or left
+	// behind by one too slow to keep up (see Config.Logger).
 	DroppedLogLines uint64
 }
 

@@ -47,6 +47,7 @@ func TestAFailedTellIsLoggedAndCounted(t *testing.T) {
 	_, err := s.Ask(ctx, id, "ask fails")
 	require.Error(t, err)
 	assert.Zero(t, s.Stats().FailedTells, "an ask's caller has its error")
+	s.WaitLogged()
 	assert.Empty(t, logged.String())
 
 	require.NoError(t, s.Tell(ctx, id, "x"))
@@ -61,6 +62,7 @@ func TestAFailedTellIsLoggedAndCounted(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint64(3), s.Stats().FailedTells)
 
+	s.WaitLogged()
 	out := logged.String()
 	assert.Contains(t, out, `level=WARN msg="granary: a tell's turn failed, with no caller to return the error to" grain=f/a err="tell failed" directive=resume`)
 	assert.Contains(t, out, `level=ERROR msg="granary: a tell's turn failed, with no caller to return the error to" grain=f/a`)
@@ -92,6 +94,7 @@ func failingTells(t *testing.T, cfg silo.Config, logged *syncBuffer) (*silo.Silo
 		}
 		_, err := s.Ask(ctx, id, "ok") // a barrier: the tells' turns are over
 		require.NoError(t, err)
+		s.WaitLogged() // and their lines written
 	}
 }
 

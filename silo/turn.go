@@ -115,7 +115,7 @@ func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.En
 // way, at the watchdog's granularity, so the hot path reads no clock.
 func (p *partition) reportSlow(a *act, d time.Duration) {
 	p.s.log(slog.LevelWarn, "granary: slow turn held its partition", "grain", a.ID.String(), "at_least", d)
-	p.s.slowTurns.Add(1) // after the log: a reader who sees the count finds the line
+	p.s.slowTurns.Add(1)
 }
 
 // execute runs user code: a message, OnActivate or OnDeactivate. It touches

@@ -1,0 +1,5 @@
+package silo
+
+// WaitLogged waits until every line logged so far has been written to
+// Config.Logger: a test reads the log once the lines it expects are there.
+func (s *Silo) WaitLogged() { <-s.logw.idle() }

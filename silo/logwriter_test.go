@@ -1,0 +1,201 @@
+package silo_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// gatedHandler is a slog handler that records each line's "err" and
+// writes nothing more until its gate lets it: a Logger stuck on a full pipe,
+// or a log shipper pushing back.
+type gatedHandler struct {
+	gate    chan struct{}
+	mu      *sync.Mutex
+	written *[]string
+}
+
+func newGatedHandler() gatedHandler {
+	return gatedHandler{gate: make(chan struct{}), mu: new(sync.Mutex), written: new([]string)}
+}
+
+func (h gatedHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h gatedHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h gatedHandler) WithGroup(string) slog.Handler            { return h }
+func (h gatedHandler) Handle(_ context.Context, r slog.Record) error {
+	<-h.gate
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "err" {
+			h.mu.Lock()
+			*h.written = append(*h.written, a.Value.String())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (h gatedHandler) lines() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), *h.written...)
+}
+
+// failer fails every message but "ok" with an error naming the message.
+func failer(grain.ID) grain.Func {
+	return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+		if msg == "ok" {
+			return "ok", nil
+		}
+		return nil, fmt.Errorf("failed %v", msg)
+	}
+}
+
+// A Logger that blocks holds up no grain: the line waits for it, and the
+// partition that logged it goes on serving its grains. (It stopped them
+// all: an ask to another grain of the partition timed out.)
+func TestABlockedLoggerHoldsUpNoGrain(t *testing.T) {
+	h := newGatedHandler()
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(h)}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "f", failer))
+	})
+	ctx := ctxT(t)
+	require.NoError(t, s.Tell(ctx, grain.NewID("f", "a"), 1)) // fails: a line, stuck in the handler
+	for i := range 3 {
+		v, err := s.Ask(ctx, grain.NewID("f", fmt.Sprint("b", i)), "ok")
+		require.NoError(t, err)
+		require.Equal(t, "ok", v)
+	}
+	assert.Equal(t, uint64(1), s.Stats().FailedTells)
+	assert.Empty(t, h.lines(), "the handler is still stuck on the line")
+	close(h.gate)
+	s.WaitLogged()
+	assert.Equal(t, []string{"failed 1"}, h.lines())
+}
+
+// Lines are written in the order they were logged, and a graceful Shutdown
+// returns once they are all out.
+func TestLinesAreWrittenInOrderBeforeShutdownReturns(t *testing.T) {
+	h := newGatedHandler()
+	close(h.gate)
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(h), LogSampling: silo.LogSampling{First: -1}},
+		func(s *silo.Silo) { require.NoError(t, silo.Register(s, "f", failer)) })
+	ctx := ctxT(t)
+	var want []string
+	for i := range 200 {
+		require.NoError(t, s.Tell(ctx, grain.NewID("f", "a"), i))
+		want = append(want, fmt.Sprint("failed ", i))
+	}
+	require.NoError(t, s.Shutdown(ctx))
+	assert.Equal(t, want, h.lines())
+	assert.Zero(t, s.Stats().DroppedLogLines)
+}
+
+// Close and Shutdown do not hang on a Logger stuck on a line: they wait for
+// it while it writes, and give up on it once a second passes with no line
+// written; what it had not written is dropped and counted. (Close waited
+// for it for ever.)
+func TestCloseDoesNotHangOnAStuckLogger(t *testing.T) {
+	for name, stop := range map[string]func(*silo.Silo) error{
+		"Close":    (*silo.Silo).Close,
+		"Shutdown": func(s *silo.Silo) error { return s.Shutdown(context.Background()) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newGatedHandler()
+				s, err := silo.New(silo.Config{Partitions: 1, Logger: slog.New(h), LogSampling: silo.LogSampling{First: -1}})
+				require.NoError(t, err)
+				require.NoError(t, silo.Register(s, "f", failer))
+				require.NoError(t, s.Start())
+				for i := range 3 {
+					require.NoError(t, s.Tell(t.Context(), grain.NewID("f", "a"), i))
+				}
+				_, err = s.Ask(t.Context(), grain.NewID("f", "a"), "ok") // the three lines are logged
+				require.NoError(t, err)
+				start := time.Now()
+				require.NoError(t, stop(s))
+				assert.Equal(t, time.Second, time.Since(start), "a second with no line written")
+				assert.EqualValues(t, 2, s.Stats().DroppedLogLines, "the two behind the stuck one")
+				close(h.gate) // the stuck line goes out; nothing after it
+				synctest.Wait()
+				assert.Equal(t, []string{"failed 0"}, h.lines())
+				assert.EqualValues(t, 2, s.Stats().DroppedLogLines)
+			})
+		})
+	}
+}
+
+// A slow Logger that keeps writing is waited for, however long the lines
+// take together.
+func TestShutdownWaitsForASlowLogger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var got []string
+		slow := slog.New(slowHandler{each: 800 * time.Millisecond, mu: &mu, got: &got})
+		s, err := silo.New(silo.Config{Partitions: 1, Logger: slow, LogSampling: silo.LogSampling{First: -1}})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "f", failer))
+		require.NoError(t, s.Start())
+		for i := range 5 {
+			require.NoError(t, s.Tell(t.Context(), grain.NewID("f", "a"), i))
+		}
+		start := time.Now()
+		require.NoError(t, s.Shutdown(t.Context()))
+		assert.Equal(t, 4*time.Second, time.Since(start), "five lines at 0.8 s each")
+		assert.Len(t, got, 5)
+		assert.Zero(t, s.Stats().DroppedLogLines)
+	})
+}
+
+type slowHandler struct {
+	each time.Duration
+	mu   *sync.Mutex
+	got  *[]string
+}
+
+func (h slowHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h slowHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h slowHandler) WithGroup(string) slog.Handler            { return h }
+func (h slowHandler) Handle(_ context.Context, r slog.Record) error {
+	time.Sleep(h.each) // a slow sink; in the bubble, the fake clock moves
+	h.mu.Lock()
+	*h.got = append(*h.got, r.Message)
+	h.mu.Unlock()
+	return nil
+}
+
+// Lines pile up for a stuck Logger only so far: past the bound, each is
+// dropped and counted, and the silo goes on.
+func TestLinesForAStuckLoggerAreBounded(t *testing.T) {
+	h := newGatedHandler()
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(h), LogSampling: silo.LogSampling{First: -1}},
+		func(s *silo.Silo) { require.NoError(t, silo.Register(s, "f", failer)) })
+	ctx := ctxT(t)
+	const n = 3000
+	for i := range n {
+		require.NoError(t, s.Tell(ctx, grain.NewID("f", "a"), i))
+	}
+	_, err := s.Ask(ctx, grain.NewID("f", "a"), "ok")
+	require.NoError(t, err)
+	dropped := s.Stats().DroppedLogLines
+	assert.Greater(t, dropped, uint64(0))
+	assert.Less(t, dropped, uint64(n))
+	close(h.gate)
+	s.WaitLogged()
+	lines := h.lines()
+	assert.Equal(t, n, len(lines)+int(dropped), "every line written or counted")
+	assert.Equal(t, "failed 0", lines[0])
+	for i := 1; i < len(lines); i++ { // the first ones, in order
+		require.Equal(t, fmt.Sprint("failed ", i), lines[i])
+	}
+}
