@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"time"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
@@ -34,8 +35,10 @@ const ShedTargetPercent = 90
 // MemoryGauge reports the memory in use, in bytes, that Config.MemoryLimit
 // is held to. The silo calls MemoryInUse once an idle tick, on a goroutine
 // of its own, never two calls at once (an implementation needs no lock of
-// its own for the silo's sake); it should return at once — one that blocks
-// holds up the idle ticks, and so idle collection, until it returns. One
+// its own for the silo's sake); it should return at once. A tick waits
+// for it at most 100 ms: one that takes longer gives no reading that tick,
+// and the idle ticks go on collecting idle grains without it (the next
+// tick reads what it returns, once it has, rather than call it again). One
 // that panics gives no reading that tick (logged at Error).
 type MemoryGauge interface {
 	MemoryInUse() uint64
@@ -87,7 +90,20 @@ type shedState struct {
 	decided bool
 	shedAt  uint64
 	futile  bool
+	// call is a Config.MemoryGauge call that a tick stopped waiting for:
+	// the next tick takes its answer rather than make another
+	call *gaugeCall
 }
+
+// gaugeCall is one MemoryInUse call, on a goroutine of its own.
+type gaugeCall struct {
+	done chan struct{}
+	used uint64 // set before done is closed
+	ok   bool   // it returned (did not panic)
+}
+
+// gaugeWait bounds how long an idle tick waits for a Config.MemoryGauge.
+const gaugeWait = 100 * time.Millisecond
 
 // shedShare reads the gauge and returns the share of activations each
 // partition is to shed at this tick, in parts per million; 0 when memory is
@@ -125,12 +141,12 @@ func (s *Silo) shedShare() int {
 		}
 		used = r.live
 	} else {
+		st.mu.Lock()
+		defer st.mu.Unlock()
 		var ok bool
 		if used, ok = s.readGauge(); !ok {
 			return 0
 		}
-		st.mu.Lock()
-		defer st.mu.Unlock()
 	}
 	if used <= limit {
 		s.endShortage(used, limit)
@@ -189,21 +205,38 @@ func (s *Silo) anySheddable() bool {
 // readGauge reads a Config.MemoryGauge of the program's own, taken as
 // fresh at every reading. It is the program's code, run on a goroutine of
 // its own: one that panics or calls runtime.Goexit gives no reading
-// (logged), and the idle ticks go on.
+// (logged), and one that has not returned within gaugeWait gives none yet
+// — the idle ticks, and idle collection with them, go on without it, and a
+// later tick takes what it returns.
 func (s *Silo) readGauge() (used uint64, ok bool) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		defer func() {
-			if r := recover(); r != nil {
-				s.log(slog.LevelError, "granary: Config.MemoryGauge panicked", "panic", r)
-			}
+	c := s.shed.call
+	if c == nil {
+		c = &gaugeCall{done: make(chan struct{})}
+		go func() {
+			defer close(c.done)
+			defer func() {
+				if r := recover(); r != nil {
+					s.log(slog.LevelError, "granary: Config.MemoryGauge panicked", "panic", r)
+				}
+			}()
+			c.used = s.cfg.MemoryGauge.MemoryInUse()
+			c.ok = true
 		}()
-		used = s.cfg.MemoryGauge.MemoryInUse()
-		ok = true
-	}()
-	<-done
-	return used, ok
+	}
+	select {
+	case <-c.done:
+	default:
+		t := time.NewTimer(gaugeWait)
+		defer t.Stop()
+		select {
+		case <-c.done:
+		case <-t.C:
+			s.shed.call = c // still out: the next tick waits for this one
+			return 0, false
+		}
+	}
+	s.shed.call = nil
+	return c.used, c.ok
 }
 
 // How near its idle deadline a grain is, in buckets of 1/128 of an octave

@@ -9,6 +9,7 @@ import (
 	"runtime/metrics"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -285,3 +286,34 @@ func TestMemoryLimitConfig(t *testing.T) {
 type fixedGauge struct{ n uint64 }
 
 func (g *fixedGauge) MemoryInUse() uint64 { return g.n }
+
+// A gauge that does not answer holds up no idle collection: each tick waits
+// for it a moment and goes on without a reading, and the silo never calls
+// it twice at once — the ticks after take the answer of the call that is
+// out, once it comes. (The ticks waited for it: a grain idle past its
+// timeout stayed active for as long as the gauge blocked.)
+func TestAGaugeThatBlocksHoldsUpNoIdleCollection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		var calls atomic.Int32
+		gauge := silo.MemoryGaugeFunc(func() uint64 {
+			if calls.Add(1) == 1 {
+				<-gate
+			}
+			return 0
+		})
+		s, deact, _ := bubbleSilo(t, silo.Config{IdleTimeout: time.Minute, IdleQuantum: time.Second, MemoryLimit: 1 << 40, MemoryGauge: gauge})
+		_, err := s.Ask(t.Context(), grain.NewID("sleeper", "a"), "hello")
+		require.NoError(t, err)
+		start := time.Now()
+		gone := <-deact
+		assert.LessOrEqual(t, gone.Sub(start), time.Minute+2*time.Second, "collected at its idle timeout, a tick or so late")
+		assert.EqualValues(t, 1, calls.Load(), "the first call is still out: no second one")
+		close(gate)
+		_, err = s.Ask(t.Context(), grain.NewID("sleeper", "b"), "hello") // ticks resume with a grain to collect
+		require.NoError(t, err)
+		time.Sleep(3 * time.Second) // three ticks: the one that takes the answer, then fresh calls
+		synctest.Wait()
+		assert.GreaterOrEqual(t, calls.Load(), int32(2), "once it answered, the gauge is called again")
+	})
+}
