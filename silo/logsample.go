@@ -40,7 +40,8 @@ type LogSampling struct {
 	Tick time.Duration
 	// First is how many lines with one message are written each Tick.
 	// Default DefaultLogFirst; negative (or above math.MaxUint32 - 1)
-	// means every line is written.
+	// means every line is written — as fast as the Logger takes them: a
+	// line that finds 1,024 waiting for it is dropped (see Config.Logger).
 	First int
 }
 
