@@ -200,3 +200,38 @@ func TestCloseEndsAWaitingHandlersCtx(t *testing.T) {
 	require.ErrorIs(t, <-out, context.Canceled)
 	require.Error(t, <-errs)
 }
+
+// readsDoneOnActivate looks at its ctx's Done in OnActivate, as a database
+// call loading its state would, and reports its ctx's Err to each "check".
+type readsDoneOnActivate struct{ seen chan error }
+
+func (g *readsDoneOnActivate) OnActivate(ctx context.Context, _ *grain.Context) error {
+	select {
+	case <-ctx.Done():
+	default:
+	}
+	return nil
+}
+
+func (g *readsDoneOnActivate) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "check" {
+		g.seen <- ctx.Err()
+	}
+	return nil, nil
+}
+
+// An OnActivate run by a tell that reads its ctx's Done leaves nothing
+// behind for the turns after it: they found their ctx canceled — the
+// grain's own later tells and every other grain's on the goroutine that
+// ran it, so a handler passing its ctx to a database failed every time.
+func TestAnActivationThatReadsDoneLeavesLaterTurnsTheirCtx(t *testing.T) {
+	seen := make(chan error, 1)
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "loader", func(grain.ID) *readsDoneOnActivate { return &readsDoneOnActivate{seen: seen} }))
+	})
+	ctx := ctxT(t)
+	for _, key := range []string{"a", "a", "b", "b"} { // a tell activates each; then a later tell
+		require.NoError(t, s.Tell(ctx, grain.NewID("loader", key), "check"))
+		require.NoError(t, <-seen, key)
+	}
+}

@@ -191,6 +191,13 @@ func newAsk(ctx context.Context, chain queues.Chain, p *partition, done chan que
 // whole and copied in is read back from the stack while its halves are still
 // in flight, a store-forwarding stall that cost 8 % of a tell's CPU.
 func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *worker, interleaved bool) {
+	if c.m.Load() != nil {
+		// A worker's ctx, reused: its last turn made a merged Done channel
+		// (an OnActivate run by a tell that read Done), which ended with
+		// that turn. Kept, it was every later turn's Done and Err: each
+		// tell's handler found its ctx canceled.
+		c.m.Store(nil)
+	}
 	c.parent = parent
 	c.info.a = a
 	c.info.req = req
