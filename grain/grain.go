@@ -42,7 +42,10 @@ func (f Func) Receive(ctx context.Context, c *Context, msg any) (any, error) { r
 // failing is retried with backoff, and then refused for a while, under the
 // kind's supervision limits (messages meanwhile fail with its error). The
 // silo bounds it (silo.Config.ActivationTimeout): one that does not return
-// in time fails the same way, its ctx ended.
+// in time fails the same way, its ctx ended. ctx is the activation's, not
+// the first message's: it carries the first caller's values, but does not
+// end when that caller gives up, since the messages queued behind it wait
+// for the same activation.
 type Activator interface {
 	OnActivate(ctx context.Context, c *Context) error
 }

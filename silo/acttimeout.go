@@ -87,7 +87,7 @@ func (p *partition) activationOverran(a *act, w *worker) {
 		return
 	}
 	p.s.log(slog.LevelWarn, "granary: the activation overran its timeout; it failed without it", "grain", a.ID.String())
-	turnCtxOf(w, w.req).timeOut() // the hook's ctx ends, DeadlineExceeded
+	w.tc.timeOut() // the hook's ctx (turn.go: execute) ends, DeadlineExceeded
 	// The first message is the turn's env, written before the turn began:
 	// the turn will not run it.
 	if first := w.env; first.Msg != nil {

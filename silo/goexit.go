@@ -62,6 +62,9 @@ func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
 		}
 	}
 	tc.release()
+	if res.kind == tkActivate && tc != &w.tc {
+		w.tc.release() // an ask's activation: its hook had the worker's (turn.go: execute)
+	}
 }
 
 // turnCtxOf returns the ctx of a message or activation turn w runs for req:

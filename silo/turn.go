@@ -28,6 +28,9 @@ type turnResult struct {
 	tick   *queues.Tick // the turn ran a timer's tick
 	ranMsg bool         // an activation turn went on to run its first message
 	gaveUp bool         // an activation turn the owner gave up on (acttimeout.go)
+	// an activation turn's first message, whose caller gave up meanwhile,
+	// dropped as expired instead of run
+	firstDropped bool
 	// the Decider's directive for a failed turn, asked before finish
 	// applies anything (partition.decide)
 	decided   bool
@@ -85,7 +88,7 @@ func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envel
 	w.begin()
 	p.execute(w, a, k, &env, false, res)
 	var first *queues.Envelope // an activation turn's message, if it did not run
-	if k == tkActivate && !res.ranMsg && env.Msg != nil && !res.gaveUp {
+	if k == tkActivate && !res.ranMsg && env.Msg != nil && !res.gaveUp && !res.firstDropped {
 		first = &env
 	}
 	return p.endTurn(w, a, res, first)
@@ -145,11 +148,21 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	case tkMessage:
 		res.reply, res.err = w.run(tc, a, env.Msg)
 	case tkActivate:
-		if res.req == nil && p.s.cfg.ActivationTimeout >= 0 {
+		// The activation is the grain's, not its first caller's: OnActivate
+		// runs under a ctx of its own, in the worker, which ends at the
+		// silo's Close and at a give-up on the activation (timeOut), but not
+		// when the first caller gives up — else one impatient caller failed
+		// the activation, and every message queued behind it, for callers
+		// that would have waited. It has the caller's values and call
+		// chain. The first message then runs under the caller's ctx.
+		hc := &w.tc
+		if res.req != nil {
+			hc.reset(context.WithoutCancel(res.req.Ctx), a, res.req, w, false)
+		} else if p.s.cfg.ActivationTimeout >= 0 {
 			// A tell's ctx ends with the silo alone; this one may end
-			// at a give-up too (timeOut): give it a parent, so that
-			// Done makes a channel that can.
-			tc.parent = p.base
+			// at a give-up too: give it a parent, so that Done makes a
+			// channel that can.
+			hc.parent = p.base
 		}
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil && a.k.hooksOf != nil {
@@ -157,7 +170,10 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		}
 		if err == nil {
 			a.g = g
-			err = p.activateHook(w, a, tc)
+			err = p.activateHook(w, a, hc)
+		}
+		if hc != tc {
+			hc.release() // the hook's ctx ends with the hook
 		}
 		if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned) {
 			// Given up on while it ran (acttimeout.go): the owner has
@@ -170,6 +186,13 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			break
 		}
 		if env.Msg != nil { // the first message, in the same turn
+			if env.Request != nil && env.Request.Abandoned() {
+				// Its caller gave up while the grain activated: it is
+				// not run for nobody (as dropExpired).
+				res.firstDropped = true
+				p.s.deadLetter(*env, grain.ReasonExpired, nil)
+				break
+			}
 			res.ranMsg = true
 			res.reply, res.err = w.run(tc, a, env.Msg)
 		}

@@ -1,0 +1,109 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+type traceKey2 struct{}
+
+// gatedLoader's OnActivate loads its state under its ctx, as a database
+// call would: it reports that it runs, waits for the gate or for its ctx to
+// end, and reports its ctx's error and the trace value it carries.
+type gatedLoader struct {
+	in    chan struct{}
+	gate  chan struct{}
+	saw   chan error
+	trace chan any
+}
+
+func (g *gatedLoader) OnActivate(ctx context.Context, _ *grain.Context) error {
+	g.in <- struct{}{}
+	g.trace <- ctx.Value(traceKey2{})
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+	}
+	g.saw <- ctx.Err()
+	return ctx.Err()
+}
+
+func (g *gatedLoader) Receive(context.Context, *grain.Context, any) (any, error) { return "ok", nil }
+
+func newGatedLoader() *gatedLoader {
+	return &gatedLoader{in: make(chan struct{}, 1), gate: make(chan struct{}), saw: make(chan error, 1), trace: make(chan any, 1)}
+}
+
+// The activation is the grain's, not its first caller's: a first caller
+// that gives up while OnActivate loads the grain's state does not fail the
+// activation for the callers queued behind it. Its message is dropped as
+// expired, not run for nobody; the hook saw the caller's values. (The
+// hook ran under the caller's ctx: the load failed with the caller's
+// cancellation, and every message waiting failed with it.)
+func TestAnImpatientFirstCallerDoesNotFailTheActivation(t *testing.T) {
+	g := newGatedLoader()
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "loader", func(grain.ID) *gatedLoader { return g }))
+	})
+	dl := s.SubscribeDeadLetters(4)
+	id := grain.NewID("loader", "a")
+
+	first, giveUp := context.WithCancel(context.WithValue(ctxT(t), traceKey2{}, "span-1"))
+	firstErr := make(chan error, 1)
+	go func() { _, err := s.Ask(first, id, "first"); firstErr <- err }()
+	<-g.in // OnActivate runs, for the first message
+	assert.Equal(t, "span-1", <-g.trace, "the hook has the first caller's values")
+	second := make(chan any, 1)
+	go func() {
+		v, err := s.Ask(ctxT(t), id, "second")
+		if err != nil {
+			v = err
+		}
+		second <- v
+	}()
+	waitBacklog(t, s, 1) // the second waits for the activation
+	giveUp()
+	require.ErrorIs(t, <-firstErr, context.Canceled)
+	close(g.gate)
+	assert.NoError(t, <-g.saw, "the hook's ctx did not end with the first caller")
+	assert.Equal(t, "ok", <-second)
+
+	d := <-dl.C
+	assert.Equal(t, "first", d.Msg)
+	assert.Equal(t, grain.ReasonExpired, d.Reason, "the first message, whose caller had gone, was not run")
+	v, err := s.Ask(ctxT(t), id, "third")
+	require.NoError(t, err)
+	assert.Equal(t, "ok", v)
+}
+
+// An OnActivate run for an ask still ends at the activation's give-up
+// (Config.ActivationTimeout), with DeadlineExceeded, as one run for a
+// tell does; the caller's message fails the activation's way.
+func TestAnAskActivationsHookCtxEndsAtItsGiveUp(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	g := newGatedLoader()
+	defer close(g.gate)
+	s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "loader", func(grain.ID) *gatedLoader { return g }))
+	})
+	asked := make(chan error, 1)
+	go func() { _, err := s.Ask(ctxT(t), grain.NewID("loader", "a"), "first"); asked <- err }()
+	<-g.in
+	<-g.trace
+	require.Eventually(t, func() bool { return s.Stats().Handoffs > 0 }, 10*time.Second, 100*time.Microsecond,
+		"the hook blocks: its partition is handed off, and the owner watches it")
+	clk.Advance(time.Minute + time.Second) // the deadline, and the idle tick after it
+	err := <-asked
+	require.ErrorIs(t, err, grain.ErrActivation)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.True(t, errors.Is(<-g.saw, context.DeadlineExceeded), "the hook's ctx ended at the give-up")
+}
