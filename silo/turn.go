@@ -155,25 +155,20 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		// the activation, and every message queued behind it, for callers
 		// that would have waited. It has the caller's values and call
 		// chain. The first message then runs under the caller's ctx.
-		hc := &w.tc
-		if res.req != nil {
-			hc.reset(context.WithoutCancel(res.req.Ctx), a, res.req, w, false)
-		} else if p.s.cfg.ActivationTimeout >= 0 {
-			// A tell's ctx ends with the silo alone; this one may end
-			// at a give-up too: give it a parent, so that Done makes a
-			// channel that can.
-			hc.parent = p.base
-		}
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil && a.k.hooksOf != nil {
 			err = a.k.hooksOf(g)
 		}
 		if err == nil {
 			a.g = g
+			hc := tc
+			if _, hooked := g.(grain.Activator); hooked {
+				hc = p.hookCtx(w, a, res.req)
+			}
 			err = p.activateHook(w, a, hc)
-		}
-		if hc != tc {
-			hc.release() // the hook's ctx ends with the hook
+			if hc != tc {
+				hc.release() // the hook's ctx ends with the hook
+			}
 		}
 		if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned) {
 			// Given up on while it ran (acttimeout.go): the owner has
@@ -206,6 +201,21 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		a.extra().token.unlock()
 	}
 	tc.release()
+}
+
+// hookCtx readies the worker's ctx for the OnActivate of a, whose first
+// message is req's (nil for a tell).
+func (p *partition) hookCtx(w *worker, a *act, req *queues.Request) *turnCtx {
+	hc := &w.tc
+	if req != nil {
+		hc.reset(context.WithoutCancel(req.Ctx), a, req, w, false)
+	} else if p.s.cfg.ActivationTimeout >= 0 {
+		// A tell's ctx ends with the silo alone; this one may end at a
+		// give-up too: give it a parent, so that Done makes a channel
+		// that can.
+		hc.parent = p.base
+	}
+	return hc
 }
 
 // activateHook runs a's OnActivate, marked as running for an interleaving
