@@ -107,3 +107,37 @@ func TestAnAskActivationsHookCtxEndsAtItsGiveUp(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.True(t, errors.Is(<-g.saw, context.DeadlineExceeded), "the hook's ctx ended at the give-up")
 }
+
+// callsOut is a reentrant grain that calls a peer in OnActivate and in
+// each turn: each call gives up the grain's turn token, and takes it back.
+type callsOut struct{}
+
+func (callsOut) OnActivate(ctx context.Context, gc *grain.Context) error {
+	_, err := silo.Call[string](ctx, gc.Silo(), grain.NewID("peer", "p"), "ping")
+	return err
+}
+
+func (callsOut) Receive(ctx context.Context, gc *grain.Context, _ any) (any, error) {
+	return silo.Call[string](ctx, gc.Silo(), grain.NewID("peer", "p"), "ping")
+}
+
+// A reentrant grain activated by an ask, whose OnActivate calls out, gives
+// its turn token back when the activation turn ends: its later turns, which
+// call out too, take it and finish. (The hook's own ctx took the token
+// back and kept it: the grain's next call waited for it for ever.)
+func TestAReentrantHookThatCallsOutGivesItsTokenBack(t *testing.T) {
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "caller", func(grain.ID) callsOut { return callsOut{} }, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "peer", func(grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) { return "pong", nil }
+		}))
+	})
+	id := grain.NewID("caller", "a")
+	for i := range 3 {
+		ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+		v, err := s.Ask(ctx, id, i)
+		cancel()
+		require.NoError(t, err, "turn %d", i)
+		require.Equal(t, "pong", v)
+	}
+}

@@ -52,6 +52,12 @@ func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
 	res.reply = nil
 	res.err = &grain.PanicError{ID: a.ID, Value: ErrGoexit, Stack: debug.Stack()}
 	tc := turnCtxOf(w, res.req)
+	if res.kind == tkActivate && tc != &w.tc {
+		// An ask's activation, whose hook ran under the worker's ctx
+		// (turn.go: execute): what that ctx holds, the turn does.
+		handOnToken(a, &w.tc, tc)
+		w.tc.release()
+	}
 	if x := a.x.Load(); x != nil {
 		x.callMu.Lock()
 		held := tc.info.holdsToken
@@ -62,9 +68,6 @@ func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
 		}
 	}
 	tc.release()
-	if res.kind == tkActivate && tc != &w.tc {
-		w.tc.release() // an ask's activation: its hook had the worker's (turn.go: execute)
-	}
 }
 
 // turnCtxOf returns the ctx of a message or activation turn w runs for req:

@@ -167,6 +167,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			}
 			err = p.activateHook(w, a, hc)
 			if hc != tc {
+				handOnToken(a, hc, tc)
 				hc.release() // the hook's ctx ends with the hook
 			}
 		}
@@ -216,6 +217,22 @@ func (p *partition) hookCtx(w *worker, a *act, req *queues.Request) *turnCtx {
 		hc.parent = p.base
 	}
 	return hc
+}
+
+// handOnToken moves the grain's turn token, if the hook's ctx from took it
+// back after a call that let others in, to the ctx the turn goes on with,
+// which gives it up when the turn ends (execute).
+func handOnToken(a *act, from, to *turnCtx) {
+	x := a.x.Load()
+	if x == nil { // the token lives in the extra record: never taken
+		return
+	}
+	x.callMu.Lock()
+	if from.info.holdsToken {
+		from.info.holdsToken = false
+		to.info.holdsToken = true
+	}
+	x.callMu.Unlock()
 }
 
 // activateHook runs a's OnActivate, marked as running for an interleaving
