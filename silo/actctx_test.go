@@ -99,8 +99,10 @@ func TestAnAskActivationsHookCtxEndsAtItsGiveUp(t *testing.T) {
 	go func() { _, err := s.Ask(ctxT(t), grain.NewID("loader", "a"), "first"); asked <- err }()
 	<-g.in
 	<-g.trace
-	require.Eventually(t, func() bool { return s.Stats().Handoffs > 0 }, 10*time.Second, 100*time.Microsecond,
-		"the hook blocks: its partition is handed off, and the owner watches it")
+	require.NoError(t, s.Tell(ctxT(t), grain.NewID("loader", "a"), "second"))
+	// The hook blocks: its partition is handed off, and the owner that
+	// takes over watches the activation before it queues the tell behind it.
+	waitBacklog(t, s, 1)
 	clk.Advance(time.Minute + time.Second) // the deadline, and the idle tick after it
 	err := <-asked
 	require.ErrorIs(t, err, grain.ErrActivation)

@@ -52,9 +52,10 @@ func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
 	res.reply = nil
 	res.err = &grain.PanicError{ID: a.ID, Value: ErrGoexit, Stack: debug.Stack()}
 	tc := turnCtxOf(w, res.req)
-	if res.kind == tkActivate && tc != &w.tc {
+	if _, hooked := a.g.(grain.Activator); hooked && res.kind == tkActivate && tc != &w.tc {
 		// An ask's activation, whose hook ran under the worker's ctx
-		// (turn.go: execute): what that ctx holds, the turn does.
+		// (turn.go: execute, which readied it for this turn once the
+		// factory had made a.g): what that ctx holds, the turn does.
 		handOnToken(a, &w.tc, tc)
 		w.tc.release()
 	}
