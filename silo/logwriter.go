@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -38,6 +39,7 @@ type logWriter struct {
 }
 
 type logLine struct {
+	at    time.Time // when it was logged: a line's time is its event's, not its writing's
 	level slog.Level
 	msg   string
 	args  []any
@@ -65,7 +67,7 @@ func (w *logWriter) add(level slog.Level, msg string, args []any) {
 		w.dropped.Add(1)
 		return
 	}
-	w.q = append(w.q, logLine{level: level, msg: msg, args: args})
+	w.q = append(w.q, logLine{at: time.Now(), level: level, msg: msg, args: args})
 	start := !w.running
 	if start {
 		w.running = true
@@ -108,22 +110,24 @@ func (w *logWriter) run() {
 	}
 }
 
-// write hands one line to the Logger; a handler that panics loses it,
-// counted as dropped: the panic is not the silo's to die of.
+// write hands one line to the Logger's handler, as Logger.Log would but
+// with the time it was logged; a handler that panics loses it, counted as
+// dropped: the panic is not the silo's to die of. The ctx is the writer's
+// own: the line has no caller.
 func (w *logWriter) write(line logLine) {
 	defer func() {
 		if r := recover(); r != nil {
 			w.dropped.Add(1)
 		}
 	}()
-	switch {
-	case line.level >= slog.LevelError:
-		w.l.Error(line.msg, line.args...)
-	case line.level >= slog.LevelWarn:
-		w.l.Warn(line.msg, line.args...)
-	default:
-		w.l.Info(line.msg, line.args...)
+	ctx := context.Background()
+	h := w.l.Handler()
+	if !h.Enabled(ctx, line.level) {
+		return
 	}
+	r := slog.NewRecord(line.at, line.level, line.msg, 0)
+	r.Add(line.args...)
+	_ = h.Handle(ctx, r) // a handler's error has nowhere to go, as with Logger.Log
 }
 
 // close takes no more lines and waits for those queued to be written — as

@@ -204,3 +204,37 @@ func TestLinesForAStuckLoggerAreBounded(t *testing.T) {
 		last = i
 	}
 }
+
+// timeHandler records each line's time, once its gate lets it.
+type timeHandler struct {
+	gate  chan struct{}
+	times chan time.Time
+}
+
+func (h timeHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h timeHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h timeHandler) WithGroup(string) slog.Handler            { return h }
+func (h timeHandler) Handle(_ context.Context, r slog.Record) error {
+	<-h.gate
+	h.times <- r.Time
+	return nil
+}
+
+// A line's time is when the silo logged it, not when a slow Logger got to
+// write it.
+func TestALinesTimeIsWhenItWasLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := timeHandler{gate: make(chan struct{}), times: make(chan time.Time, 1)}
+		s, err := silo.New(silo.Config{Partitions: 1, Logger: slog.New(h)})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "f", failer))
+		require.NoError(t, s.Start())
+		defer s.Close()
+		logged := time.Now()
+		require.NoError(t, s.Tell(t.Context(), grain.NewID("f", "a"), 1)) // fails: a line
+		synctest.Wait()                                                   // logged, and stuck in the handler
+		time.Sleep(time.Minute)
+		close(h.gate)
+		assert.Equal(t, logged, <-h.times)
+	})
+}
