@@ -207,7 +207,7 @@ func (s *Silo) anySheddable() bool {
 // its own: one that panics or calls runtime.Goexit gives no reading
 // (logged), and one that has not returned within gaugeWait gives none yet
 // — the idle ticks, and idle collection with them, go on without it, and a
-// later tick takes what it returns.
+// later tick takes what it returns. s.shed.mu held.
 func (s *Silo) readGauge() (used uint64, ok bool) {
 	c := s.shed.call
 	if c == nil {
