@@ -143,3 +143,61 @@ func TestAReentrantHookThatCallsOutGivesItsTokenBack(t *testing.T) {
 		require.Equal(t, "pong", v)
 	}
 }
+
+// hookCallsPeer is a reentrant grain whose OnActivate calls the peer y,
+// reporting the call's error.
+type hookCallsPeer struct{ hookErr chan error }
+
+func (g hookCallsPeer) OnActivate(ctx context.Context, gc *grain.Context) error {
+	_, err := silo.Call[string](ctx, gc.Silo(), grain.NewID("peer", "y"), "ping")
+	g.hookErr <- err
+	return nil
+}
+
+func (hookCallsPeer) Receive(context.Context, *grain.Context, any) (any, error) { return "x-ok", nil }
+
+// A reentrant grain lets nothing in while its OnActivate runs, so a cycle
+// through its hook's call is a deadlock like any other: found at once, on
+// two chains. The peer's turn, which called the activating grain, fails
+// with ErrCallCycle; the hook's call, queued behind that turn, is answered;
+// the activation completes. (Reentrant kinds were no part of the wait-for
+// graph: both calls waited for their deadlines.)
+func TestACycleThroughAReentrantActivationFailsFast(t *testing.T) {
+	hookErr := make(chan error, 1)
+	yIn, gate := make(chan struct{}, 1), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "rhook", func(grain.ID) hookCallsPeer { return hookCallsPeer{hookErr} }, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "peer", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "callX" {
+					yIn <- struct{}{}
+					<-gate
+					return silo.Call[string](ctx, gc.Silo(), grain.NewID("rhook", "x"), "from y")
+				}
+				return "pong", nil
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromY := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, grain.NewID("peer", "y"), "callX"); fromY <- err }()
+	<-yIn // y's turn holds y
+	fromX := make(chan any, 1)
+	go func() {
+		v, err := s.Ask(ctx, grain.NewID("rhook", "x"), "hi") // on another chain: x activates, its hook calls y
+		if err != nil {
+			v = err
+		}
+		fromX <- v
+	}()
+	waitBacklog(t, s, 1) // the hook's call waits behind y's turn
+	close(gate)          // y calls x, which is activating: the cycle closes
+	err := <-fromY
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	var cyc *grain.CallCycleError
+	require.ErrorAs(t, err, &cyc)
+	assert.Equal(t, []grain.ID{grain.NewID("peer", "y"), grain.NewID("rhook", "x"), grain.NewID("peer", "y")}, cyc.Chain)
+	require.NoError(t, <-hookErr, "the hook's call was answered")
+	assert.Equal(t, "x-ok", <-fromX)
+}

@@ -17,7 +17,9 @@ import (
 // (30 s by default, as in Orleans, which does not detect this either).
 //
 // The silo keeps a wait-for graph of grains: an edge G → H while a turn of
-// the non-reentrant grain G waits on its one call, to H. A cycle can only
+// the non-reentrant grain G waits on its one call, to H — or while the
+// OnActivate of a reentrant G does, since a grain lets nothing in while it
+// activates (waitEdge.hook). A cycle can only
 // close when an ask is queued behind a busy grain (any other last step lets
 // the ask run), so that is where the owner looks: from the grain the ask is
 // queued behind, it follows the edges; if they lead back to the ask's own
@@ -66,6 +68,9 @@ type waitEdge struct {
 	thash  uint64 // target's hash
 	n      int    // calls out
 	letIn  bool   // the target lets req in while it waits (WithMayInterleave)
+	// hook: the waiting grain is of a reentrant kind, in OnActivate, which
+	// lets nothing in while it waits but calls back on its own chain
+	hook bool
 }
 
 // waitShard holds the edges of one partition's grains, by the hash of the
@@ -78,7 +83,7 @@ type waitShard struct {
 
 // start records that a turn of id (whose hash is h) waits on req, to
 // target (whose hash is th); letIn, that target lets req in while it waits.
-func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn bool) {
+func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool) {
 	w.mu.Lock()
 	if w.m == nil {
 		w.m = make(map[uint64]waitEdge)
@@ -88,7 +93,7 @@ func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target gra
 		e.n++
 		e.req = nil // several calls out (or two grains of one hash): unknown
 	} else {
-		e = waitEdge{id: id, req: req, target: target, thash: th, n: 1, letIn: letIn}
+		e = waitEdge{id: id, req: req, target: target, thash: th, n: 1, letIn: letIn, hook: hook}
 	}
 	w.m[h] = e
 	w.mu.Unlock()
@@ -121,6 +126,26 @@ func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target gra
 	return req, target, th, letIn
 }
 
+// hookWaits reports whether id (whose hash is h) is a reentrant grain whose
+// OnActivate waits on one call: it lets nothing in but calls back on its
+// own chain, as a grain of a kind in the graph does while it waits.
+func (w *waitShard) hookWaits(id grain.ID, h uint64) bool {
+	w.mu.Lock()
+	e, ok := w.m[h]
+	w.mu.Unlock()
+	return ok && e.hook && e.req != nil && e.id == id
+}
+
+// blocksWhileWaiting reports whether id's waits close deadlocks: its kind
+// is in the graph, or it is a reentrant grain waiting in its OnActivate.
+func (s *Silo) blocksWhileWaiting(id grain.ID) bool {
+	if s.recordsWaits(id) {
+		return true
+	}
+	h := id.Hash()
+	return s.waitsOf(h).hookWaits(id, h)
+}
+
 // recordsWaits reports whether id's kind is in the graph: a reentrant
 // grain lets asks in while its turns wait, so it never closes a deadlock;
 // a stateless worker's activations share an identity, which the graph
@@ -148,7 +173,7 @@ const maxCycle = 64
 // its caller back to it — or nil.
 func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 	caller := env.Sender()
-	if caller.IsZero() || !s.recordsWaits(caller) || env.Meta.MayInterleave {
+	if caller.IsZero() || env.Meta.MayInterleave || !s.blocksWhileWaiting(caller) {
 		// No caller to wait; or one that lets in whatever comes; or env
 		// may go in as soon as its target has room for it.
 		return nil
@@ -164,7 +189,7 @@ func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 		if req == nil || req.Resolved() || req.Abandoned() {
 			return nil // cur's turn is not stuck on one known call
 		}
-		if req.Interleave || letIn || !s.recordsWaits(next) {
+		if req.Interleave || (letIn || !s.recordsWaits(next)) && !s.waitsOf(nh).hookWaits(next, nh) {
 			return nil // next lets req in while it waits
 		}
 		asks = append(asks, req)

@@ -35,8 +35,8 @@ func TestStatelessWorkersAreNotInTheDeadlockGraph(t *testing.T) {
 	w, a := grain.NewID("w", "x"), grain.NewID("a", "y")
 	fromW := queues.NewRequest(ctx, nil) // an activation of w calling a
 	fromA := queues.NewRequest(ctx, nil) // a calling w
-	s.waitsOf(w.Hash()).start(w, w.Hash(), fromW, a, a.Hash(), false)
-	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false)
+	s.waitsOf(w.Hash()).start(w, w.Hash(), fromW, a, a.Hash(), false, false)
+	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false)
 	// w's ask, queued behind a, whose turn waits on w.
 	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
 	assert.Nil(t, s.closesCycle(&env))

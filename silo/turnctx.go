@@ -33,6 +33,19 @@ type turnInfo struct {
 	deactivating bool
 }
 
+// reentrantHook reports whether the turn is the OnActivate of a grain of a
+// reentrant kind: unlike the kind's other turns, it lets nothing in while
+// it waits (interleave.go: open), so its calls are edges of the wait-for
+// graph (deadlock.go).
+func (ti *turnInfo) reentrantHook() bool {
+	k := ti.a.k
+	if !k.reentrant || k.workers > 1 {
+		return false
+	}
+	x := ti.a.x.Load()
+	return x != nil && x.activating.Load()
+}
+
 // chain returns the call chain of the request the turn handles.
 func (ti *turnInfo) chain() queues.Chain {
 	if ti.req == nil {
