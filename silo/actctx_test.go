@@ -3,6 +3,8 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -200,4 +202,48 @@ func TestACycleThroughAReentrantActivationFailsFast(t *testing.T) {
 	assert.Equal(t, []grain.ID{grain.NewID("peer", "y"), grain.NewID("rhook", "x"), grain.NewID("peer", "y")}, cyc.Chain)
 	require.NoError(t, <-hookErr, "the hook's call was answered")
 	assert.Equal(t, "x-ok", <-fromX)
+}
+
+// exitsAfterCallingOut is a reentrant grain whose first OnActivate calls a
+// peer (taking its turn token back after) and then ends its goroutine with
+// runtime.Goexit, as a require in a test's hook would.
+type exitsAfterCallingOut struct{ first bool }
+
+func (g *exitsAfterCallingOut) OnActivate(ctx context.Context, gc *grain.Context) error {
+	if _, err := silo.Call[string](ctx, gc.Silo(), grain.NewID("peer", "p"), "ping"); err != nil {
+		return err
+	}
+	if g.first {
+		runtime.Goexit()
+	}
+	return nil
+}
+
+func (*exitsAfterCallingOut) Receive(ctx context.Context, gc *grain.Context, _ any) (any, error) {
+	return silo.Call[string](ctx, gc.Silo(), grain.NewID("peer", "p"), "ping")
+}
+
+// An ask's activation whose hook took the turn token back and then called
+// runtime.Goexit fails like a panic, and leaves nothing stuck: the fresh
+// activation that follows calls out and is answered.
+func TestAGoexitInAReentrantHookLeavesNothingStuck(t *testing.T) {
+	var built atomic.Int32
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "exits", func(grain.ID) *exitsAfterCallingOut {
+			return &exitsAfterCallingOut{first: built.Add(1) == 1}
+		}, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "peer", func(grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) { return "pong", nil }
+		}))
+	})
+	id := grain.NewID("exits", "a")
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	_, err := s.Ask(ctx, id, "first")
+	require.ErrorIs(t, err, silo.ErrGoexit)
+	for i := range 3 {
+		v, err := s.Ask(ctx, id, i)
+		require.NoError(t, err, "turn %d", i)
+		require.Equal(t, "pong", v)
+	}
 }

@@ -55,8 +55,8 @@ func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
 	if _, hooked := a.g.(grain.Activator); hooked && res.kind == tkActivate && tc != &w.tc {
 		// An ask's activation, whose hook ran under the worker's ctx
 		// (turn.go: execute, which readied it for this turn once the
-		// factory had made a.g): what that ctx holds, the turn does.
-		handOnToken(a, &w.tc, tc)
+		// factory had made a.g): its channel, if it made one, ends. A
+		// token it took back goes with the activation, which fails.
 		w.tc.release()
 	}
 	if x := a.x.Load(); x != nil {
