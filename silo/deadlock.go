@@ -189,8 +189,8 @@ func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 		if req == nil || req.Resolved() || req.Abandoned() {
 			return nil // cur's turn is not stuck on one known call
 		}
-		if req.Interleave || (letIn || !s.recordsWaits(next)) && !s.waitsOf(nh).hookWaits(next, nh) {
-			return nil // next lets req in while it waits
+		if req.Interleave || ((letIn || !s.recordsWaits(next)) && !s.waitsOf(nh).hookWaits(next, nh)) {
+			return nil // next lets req in while it waits (an activating grain lets nothing in)
 		}
 		asks = append(asks, req)
 		path = append(path, next)
