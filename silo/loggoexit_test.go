@@ -15,21 +15,14 @@ import (
 	"github.com/granary-go/granary/silo"
 )
 
-// hostileHandler is a slog handler that counts each line, then does what
-// a hostile handler does: runtime.Goexit, as a test's handler that calls
-// t.FailNow on a warning would, or a panic.
-type hostileHandler struct {
-	lines *atomic.Int32
-	then  func()
-}
-
-func (h hostileHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h hostileHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h hostileHandler) WithGroup(string) slog.Handler            { return h }
-func (h hostileHandler) Handle(context.Context, slog.Record) error {
-	h.lines.Add(1)
-	h.then()
-	return nil
+// hostile is a Logger that counts each line, then does what a hostile
+// handler does: runtime.Goexit, as a test's handler that calls t.FailNow on
+// a warning would, or a panic.
+func hostile(lines *atomic.Int32, then func()) *slog.Logger {
+	return slog.New(handlerFunc(func(slog.Record) {
+		lines.Add(1)
+		then()
+	}))
 }
 
 // sulker fails its OnDeactivate, which the silo logs.
@@ -44,7 +37,7 @@ func (sulker) OnDeactivate(context.Context, *grain.Context) error        { retur
 // afresh.
 func TestALoggerCallingGoexitDoesNotCutTheSilosWorkShort(t *testing.T) {
 	var lines, built atomic.Int32
-	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(hostileHandler{&lines, runtime.Goexit})}, func(s *silo.Silo) {
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: hostile(&lines, runtime.Goexit)}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "sulker", func(grain.ID) sulker { built.Add(1); return sulker{} }))
 	})
 	id := grain.NewID("sulker", "a")
@@ -70,7 +63,7 @@ func TestALoggerCallingGoexitDoesNotCutTheSilosWorkShort(t *testing.T) {
 // process and the silo's work go on.
 func TestALoggerThatPanicsLosesOnlyItsLines(t *testing.T) {
 	var lines atomic.Int32
-	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(hostileHandler{&lines, func() { panic("handler boom") }})}, func(s *silo.Silo) {
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: hostile(&lines, func() { panic("handler boom") })}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "sulker", func(grain.ID) sulker { return sulker{} }))
 	})
 	id := grain.NewID("sulker", "a")

@@ -16,39 +16,35 @@ import (
 	"github.com/granary-go/granary/silo"
 )
 
-// gatedHandler is a slog handler that records each line's "err" and
-// writes nothing more until its gate lets it: a Logger stuck on a full pipe,
-// or a log shipper pushing back.
+// gatedHandler is a Logger that records each line's "err" and writes
+// nothing more until its gate lets it: a Logger stuck on a full pipe, or a
+// log shipper pushing back.
 type gatedHandler struct {
 	gate    chan struct{}
-	mu      *sync.Mutex
-	written *[]string
+	mu      sync.Mutex
+	written []string
 }
 
-func newGatedHandler() gatedHandler {
-	return gatedHandler{gate: make(chan struct{}), mu: new(sync.Mutex), written: new([]string)}
+func newGatedHandler() *gatedHandler { return &gatedHandler{gate: make(chan struct{})} }
+
+func (h *gatedHandler) logger() *slog.Logger {
+	return slog.New(handlerFunc(func(r slog.Record) {
+		<-h.gate
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				h.mu.Lock()
+				h.written = append(h.written, a.Value.String())
+				h.mu.Unlock()
+			}
+			return true
+		})
+	}))
 }
 
-func (h gatedHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h gatedHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h gatedHandler) WithGroup(string) slog.Handler            { return h }
-func (h gatedHandler) Handle(_ context.Context, r slog.Record) error {
-	<-h.gate
-	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "err" {
-			h.mu.Lock()
-			*h.written = append(*h.written, a.Value.String())
-			h.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
-func (h gatedHandler) lines() []string {
+func (h *gatedHandler) lines() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]string(nil), *h.written...)
+	return append([]string(nil), h.written...)
 }
 
 // failer fails every message but "ok" with an error naming the message.
@@ -66,7 +62,7 @@ func failer(grain.ID) grain.Func {
 // all: an ask to another grain of the partition timed out.)
 func TestABlockedLoggerHoldsUpNoGrain(t *testing.T) {
 	h := newGatedHandler()
-	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(h)}, func(s *silo.Silo) {
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: h.logger()}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "f", failer))
 	})
 	ctx := ctxT(t)
@@ -88,7 +84,7 @@ func TestABlockedLoggerHoldsUpNoGrain(t *testing.T) {
 func TestLinesAreWrittenInOrderBeforeShutdownReturns(t *testing.T) {
 	h := newGatedHandler()
 	close(h.gate)
-	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(h), LogSampling: silo.LogSampling{First: -1}},
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: h.logger(), LogSampling: silo.LogSampling{First: -1}},
 		func(s *silo.Silo) { require.NoError(t, silo.Register(s, "f", failer)) })
 	ctx := ctxT(t)
 	var want []string
@@ -113,7 +109,7 @@ func TestCloseDoesNotHangOnAStuckLogger(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				h := newGatedHandler()
-				s, err := silo.New(silo.Config{Partitions: 1, Logger: slog.New(h), LogSampling: silo.LogSampling{First: -1}})
+				s, err := silo.New(silo.Config{Partitions: 1, Logger: h.logger(), LogSampling: silo.LogSampling{First: -1}})
 				require.NoError(t, err)
 				require.NoError(t, silo.Register(s, "f", failer))
 				require.NoError(t, s.Start())
@@ -141,7 +137,12 @@ func TestShutdownWaitsForASlowLogger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var got []string
-		slow := slog.New(slowHandler{each: 800 * time.Millisecond, mu: &mu, got: &got})
+		slow := slog.New(handlerFunc(func(r slog.Record) {
+			time.Sleep(800 * time.Millisecond) // a slow sink; in the bubble, the fake clock moves
+			mu.Lock()
+			got = append(got, r.Message)
+			mu.Unlock()
+		}))
 		s, err := silo.New(silo.Config{Partitions: 1, Logger: slow, LogSampling: silo.LogSampling{First: -1}})
 		require.NoError(t, err)
 		require.NoError(t, silo.Register(s, "f", failer))
@@ -157,28 +158,11 @@ func TestShutdownWaitsForASlowLogger(t *testing.T) {
 	})
 }
 
-type slowHandler struct {
-	each time.Duration
-	mu   *sync.Mutex
-	got  *[]string
-}
-
-func (h slowHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h slowHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h slowHandler) WithGroup(string) slog.Handler            { return h }
-func (h slowHandler) Handle(_ context.Context, r slog.Record) error {
-	time.Sleep(h.each) // a slow sink; in the bubble, the fake clock moves
-	h.mu.Lock()
-	*h.got = append(*h.got, r.Message)
-	h.mu.Unlock()
-	return nil
-}
-
 // Lines pile up for a stuck Logger only so far: past the bound, each is
 // dropped and counted, and the silo goes on.
 func TestLinesForAStuckLoggerAreBounded(t *testing.T) {
 	h := newGatedHandler()
-	s := newSilo(t, silo.Config{Partitions: 1, Logger: slog.New(h), LogSampling: silo.LogSampling{First: -1}},
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: h.logger(), LogSampling: silo.LogSampling{First: -1}},
 		func(s *silo.Silo) { require.NoError(t, silo.Register(s, "f", failer)) })
 	ctx := ctxT(t)
 	const n = 3000
@@ -205,27 +189,16 @@ func TestLinesForAStuckLoggerAreBounded(t *testing.T) {
 	}
 }
 
-// timeHandler records each line's time, once its gate lets it.
-type timeHandler struct {
-	gate  chan struct{}
-	times chan time.Time
-}
-
-func (h timeHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h timeHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h timeHandler) WithGroup(string) slog.Handler            { return h }
-func (h timeHandler) Handle(_ context.Context, r slog.Record) error {
-	<-h.gate
-	h.times <- r.Time
-	return nil
-}
-
 // A line's time is when the silo logged it, not when a slow Logger got to
 // write it: the second line waits a minute behind the first.
 func TestALinesTimeIsWhenItWasLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := timeHandler{gate: make(chan struct{}), times: make(chan time.Time, 2)}
-		s, err := silo.New(silo.Config{Partitions: 1, Logger: slog.New(h), LogSampling: silo.LogSampling{First: -1}})
+		gate, times := make(chan struct{}), make(chan time.Time, 2)
+		stamps := slog.New(handlerFunc(func(r slog.Record) { // each line's time, once the gate lets it
+			<-gate
+			times <- r.Time
+		}))
+		s, err := silo.New(silo.Config{Partitions: 1, Logger: stamps, LogSampling: silo.LogSampling{First: -1}})
 		require.NoError(t, err)
 		require.NoError(t, silo.Register(s, "f", failer))
 		require.NoError(t, s.Start())
@@ -237,7 +210,7 @@ func TestALinesTimeIsWhenItWasLogged(t *testing.T) {
 			synctest.Wait()                                                   // the first is stuck in the handler, the second waits
 			time.Sleep(time.Minute)
 		}
-		close(h.gate)
-		assert.Equal(t, logged, []time.Time{<-h.times, <-h.times})
+		close(gate)
+		assert.Equal(t, logged, []time.Time{<-times, <-times})
 	})
 }
