@@ -2,4 +2,12 @@ package silo
 
 // WaitLogged waits until every line logged so far has been written to
 // Config.Logger: a test reads the log once the lines it expects are there.
-func (s *Silo) WaitLogged() { <-s.logw.idle() }
+func (s *Silo) WaitLogged() {
+	w := s.logw
+	w.mu.Lock()
+	running, drained := w.running, w.drained
+	w.mu.Unlock()
+	if running {
+		<-drained
+	}
+}

@@ -162,16 +162,3 @@ func (w *logWriter) close() {
 		t.Reset(logLineWait)
 	}
 }
-
-// idle returns a channel closed once no line waits to be written (for
-// tests, which read what was logged).
-func (w *logWriter) idle() <-chan struct{} {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.running {
-		return w.drained
-	}
-	done := make(chan struct{})
-	close(done)
-	return done
-}
