@@ -43,7 +43,8 @@ func (f Func) Receive(ctx context.Context, c *Context, msg any) (any, error) { r
 // kind's supervision limits (messages meanwhile fail with its error). The
 // silo bounds it (silo.Config.ActivationTimeout): one that does not return
 // in time fails the same way, its ctx ended. ctx is the activation's, not
-// the first message's: it carries the first caller's values, but does not
+// the first message's: it carries the first caller's values (a tell's, those
+// the silo's ContextPropagator carried), but does not
 // end when that caller gives up, since the messages queued behind it wait
 // for the same activation.
 type Activator interface {

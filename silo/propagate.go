@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime/debug"
 
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
@@ -18,7 +19,7 @@ import (
 // values.
 //
 // Extract runs in Tell, on the sender's goroutine: what it returns travels
-// with the message — nil carries nothing, and costs nothing — and must not
+// with the message (and into the OnActivate of a grain the tell activates) — nil carries nothing, and costs nothing — and must not
 // change afterwards. Inject runs in the turn, before the kind's filters, so
 // they see its ctx too: it returns the handler's ctx, derived from the one
 // it is given (the turn's, whose cancellation and values the silo needs).
@@ -113,6 +114,29 @@ func (w *worker) runCarrying(tc *turnCtx, a *act, c *queues.Carrying) (any, erro
 	inj.pr, inj.carried, inj.next = pr, c.Carried, w.receiver(a)
 	defer inj.clear()
 	return activation.Run(tc, inj, &w.gc, c.Msg)
+}
+
+// hookValues returns the ctx a grain's OnActivate runs under when the tell
+// that activates it carries its sender's values: the one the propagator
+// injects them into, as for the handler after it — a trace's span covers
+// the state's load as it would for an ask's, whose hook has its caller's
+// values. Inject panicking or returning nil fails the activation, as it
+// would fail the turn.
+func (w *worker) hookValues(tc context.Context, first any) (ctx context.Context, err error) {
+	c, ok := first.(*queues.Carrying)
+	pr := w.p.s.cfg.Propagator
+	if !ok || pr == nil {
+		return tc, nil
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			ctx, err = nil, &grain.PanicError{ID: w.gc.ID(), Value: v, Stack: debug.Stack()}
+		}
+	}()
+	if ctx = pr.Inject(tc, c.Carried); ctx == nil {
+		return nil, errNilInject
+	}
+	return ctx, nil
 }
 
 // injector is the outermost layer of a turn whose message carries

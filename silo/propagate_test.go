@@ -215,3 +215,67 @@ func TestACarryingMessageWithoutAPropagator(t *testing.T) {
 	require.NoError(t, s.Tell(ctxT(t), grain.NewID("plain", "a"), &queues.Carrying{Msg: "hello", Carried: "span"}))
 	assert.Equal(t, "hello", <-got)
 }
+
+// loader is a grain whose OnActivate reports the trace id its ctx has, as a
+// load of its state traced under its first message's span would.
+type loader struct {
+	tracer
+	hooked chan<- string
+}
+
+func (g *loader) OnActivate(ctx context.Context, gc *grain.Context) error {
+	trace, _ := ctx.Value(traceKey{}).(string)
+	g.hooked <- gc.ID().Key() + ": " + trace
+	if trace == "refuse" {
+		return errors.New("refused")
+	}
+	return nil
+}
+
+// A grain activated by a tell runs OnActivate under the values its tell
+// carried, as one activated by an ask runs it under its caller's; an Inject
+// that fails, fails the activation.
+func TestAnActivationHasTheValuesItsTellCarried(t *testing.T) {
+	seen, hooked := make(chan string, 4), make(chan string, 4)
+	s := newSilo(t, silo.Config{Propagator: silo.PropagatorFuncs{
+		ExtractFunc: traceProp.ExtractFunc,
+		InjectFunc: func(ctx context.Context, carried any) context.Context {
+			if carried == "panic" {
+				panic("inject")
+			}
+			return context.WithValue(ctx, traceKey{}, carried)
+		},
+	}}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "loader", func(grain.ID) *loader {
+			return &loader{tracer: tracer{seen: seen}, hooked: hooked}
+		}))
+	})
+	dl := s.SubscribeDeadLetters(4)
+	with := func(v string) context.Context { return context.WithValue(ctxT(t), traceKey{}, v) }
+
+	require.NoError(t, s.Tell(with("t-1"), grain.NewID("loader", "a"), pass{}))
+	assert.Equal(t, "a: t-1", <-hooked)
+	assert.Equal(t, "a from outside: t-1", <-seen)
+
+	_, err := s.Ask(with("t-2"), grain.NewID("loader", "b"), pass{})
+	require.NoError(t, err)
+	assert.Equal(t, "b: t-2", <-hooked)
+	assert.Equal(t, "b from outside: t-2", <-seen)
+
+	require.NoError(t, s.Tell(ctxT(t), grain.NewID("loader", "c"), pass{}))
+	assert.Equal(t, "c: ", <-hooked, "nothing carried, nothing injected")
+	assert.Equal(t, "c from outside: ", <-seen)
+
+	require.NoError(t, s.Tell(with("panic"), grain.NewID("loader", "d"), pass{}))
+	var d silo.DeadLetter
+	select {
+	case d = <-dl.C:
+	case <-ctxT(t).Done():
+		t.Fatal("no dead letter for the tell whose activation failed")
+	}
+	assert.Equal(t, grain.ReasonActivationFailed, d.Reason)
+	var pe *grain.PanicError
+	require.ErrorAs(t, d.Err, &pe)
+	assert.Equal(t, "inject", pe.Value)
+	assert.Empty(t, hooked, "the hook did not run")
+}

@@ -165,7 +165,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			if _, hooked := g.(grain.Activator); hooked {
 				hc = p.hookCtx(w, a, res.req)
 			}
-			err = p.activateHook(w, a, hc)
+			err = p.activateHook(w, a, hc, env.Msg)
 			if hc != tc {
 				handOnToken(a, hc, tc)
 				hc.release() // the hook's ctx ends with the hook
@@ -236,15 +236,20 @@ func handOnToken(a *act, from, to *turnCtx) {
 }
 
 // activateHook runs a's OnActivate, marked as running for an interleaving
-// kind (see actExtra.activating).
-func (p *partition) activateHook(w *worker, a *act, tc *turnCtx) error {
+// kind (see actExtra.activating), under the values its first message, a
+// tell's, carries (see hookValues).
+func (p *partition) activateHook(w *worker, a *act, tc *turnCtx, first any) error {
+	ctx, err := w.hookValues(tc, first)
+	if err != nil {
+		return err
+	}
 	if !a.k.interleaves() {
-		return activation.Activate(tc, a.g, &w.gc)
+		return activation.Activate(ctx, a.g, &w.gc)
 	}
 	x := a.extra()
 	x.activating.Store(true)
 	defer x.activating.Store(false)
-	return activation.Activate(tc, a.g, &w.gc)
+	return activation.Activate(ctx, a.g, &w.gc)
 }
 
 // dropExpired drops an ask whose caller gave up before its turn began, as a
