@@ -324,7 +324,8 @@ func (l *Leaderboard) Receive(_ context.Context, _ *grain.Context, msg any) (any
 		if m.N < 0 {
 			return nil, fmt.Errorf("leaderboard: Top{N: %d}: not negative", m.N)
 		}
-		return slices.Clone(l.rank[:min(m.N, len(l.rank))]), nil // the reply is the caller's
+		// The reply is the caller's; an empty board is an empty list.
+		return append([]Entry{}, l.rank[:min(m.N, len(l.rank))]...), nil
 	default:
 		return nil, fmt.Errorf("leaderboard: unexpected %T", msg)
 	}

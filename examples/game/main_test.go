@@ -78,6 +78,14 @@ func TestHTTP(t *testing.T) {
 		}
 		return resp.StatusCode
 	}
+	// Before any match, the leaderboard is an empty list, not null.
+	resp, err := http.Get(srv.URL + "/leaderboard")
+	require.NoError(t, err)
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	assert.Equal(t, "[]\n", string(body))
+
 	// A client follows alice's events before she joins: the response's
 	// headers come once it is subscribed.
 	stream, err := http.Get(srv.URL + "/players/alice/events?n=2")
