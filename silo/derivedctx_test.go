@@ -235,3 +235,39 @@ func TestAnActivationThatReadsDoneLeavesLaterTurnsTheirCtx(t *testing.T) {
 		require.NoError(t, <-seen, key)
 	}
 }
+
+// A handler that bounds its work with a timeout derived from a tell's turn
+// ctx, and sees it expire: the context package's timer then unlinks the
+// derived ctx from its parent, on a goroutine of its own, which may still
+// run as the worker's ctx is readied for the next turn. It must not read
+// that ctx (a data race under -race, in the program's tests): the turn's
+// ctx sends the context package through its AfterFunc, whose undoing
+// touches only the silo's own ctx.
+func TestATimeoutDerivedInATellTurnLeavesTheReusedCtxAlone(t *testing.T) {
+	const turns = 300
+	done := make(chan struct{}, turns)
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "bounded", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "bound" {
+					c, cancel := context.WithTimeout(ctx, 50*time.Microsecond)
+					defer cancel()
+					<-c.Done() // its timer fired: the unlinking runs on after this
+				}
+				done <- struct{}{}
+				return nil, nil
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	for i := range turns {
+		msg := "bound"
+		if i%2 == 1 {
+			msg = "next" // a turn right after, on the same worker and its ctx
+		}
+		require.NoError(t, s.Tell(ctx, grain.NewIntID("bounded", int64(i%7)), msg))
+	}
+	for range turns {
+		<-done
+	}
+}

@@ -336,5 +336,12 @@ func (c *turnCtx) Value(key any) any {
 	if c.parent != nil {
 		return c.parent.Value(key)
 	}
-	return c.home.base.Value(key)
+	// The silo's ctx carries no values, so a tell's has none — and must
+	// not show the context package the cancelCtx under it: found, a ctx
+	// derived in the turn registers with it directly, and its timer's
+	// unlinking (removeChild) reads this ctx from another goroutine, maybe
+	// as the worker readies it for its next turn (a data race). Not found,
+	// the package registers through AfterFunc, whose undoing touches only
+	// the silo's ctx.
+	return nil
 }
