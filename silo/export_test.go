@@ -11,3 +11,13 @@ func (s *Silo) WaitLogged() {
 		<-drained
 	}
 }
+
+// WorkersMade counts the workers the silo's handoffs had to make, not
+// finding one in their partition's pool (workerpool.go).
+func (s *Silo) WorkersMade() uint64 {
+	var n uint64
+	for _, p := range s.parts {
+		n += p.workersMade.Load()
+	}
+	return n
+}

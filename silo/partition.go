@@ -84,6 +84,9 @@ type partition struct {
 	idleQuiet atomic.Bool
 	idleLen   atomic.Int64 // grains in the idle wheel at the last idle tick (memory.go)
 	waits     waitShard    // the wait-for edges of this partition's grains (deadlock.go)
+	spare     sync.Pool    // workers of finished handoffs (workerpool.go)
+	// workers freshWorker had to make: a test's window on the pool
+	workersMade atomic.Uint64
 }
 
 func newPartition(s *Silo, idx, limit int) (*partition, error) {
@@ -131,12 +134,18 @@ func (p *partition) run(w, from *worker) {
 			p.orphans[from.req] = struct{}{}
 		}
 		p.watchActivation(from)
+		p.doneWith(from) // read: it may be pooled once its turn is over too
 	}
 	for p.step(w) {
 	}
 	exited = false
 	if w.word.Load()&stateMask == wDetached {
 		p.s.turnEnded() // this goroutine ends as a turn handed off, not an owner
+		// An activation's worker stays watched (acttimeout.go); a lent one's
+		// ctx may still be read (workerpool.go).
+		if w.kind != tkActivate && !w.lent.Load() {
+			p.doneWith(w)
+		}
 	} else {
 		p.s.owners.Done()
 	}

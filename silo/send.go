@@ -176,7 +176,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			runtime.Gosched()
 			select {
 			case r := <-done:
-				return s.answered(ask, done, r)
+				return s.answered(ti, ask, done, r)
 			default:
 			}
 		}
@@ -190,7 +190,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	runtime.Gosched()
 	select {
 	case r := <-done:
-		return s.answered(ask, done, r)
+		return s.answered(ti, ask, done, r)
 	default:
 	}
 	// Without a deadline on ctx, the default call timeout runs on a pooled
@@ -206,20 +206,22 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	}
 	select {
 	case r := <-done:
-		return s.answered(ask, done, r)
+		return s.answered(ti, ask, done, r)
 	case <-ctx.Done():
 		// A reply may have raced the deadline: prefer it.
 		select {
 		case r := <-done:
-			return s.answered(ask, done, r)
+			return s.answered(ti, ask, done, r)
 		default:
 		}
 		req.Abandon()       // a turn not begun yet is dropped, not run for nobody
 		ask.tc.callerGone() // one under way sees its ctx end
+		ti.lend()
 		return nil, asTimeout(id, context.Cause(ctx))
 	case <-expired:
 		req.Abandon()
 		ask.tc.timeOut() // the handler's ctx ends with the call, as the caller's would have
+		ti.lend()
 		return nil, &grain.TimeoutError{ID: id, Cause: errDefaultTimeout}
 	}
 }
@@ -231,9 +233,13 @@ var errDefaultTimeout = fmt.Errorf("granary: default call timeout (Config.CallTi
 
 // answered ends an ask that has its reply: the reply channel goes back to
 // the pool (nothing will send on it again), and the handler's ctx is over.
-func (s *Silo) answered(ask *askCtx, done chan queues.Result, r queues.Result) (any, error) {
+// ti is the calling turn's, if a grain called.
+func (s *Silo) answered(ti *turnInfo, ask *askCtx, done chan queues.Result, r queues.Result) (any, error) {
 	s.replies.Put(done)
 	ask.tc.ended.Store(true)
+	if r.Err != nil {
+		ti.lend() // an error may come from a turn that goes on: a given-up activation's
+	}
 	return r.Value, r.Err
 }
 

@@ -47,6 +47,12 @@ type worker struct {
 	// atomically
 	actRace int32
 	labeled *kind // the kind whose profile labels w's goroutine has (labels.go)
+	// the parties done with w after it handed its partition off: 2 puts it
+	// back in the pool (workerpool.go)
+	handoffDone atomic.Int32
+	// a call of its turn went unanswered: its turn ctx may still be read,
+	// so it is not pooled (workerpool.go)
+	lent atomic.Bool
 }
 
 // runTask is the goroutine of a worker launched to take over its partition.
@@ -114,7 +120,7 @@ func (w *worker) detachAt(x uint64, slow bool) bool {
 		return false
 	}
 	p.handoffs.Add(1)
-	nw := newWorker(p, false)
+	nw := p.freshWorker()
 	nw.from = w
 	p.s.runners.launch(nw)
 	return true
