@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -270,4 +271,43 @@ func TestATimeoutDerivedInATellTurnLeavesTheReusedCtxAlone(t *testing.T) {
 	for range turns {
 		<-done
 	}
+}
+
+// A tell's handler passes its ctx to a library that watches it from a
+// goroutine of its own until the work is closed — database/sql's Rows do
+// (awaitDone), net/http's transport too — and that goroutine may first look
+// at the ctx after the handler has returned, as the worker readies the ctx
+// for its next turn. The look must not race with that (under -race, in the
+// program's tests): a turn rewrites only the fields of its worker's ctx
+// that change, and a tell's next turn changes none that Done reads.
+func TestALibraryWatchingATellsCtxLateDoesNotRaceTheNextTurn(t *testing.T) {
+	const turns = 400
+	done := make(chan struct{}, turns)
+	var watchers sync.WaitGroup
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "querier", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+				closed := make(chan struct{})
+				watchers.Add(1)
+				go func() { // as database/sql's Rows.awaitDone
+					defer watchers.Done()
+					select {
+					case <-ctx.Done():
+					case <-closed:
+					}
+				}()
+				close(closed) // the rows are closed before the handler returns
+				done <- struct{}{}
+				return nil, nil
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	for i := range turns {
+		require.NoError(t, s.Tell(ctx, grain.NewIntID("querier", int64(i%5)), i))
+	}
+	for range turns {
+		<-done
+	}
+	watchers.Wait()
 }

@@ -211,10 +211,21 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 		// tell's handler found its ctx canceled.
 		c.m.Store(nil)
 	}
-	c.parent = parent
+	// What Done, Err, Deadline and Value read is written only if it
+	// changes: a library may watch a tell's ctx from a goroutine of its
+	// own that first looks after the turn (database/sql's Rows do), and a
+	// write here would race with that look; a tell's next turn changes
+	// none of it.
+	if c.parent != parent {
+		c.parent = parent
+	}
 	c.info.a = a
-	c.info.req = req
-	c.info.w = w
+	if c.info.req != req {
+		c.info.req = req
+	}
+	if c.info.w != w {
+		c.info.w = w
+	}
 	c.info.calls = 0
 	c.info.holdsToken = interleaved
 	c.info.retaking = false
