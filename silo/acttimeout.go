@@ -87,7 +87,9 @@ func (p *partition) activationOverran(a *act, w *worker) {
 		return
 	}
 	p.s.log(slog.LevelWarn, "granary: the activation overran its timeout; it failed without it", "grain", a.ID.String())
-	w.tc.timeOut() // the hook's ctx (turn.go: execute) ends, DeadlineExceeded
+	if hc := w.hook.Load(); hc != nil { // else it is not there yet: hookCtx ends it
+		hc.timeOut() // the hook's ctx (turn.go: hookCtx) ends, DeadlineExceeded
+	}
 	// The first message is the turn's env, written before the turn began:
 	// the turn will not run it.
 	if first := w.env; first.Msg != nil {

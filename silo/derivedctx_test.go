@@ -311,3 +311,49 @@ func TestALibraryWatchingATellsCtxLateDoesNotRaceTheNextTurn(t *testing.T) {
 	}
 	watchers.Wait()
 }
+
+// loadingGrain's OnActivate loads its state through a library that watches
+// the ctx from a goroutine of its own, as database/sql's Rows do.
+type loadingGrain struct{ watchers *sync.WaitGroup }
+
+func (g loadingGrain) OnActivate(ctx context.Context, _ *grain.Context) error {
+	closed := make(chan struct{})
+	g.watchers.Add(1)
+	go func() {
+		defer g.watchers.Done()
+		select {
+		case <-ctx.Done():
+		case <-closed:
+		}
+	}()
+	close(closed)
+	return nil
+}
+
+func (loadingGrain) Receive(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+
+// The same for OnActivate, activated by tells and by asks: the hook's ctx
+// is its own, so the turns after it on the worker rewrite nothing a late
+// look at it reads.
+func TestALibraryWatchingAHooksCtxLateDoesNotRaceTheNextTurn(t *testing.T) {
+	var watchers sync.WaitGroup
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "loading", func(grain.ID) loadingGrain { return loadingGrain{&watchers} },
+			silo.WithIdleTimeout(-1)))
+		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
+	})
+	ctx := ctxT(t)
+	for i := range 200 {
+		id := grain.NewIntID("loading", int64(i)) // a new grain each time: an activation
+		if i%2 == 0 {
+			require.NoError(t, s.Tell(ctx, id, "hello"))
+		} else {
+			_, err := s.Ask(ctx, id, "hello")
+			require.NoError(t, err)
+		}
+		require.NoError(t, s.Tell(ctx, grain.NewID("counter", "c"), incr{1})) // the worker's next turn
+	}
+	_, err := s.Ask(ctx, grain.NewID("counter", "c"), get{})
+	require.NoError(t, err)
+	watchers.Wait()
+}

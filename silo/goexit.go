@@ -52,12 +52,12 @@ func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
 	res.reply = nil
 	res.err = &grain.PanicError{ID: a.ID, Value: ErrGoexit, Stack: debug.Stack()}
 	tc := turnCtxOf(w, res.req)
-	if _, hooked := a.g.(grain.Activator); hooked && res.kind == tkActivate && tc != &w.tc {
-		// An ask's activation, whose hook ran under the worker's ctx
-		// (turn.go: execute, which readied it for this turn once the
-		// factory had made a.g): its channel, if it made one, ends. A
-		// token it took back goes with the activation, which fails.
-		w.tc.release()
+	if hc := w.hook.Load(); hc != nil && res.kind == tkActivate {
+		// It exited in OnActivate, under the hook's own ctx (turn.go:
+		// hookCtx): its channel, if it made one, ends, and a token it took
+		// back goes to the turn's ctx, which gives it up below.
+		handOnToken(a, hc, tc)
+		hc.release()
 	}
 	if x := a.x.Load(); x != nil {
 		x.callMu.Lock()

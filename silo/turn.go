@@ -85,6 +85,7 @@ func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envel
 	res := &w.res
 	w.a, w.env = a, env // for a turn that ends in runtime.Goexit (see goexit.go), and a give-up
 	w.actRace = actHooking
+	w.hook.Store(nil)
 	w.begin()
 	p.execute(w, a, k, &env, false, res)
 	var first *queues.Envelope // an activation turn's message, if it did not run
@@ -149,12 +150,12 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		res.reply, res.err = w.run(tc, a, env.Msg)
 	case tkActivate:
 		// The activation is the grain's, not its first caller's: OnActivate
-		// runs under a ctx of its own, in the worker, which ends at the
-		// silo's Close and at a give-up on the activation (timeOut), but not
-		// when the first caller gives up — else one impatient caller failed
-		// the activation, and every message queued behind it, for callers
-		// that would have waited. It has the caller's values and call
-		// chain. The first message then runs under the caller's ctx.
+		// runs under a ctx of its own, which ends at the silo's Close and
+		// at a give-up on the activation (timeOut), but not when the first
+		// caller gives up — else one impatient caller failed the
+		// activation, and every message queued behind it, for callers that
+		// would have waited. It has the caller's values and call chain.
+		// The first message then runs under the caller's ctx.
 		g, err := activation.Build(a.ID, a.k.factory)
 		if err == nil && a.k.hooksOf != nil {
 			err = a.k.hooksOf(g)
@@ -169,6 +170,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			if hc != tc {
 				handOnToken(a, hc, tc)
 				hc.release() // the hook's ctx ends with the hook
+				w.hook.Store(nil)
 			}
 		}
 		if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned) {
@@ -204,17 +206,32 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	tc.release()
 }
 
-// hookCtx readies the worker's ctx for the OnActivate of a, whose first
-// message is req's (nil for a tell).
+// hookCtx makes the ctx of a's OnActivate, whose first message is req's
+// (nil for a tell). It is the hook's alone, never reused: a library the
+// hook passes it to (database/sql loading the state) may watch it from a
+// goroutine of its own that looks after the hook has returned, when the
+// worker's own ctx is another turn's (TestALibraryWatchingAHooksCtxLate-
+// DoesNotRaceTheNextTurn). w.hook holds it for a give-up (acttimeout.go)
+// and a Goexit (goexit.go); a give-up that came before it was there ends it
+// here (the two meet on seq-cst atomics: each stores, then loads the
+// other's).
 func (p *partition) hookCtx(w *worker, a *act, req *queues.Request) *turnCtx {
-	hc := &w.tc
+	hc := &turnCtx{home: p}
 	if req != nil {
 		hc.reset(context.WithoutCancel(req.Ctx), a, req, w, false)
-	} else if p.s.cfg.ActivationTimeout >= 0 {
-		// A tell's ctx ends with the silo alone; this one may end at a
-		// give-up too: give it a parent, so that Done makes a channel
-		// that can.
-		hc.parent = p.base
+	} else {
+		var parent context.Context
+		if p.s.cfg.ActivationTimeout >= 0 {
+			// A tell's ctx ends with the silo alone; this one may end at a
+			// give-up too: give it a parent, so that Done makes a channel
+			// that can.
+			parent = p.base
+		}
+		hc.reset(parent, a, nil, w, false)
+	}
+	w.hook.Store(hc)
+	if atomic.LoadInt32(&w.actRace) == actGivenUp {
+		hc.timeOut()
 	}
 	return hc
 }

@@ -50,6 +50,8 @@ type worker struct {
 	// the parties done with w after it handed its partition off: 2 puts it
 	// back in the pool (workerpool.go)
 	handoffDone atomic.Int32
+	// the ctx of the OnActivate it runs, while it runs (turn.go: hookCtx)
+	hook atomic.Pointer[turnCtx]
 	// a call of its turn went unanswered: its turn ctx may still be read,
 	// so it is not pooled (workerpool.go)
 	lent atomic.Bool

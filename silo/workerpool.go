@@ -46,6 +46,7 @@ func (p *partition) freshWorker() *worker {
 	w.labeled = nil // it will run on another goroutine, with other labels
 	w.handoffDone.Store(0)
 	w.lent.Store(false)
+	w.hook.Store(nil)
 	return w
 }
 
