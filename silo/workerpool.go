@@ -23,8 +23,12 @@ import "github.com/granary-go/granary/queues"
 // caller's among its parents, and a handler that outlives the call it
 // serves (its caller gave up; an activation given up on goes on with its
 // hook) may read it through them. Reused, the worker would reset that ctx
-// under the reader's feet (TestAHandlerOutlivingItsCallerReadsAStableCtx).
-// A call answered with a reply has no such reader: its turn is over.
+// under the reader's feet (TestAHandlerOutlivingItsCallerReadsAStableCtx
+// failed under -race without this rule). Since then turnCtx.reset rewrites
+// only the fields that change, none that such a reader reads, which alone
+// keeps the test green; the rule stays, so that the safety of a live
+// reader does not rest on which fields a reset happens to write. A call
+// answered with a reply has no such reader: its turn is over.
 //
 // A reused worker keeps its count of turns started, and so the sequence in
 // its word: a watchdog's snapshot of it from before (watchdog.go) never
