@@ -11,6 +11,7 @@ import (
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
+	"github.com/granary-go/granary/queues"
 )
 
 // act is the silo's record of one activation: 128 bytes on 64-bit
@@ -21,9 +22,12 @@ import (
 type act struct {
 	activation.Activation // owner
 	k                     *kind
-	g                     grain.Grain // written by the activate turn, then read-only until a restart
-	idle                  idle.Entry[*act]
+	g                     grain.Grain          // written by the activate turn, then read-only until a restart
+	idle                  idle.Entry[struct{}] // its act is found from its address (actOf)
 	x                     atomic.Pointer[actExtra]
+	// the metadata naming it as a message's sender, made at its first
+	// send from a turn (senderMeta)
+	sender atomic.Pointer[queues.Meta]
 	// Owner: turns in flight are Activation.Turns, and these flags live in
 	// Activation.Marks, in what would otherwise be padding.
 }

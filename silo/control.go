@@ -140,7 +140,7 @@ func (p *partition) collectIdle(shedPPM int) {
 	p.q.Trim()
 	exp := p.wheel.Advance(p.now, p.expired[:0])
 	for _, e := range exp {
-		a := e.Value
+		a := actOf(e)
 		switch {
 		case !unoccupied(a):
 			p.touch(a)

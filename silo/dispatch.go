@@ -138,7 +138,6 @@ func (p *partition) activate(k *kind, id grain.ID, h uint64) *act {
 		a.Marks = markWorker
 	}
 	a.ID = id
-	a.idle.Value = a
 	p.dir.Put(id, h, a)
 	k.active.Add(1)
 	if p.lru != nil {

@@ -281,8 +281,8 @@ func (p *partition) shed(ppm int) {
 	hist := p.shedHist
 	clear(hist)
 	eligible := 0
-	p.wheel.Each(func(e *idle.Entry[*act]) bool {
-		if p.sheddable(e.Value) {
+	p.wheel.Each(func(e *idle.Entry[struct{}]) bool {
+		if p.sheddable(actOf(e)) {
 			hist[bucketOf(int64(e.Deadline()-p.now))]++
 			eligible++
 		}
@@ -298,8 +298,8 @@ func (p *partition) shed(ppm int) {
 	}
 	atCut := want - below
 	shed := 0
-	p.wheel.Each(func(e *idle.Entry[*act]) bool {
-		a := e.Value
+	p.wheel.Each(func(e *idle.Entry[struct{}]) bool {
+		a := actOf(e)
 		if !p.sheddable(a) {
 			return true
 		}

@@ -40,7 +40,7 @@ type partition struct {
 
 	// owner
 	dir        *directory.Table[act]
-	wheel      *idle.Wheel[*act]
+	wheel      *idle.Wheel[struct{}]
 	lru        *simplelru.LRU[grain.ID, *act] // nil when the silo has no cap
 	shedHist   []int32                        // shed's histogram, made at its first (memory.go)
 	limit      int
@@ -53,7 +53,7 @@ type partition struct {
 	batch      queues.Batch[queues.Envelope, ctl]
 	ctls       []ctl
 	cpos       int
-	expired    []*idle.Entry[*act]
+	expired    []*idle.Entry[struct{}]
 	now        time.Duration
 	inflight   int                          // turns running, inline or on other goroutines
 	orphans    map[*queues.Request]struct{} // asks being handled off the partition
@@ -77,7 +77,6 @@ type partition struct {
 	swSick   atomic.Int64 // stateless identities quarantined here
 	ovMu     sync.Mutex
 	ov       map[grain.ID]struct{} // grains whose backlog is full
-	senders  senderCache           // written by turns that send
 	parked   atomic.Bool           // the owner waits for work (see watchdog)
 	// idleQuiet: at its last idle collection the partition had nothing
 	// left for the idle ticks (idleticks.go)

@@ -53,7 +53,7 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	env.Target, env.Hash, env.Msg = id, h, msg
 	ti := turnFrom(ctx)
 	if ti != nil {
-		env.Meta = ti.w.p.senders.meta(ti.a)
+		env.Meta = ti.a.senderMeta()
 	}
 	if k.takes(msg) {
 		env.Meta = s.letInMeta(env.Meta)
@@ -106,7 +106,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	ti := turnFrom(ctx)
 	letIn := k.reentrant // whether id would let msg in while one of its turns waits
 	if ti != nil {
-		env.Meta = ti.w.p.senders.meta(ti.a)
+		env.Meta = ti.a.senderMeta()
 	}
 	if k.takes(msg) {
 		letIn = true

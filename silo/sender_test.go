@@ -1,7 +1,6 @@
 package silo
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/granary-go/granary/activation"
@@ -12,46 +11,40 @@ func newTestAct(id grain.ID) *act {
 	return &act{Activation: activation.Activation{ID: id}}
 }
 
-// The cache may only save allocations: whatever the collisions, the
-// metadata it returns names the activation asked about.
-func TestSenderCacheAlwaysNamesTheSender(t *testing.T) {
-	var c senderCache
-	acts := make([]*act, 1000) // far more than its slots: collisions
+// A grain names itself as a sender with metadata made once, at its first
+// send, and shared by every message after: no allocation per send, however
+// many other grains send meanwhile.
+func TestASendersMetaIsMadeOnce(t *testing.T) {
+	acts := make([]*act, 1000)
 	for i := range acts {
-		acts[i] = newTestAct(grain.NewID("talker", fmt.Sprint(i)))
+		acts[i] = newTestAct(grain.NewIntID("talker", int64(i)))
 	}
-	for round := range 3 {
-		for i := range acts {
-			a := acts[(i*7+round)%len(acts)]
-			if m := c.meta(a); m.Sender != a.ID || m.Tick != nil {
-				t.Fatalf("meta for %v names %v (tick %v)", a.ID, m.Sender, m.Tick)
-			}
+	first := make([]any, len(acts))
+	for i, a := range acts {
+		m := a.senderMeta()
+		if m.Sender != a.ID || m.Tick != nil || m.MayInterleave {
+			t.Fatalf("meta for %v: %+v", a.ID, m)
+		}
+		first[i] = m
+	}
+	for i, a := range acts {
+		if a.senderMeta() != first[i] {
+			t.Fatalf("%v made its metadata again", a.ID)
 		}
 	}
-	// The same identity reactivated in a new record, and a record whose
-	// slot another grain took meanwhile, are still named right.
-	for i := range acts {
-		old := acts[i]
-		acts[i] = newTestAct(old.ID)
-		if m := c.meta(acts[i]); m.Sender != old.ID {
-			t.Fatalf("reactivated %v named %v", old.ID, m.Sender)
+	if n := testing.AllocsPerRun(100, func() {
+		for _, a := range acts {
+			a.senderMeta()
 		}
+	}); n != 0 {
+		t.Fatalf("%v allocations for senders that sent before", n)
 	}
 }
 
-// A grain sending again before another sender took its slot reuses its
-// metadata: no allocation.
-func TestSenderCacheReusesARecentSendersMeta(t *testing.T) {
-	var c senderCache
-	a, b := newTestAct(grain.NewID("talker", "a")), newTestAct(grain.NewID("talker", "b"))
-	ma := c.meta(a)
-	if c.meta(a) != ma {
-		t.Fatal("a second send of the same grain made new metadata")
-	}
-	if n := testing.AllocsPerRun(100, func() { c.meta(a) }); n != 0 {
-		t.Fatalf("a cached sender allocated %v times", n)
-	}
-	if c.meta(b).Sender != b.ID {
-		t.Fatal("wrong sender")
+// actOf finds the record from its idle entry.
+func TestActOfFindsTheRecordOfAnIdleEntry(t *testing.T) {
+	a := newTestAct(grain.NewID("k", "a"))
+	if actOf(&a.idle) != a {
+		t.Fatal("actOf(&a.idle) is not a")
 	}
 }

@@ -420,7 +420,7 @@ func (s *Silo) setIdleQuantum() error {
 		s.cfg.IdleQuantum = max(q, time.Millisecond)
 	}
 	for _, p := range s.parts {
-		w, err := idle.NewWheel[*act](s.cfg.IdleQuantum, 0, 0)
+		w, err := idle.NewWheel[struct{}](s.cfg.IdleQuantum, 0, 0)
 		if err != nil {
 			return err
 		}
