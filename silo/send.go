@@ -113,6 +113,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		env.Meta = s.letInMeta(env.Meta)
 	}
 	var chain queues.Chain
+	var nested *nestedAsk // a call from a turn no call made: its chain is one link
 	reenter := false
 	if ti != nil {
 		if outer := ti.chain(); s.cfg.MaxCallDepth > 0 && len(outer) >= s.cfg.MaxCallDepth {
@@ -121,7 +122,14 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 				grain.ErrCallTooDeep, ti.a.ID, id, len(outer)+1)
 		}
 		_, allow := ctx.Value(reentryKey{}).(bool)
-		chain = ti.chain().Extend(queues.Link{ID: ti.a.ID, AllowReentry: allow})
+		link := queues.Link{ID: ti.a.ID, AllowReentry: allow}
+		if outer := ti.chain(); len(outer) == 0 {
+			nested = &nestedAsk{}
+			nested.link[0] = link
+			chain = nested.link[:]
+		} else {
+			chain = outer.Extend(link)
+		}
 		if l, waiting := chain.Find(id); waiting {
 			if !l.AllowReentry && !letIn {
 				unreserve(p, k)
@@ -131,7 +139,13 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		}
 	}
 	done := s.replyChan()
-	ask := newAsk(ctx, chain, p, done)
+	var ask *askCtx
+	if nested != nil {
+		ask = &nested.askCtx
+		ask.init(ctx, chain, p, done)
+	} else {
+		ask = newAsk(ctx, chain, p, done)
+	}
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req

@@ -190,12 +190,26 @@ type askCtx struct {
 	tc  turnCtx
 }
 
+// nestedAsk is the ask of a call made by a turn that no call made — a
+// tell's, or one asked from outside — with its one-link call chain in the
+// same allocation: the most common call between grains allocates its
+// chain with it rather than apart.
+type nestedAsk struct {
+	askCtx
+	link [1]queues.Link
+}
+
+// newAsk returns a new ask for a call with the given chain.
 func newAsk(ctx context.Context, chain queues.Chain, p *partition, done chan queues.Result) *askCtx {
 	a := &askCtx{}
+	a.init(ctx, chain, p, done)
+	return a
+}
+
+func (a *askCtx) init(ctx context.Context, chain queues.Chain, p *partition, done chan queues.Result) {
 	a.req.InitWith(ctx, chain, done)
 	a.req.Local = &a.tc
 	a.tc.home = p
-	return a
 }
 
 // reset readies c for a turn of a, worked by w, handling req (nil for a
