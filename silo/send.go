@@ -116,14 +116,15 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	var nested *nestedAsk // a call from a turn no call made: its chain is one link
 	reenter := false
 	if ti != nil {
-		if outer := ti.chain(); s.cfg.MaxCallDepth > 0 && len(outer) >= s.cfg.MaxCallDepth {
+		outer := ti.chain()
+		if s.cfg.MaxCallDepth > 0 && len(outer) >= s.cfg.MaxCallDepth {
 			unreserve(p, k)
 			return nil, fmt.Errorf("%w: %v calling %v would make %d grains wait, past Config.MaxCallDepth",
 				grain.ErrCallTooDeep, ti.a.ID, id, len(outer)+1)
 		}
 		_, allow := ctx.Value(reentryKey{}).(bool)
 		link := queues.Link{ID: ti.a.ID, AllowReentry: allow}
-		if outer := ti.chain(); len(outer) == 0 {
+		if len(outer) == 0 {
 			nested = &nestedAsk{}
 			nested.link[0] = link
 			chain = nested.link[:]
