@@ -193,3 +193,47 @@ func TestABlockingFactoryIsGivenUpOn(t *testing.T) {
 	_, err = s.Ask(ctx, id, get{}) // a fresh activation
 	require.NoError(t, err)
 }
+
+// lateHook reports its ctx's error as OnActivate begins.
+type lateHook struct{ began chan<- error }
+
+func (g lateHook) OnActivate(ctx context.Context, _ *grain.Context) error {
+	g.began <- ctx.Err()
+	return nil
+}
+
+func (lateHook) Receive(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+
+// A give-up that comes while the factory still runs, before OnActivate has
+// a ctx (partition.hookCtx makes one per hook), still ends that ctx: the
+// hook, if it runs at all, begins with it done.
+func TestAGiveUpBeforeTheHookBeginsEndsItsCtx(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	building, release := make(chan struct{}, 1), make(chan struct{})
+	began := make(chan error, 1)
+	var built atomic.Int32
+	s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "late", func(grain.ID) lateHook {
+			if built.Add(1) == 1 {
+				building <- struct{}{}
+				<-release // the first factory hangs until the test lets it go
+			}
+			return lateHook{began: began}
+		}))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("late", "l")
+	require.NoError(t, s.Tell(ctx, id, "first"))
+	<-building
+	asked := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, id, "second"); asked <- err }()
+	waitBacklog(t, s, 1)
+	clk.Advance(time.Minute + time.Second) // the deadline, and the idle tick after it
+	require.ErrorIs(t, <-asked, context.DeadlineExceeded)
+
+	close(release) // the factory returns; the hook runs after the give-up
+	require.ErrorIs(t, <-began, context.DeadlineExceeded, "the hook's ctx was ended before it began")
+	_, err := s.Ask(ctx, id, "third") // a fresh instance
+	require.NoError(t, err)
+	require.NoError(t, <-began)
+}
