@@ -49,8 +49,7 @@ func (p *partition) freshWorker() *worker {
 	w.res = turnResult{}
 	w.labeled = nil // it will run on another goroutine, with other labels
 	w.handoffDone.Store(0)
-	w.lent.Store(false)
-	w.hook.Store(nil)
+	w.lent.Store(false) // (w.hook is cleared by every activation turn before it begins)
 	return w
 }
 
