@@ -156,6 +156,11 @@ func (r *Request) Resolved() bool { return r.resolved.Load() }
 // Link is one grain waiting in a call chain.
 type Link struct {
 	ID grain.ID
+	// Silo is the silo the grain waits in, by a number each silo draws
+	// for itself when it is made (its incarnation): two silos in one
+	// process each host a grain of every ID, and a chain that passes
+	// through both must not take one for the other.
+	Silo uint64
 	// AllowReentry: the grain made its call allowing call-chain reentrancy,
 	// so a request of this chain may run on it while it waits.
 	AllowReentry bool
@@ -165,10 +170,11 @@ type Link struct {
 // that wait for it to return.
 type Chain []Link
 
-// Find returns the link of id, if id waits in the chain.
-func (c Chain) Find(id grain.ID) (Link, bool) {
+// Find returns the link of the grain id of the given silo, if it waits in
+// the chain.
+func (c Chain) Find(silo uint64, id grain.ID) (Link, bool) {
 	for _, l := range c {
-		if l.ID == id {
+		if l.Silo == silo && l.ID == id {
 			return l, true
 		}
 	}

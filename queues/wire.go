@@ -18,15 +18,15 @@ import (
 // bytes routes the reply back. The message itself is the application's to
 // encode, through a MessageEncoder and MessageDecoder.
 //
-// Layout (version 1), integers as varints:
+// Layout (version 2), integers as varints:
 //
-//	version  byte  (1)
+//	version  byte  (2)
 //	flags    byte  (1 ask, 2 sender, 4 tick, 8 deadline, 16 carried)
 //	target   ID
 //	sender   ID                      if flags&2
 //	tick     name string, seq        if flags&4
 //	deadline unix nanoseconds        if flags&8
-//	chain    count, then per link: ID, allow-reentry byte (0 or 1)   if flags&1
+//	chain    count, then per link: ID, silo (8 bytes, little-endian), allow-reentry byte (0 or 1)   if flags&1
 //	carried  length, then the MessageEncoder's bytes   if flags&16
 //	message  length, then the MessageEncoder's bytes
 //
@@ -39,11 +39,14 @@ import (
 // What can be derived is not sent, so a frame cannot carry a value that
 // disagrees with the rest: the identity hash (the receiver computes it from
 // the target), and whether an ask interleaves (it does when its target
-// already waits in its chain — a sender refuses the call at once with a
+// already waits in its chain, in the receiving silo: Chain.Find with the
+// receiver's own silo number — a sender refuses the call at once with a
 // CallCycleError when that is not allowed).
+//
+// Version 1 had no silo in a chain's links.
 
 // wireVersion is the layout above. A decoder refuses any other.
-const wireVersion = 1
+const wireVersion = 2
 
 const (
 	flagAsk = 1 << iota
@@ -66,10 +69,13 @@ var ErrNilCodec = errors.New("granary: nil message codec")
 // makes the Request from it, with a ctx of its own bounded by Deadline.
 // Deadline is wall-clock time, to the nanosecond: silos that exchange calls
 // keep their clocks close, or the transport adjusts it.
+//
+// Whether the ask interleaves is not in it: the target waits in Chain in
+// the receiving silo (Chain.Find with that silo's number), which only the
+// receiver knows.
 type Call struct {
-	Chain      Chain     // the grains waiting for the call, outermost first
-	Interleave bool      // the target already waits in Chain: derived from it on decoding, never sent
-	Deadline   time.Time // the caller's; zero for none
+	Chain    Chain     // the grains waiting for the call, outermost first
+	Deadline time.Time // the caller's; zero for none
 }
 
 // MessageEncoder appends the encoding of a message to b. Implementations
@@ -148,6 +154,7 @@ func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error)
 		b = binary.AppendUvarint(b, uint64(len(env.Request.Chain)))
 		for _, l := range env.Request.Chain {
 			b = appendID(b, l.ID)
+			b = binary.LittleEndian.AppendUint64(b, l.Silo)
 			b = appendBool(b, l.AllowReentry)
 		}
 	}
@@ -224,18 +231,17 @@ func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, erro
 			call = &Call{}
 		}
 		n := r.uvarint("chain length")
-		// Every link takes at least four bytes: no count can ask for more
+		// Every link takes at least twelve bytes: no count can ask for more
 		// links than the bytes left could hold.
-		if r.err == nil && n > uint64(len(r.b))/4 {
+		if r.err == nil && n > uint64(len(r.b))/12 {
 			r.fail(fmt.Sprintf("chain of %d links in %d bytes", n, len(r.b)))
 		}
 		if r.err == nil && n > 0 {
 			call.Chain = make(Chain, n)
 			for i := range call.Chain {
-				call.Chain[i] = Link{ID: r.id("chain link"), AllowReentry: r.bool("allow reentry")}
+				call.Chain[i] = Link{ID: r.id("chain link"), Silo: r.uint64("chain link's silo"), AllowReentry: r.bool("allow reentry")}
 			}
 		}
-		_, call.Interleave = call.Chain.Find(env.Target)
 	}
 	var carried []byte
 	if flags&flagCarried != 0 {
@@ -349,6 +355,20 @@ func (r *reader) bool(what string) bool {
 		r.fail(fmt.Sprintf("%s %d, want 0 or 1", what, v))
 		return false
 	}
+}
+
+// uint64 takes eight bytes, little-endian.
+func (r *reader) uint64(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	if len(r.b) < 8 {
+		r.fail(fmt.Sprintf("%s of 8 bytes, %d left", what, len(r.b)))
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(r.b)
+	r.take(8)
+	return v
 }
 
 func (r *reader) uvarint(what string) uint64 {

@@ -43,9 +43,9 @@ func wireEnvelopes(tb testing.TB) map[string]queues.Envelope {
 	tb.Helper()
 	ctx := withDeadline{tb.Context(), time.Unix(1700000000, 123456789)}
 	target := grain.NewID("player", "p1")
-	// A call back into a grain that waits in the chain: it interleaves.
-	ask := queues.NewRequest(ctx, queues.Chain{{ID: grain.NewIntID("lobby", -7)}, {ID: target, AllowReentry: true}, {ID: grain.NewID("room", "r/9")}})
-	ask.Interleave = true
+	// A call back into a grain that waits in the chain, through grains of
+	// two silos.
+	ask := queues.NewRequest(ctx, queues.Chain{{ID: grain.NewIntID("lobby", -7), Silo: 1 << 63}, {ID: target, Silo: 7, AllowReentry: true}, {ID: grain.NewID("room", "r/9"), Silo: 7}})
 	return map[string]queues.Envelope{
 		"tell":            {Target: target, Msg: "move"},
 		"int key":         {Target: grain.NewIntID("device", 1<<40), Msg: ""},
@@ -87,7 +87,6 @@ func TestEnvelopeWireRoundTrip(t *testing.T) {
 			}
 			require.NotNil(t, call)
 			require.Equal(t, env.Request.Chain, call.Chain)
-			require.Equal(t, env.Request.Interleave, call.Interleave)
 			d, ok := env.Request.Ctx.Deadline()
 			require.Equal(t, ok, !call.Deadline.IsZero())
 			if ok {
@@ -181,18 +180,18 @@ func TestEnvelopeWireRefusesMalformedBytes(t *testing.T) {
 		b    []byte
 		also error
 	}{
-		"other version":        {b: with(0, 2)},
+		"other version":        {b: with(0, 1)}, // version 1 had no silo in its links
 		"unknown flag":         {b: with(1, 0x80)},
 		"tell with a deadline": {b: with(1, 8)},
 		"bad ID form":          {b: with(2, 7)},
-		"empty kind":           {b: []byte{1, 0, 0, 0, 1, 'x', 1, 'm'}, also: grain.ErrEmptyKind},
-		"kind with a slash":    {b: []byte{1, 0, 0, 1, '/', 1, 'x', 1, 'm'}, also: grain.ErrInvalidKind},
-		"empty string key":     {b: []byte{1, 0, 0, 1, 'k', 0, 1, 'm'}, also: grain.ErrEmptyKey},
-		"huge chain count":     {b: []byte{1, 1, 0, 1, 'k', 1, 'x', 0xff, 0xff, 0xff, 0xff, 0x0f, 0}},
-		"bool neither 0 nor 1": {b: []byte{1, 1, 0, 1, 'k', 1, 'x', 1, 1, 1, 'k', 2, 5, 0}},
-		"message past the end": {b: []byte{1, 0, 0, 1, 'k', 1, 'x', 9, 'm'}},
-		"non-minimal varint":   {b: []byte{1, 0, 0, 0x81, 0x00, 'k', 1, 'x', 1, 'm'}},
-		"overlong varint":      {b: []byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+		"empty kind":           {b: []byte{2, 0, 0, 0, 1, 'x', 1, 'm'}, also: grain.ErrEmptyKind},
+		"kind with a slash":    {b: []byte{2, 0, 0, 1, '/', 1, 'x', 1, 'm'}, also: grain.ErrInvalidKind},
+		"empty string key":     {b: []byte{2, 0, 0, 1, 'k', 0, 1, 'm'}, also: grain.ErrEmptyKey},
+		"huge chain count":     {b: []byte{2, 1, 0, 1, 'k', 1, 'x', 0xff, 0xff, 0xff, 0xff, 0x0f, 0}},
+		"bool neither 0 nor 1": {b: []byte{2, 1, 0, 1, 'k', 1, 'x', 1, 1, 1, 'k', 2, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0}},
+		"message past the end": {b: []byte{2, 0, 0, 1, 'k', 1, 'x', 9, 'm'}},
+		"non-minimal varint":   {b: []byte{2, 0, 0, 0x81, 0x00, 'k', 1, 'x', 1, 'm'}},
+		"overlong varint":      {b: []byte{2, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
 	} {
 		_, _, rest, err := queues.DecodeEnvelope(tc.b, stringDec)
 		require.ErrorIs(t, err, queues.ErrMalformedEnvelope, name)
@@ -274,7 +273,6 @@ func FuzzDecodeEnvelope(f *testing.F) {
 				ctx = withDeadline{ctx, call.Deadline}
 			}
 			env.Request = queues.NewRequest(ctx, call.Chain)
-			env.Request.Interleave = call.Interleave
 		}
 		again, err := queues.AppendEnvelope(nil, &env, stringEnc)
 		require.NoError(t, err)

@@ -123,7 +123,9 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 				grain.ErrCallTooDeep, ti.a.ID, id, len(outer)+1)
 		}
 		_, allow := ctx.Value(reentryKey{}).(bool)
-		link := queues.Link{ID: ti.a.ID, AllowReentry: allow}
+		// The calling grain may be another silo's (a turn of one silo
+		// calling into another): its link says whose.
+		link := queues.Link{ID: ti.a.ID, Silo: ti.w.p.s.incarnation, AllowReentry: allow}
 		if len(outer) == 0 {
 			nested = &nestedAsk{}
 			nested.link[0] = link
@@ -131,7 +133,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		} else {
 			chain = outer.Extend(link)
 		}
-		if l, waiting := chain.Find(id); waiting {
+		if l, waiting := chain.Find(s.incarnation, id); waiting {
 			if !l.AllowReentry && !letIn {
 				unreserve(p, k)
 				return nil, &grain.CallCycleError{Chain: append(chain.IDs(), id)}
