@@ -75,7 +75,8 @@ func (c *Context) ID() ID {
 }
 
 // Sender returns the grain that sent the message, and false if it came from
-// outside any grain (or from a timer).
+// outside any grain of this grain's runtime (code outside, another silo's
+// grain) or from a timer: a reply told to the ID reaches the sender.
 func (c *Context) Sender() (ID, bool) {
 	if c == nil || c.sender == nil || c.sender.IsZero() {
 		return ID{}, false

@@ -14,7 +14,7 @@ import (
 // DeadLetter is a message that could not be delivered, and why.
 type DeadLetter struct {
 	Target grain.ID
-	Sender grain.ID // zero when sent from outside any grain
+	Sender grain.ID // zero when sent from outside any grain of this silo
 	Msg    any
 	// Carried is what the message's Tell carried of its sender's ctx
 	// (Config.Propagator), nil for nothing: a trace's span, say, to link

@@ -28,7 +28,7 @@ import (
 // (Ask differs: its handler's ctx has the caller's values and deadline.)
 //
 // Called from a turn with the turn's ctx, the message carries the calling
-// grain as its sender, and while a Shutdown lets the work under way finish,
+// grain as its sender (unless the grain is another silo's), and while a Shutdown lets the work under way finish,
 // it is taken (see Silo.Shutdown).
 //
 // id may be an observer's (NewObserver): the message goes into its buffer
@@ -52,7 +52,7 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	var env queues.Envelope
 	env.Target, env.Hash, env.Msg = id, h, msg
 	ti := turnFrom(ctx)
-	if ti != nil {
+	if ti != nil && ti.w.p.s == s { // another silo's grain is no sender here: its ID names one of ours
 		env.Meta = ti.a.senderMeta()
 	}
 	if k.takes(msg) {
@@ -105,7 +105,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	env.Target, env.Hash, env.Msg = id, h, msg
 	ti := turnFrom(ctx)
 	letIn := k.reentrant // whether id would let msg in while one of its turns waits
-	if ti != nil {
+	if ti != nil && ti.w.p.s == s {
 		env.Meta = ti.a.senderMeta()
 	}
 	if k.takes(msg) {

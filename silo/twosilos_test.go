@@ -85,3 +85,62 @@ func TestACycleThroughTwoSilosFailsAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
 }
+
+// senderOf answers with the sender its message names, if any.
+type senderOf struct{}
+
+func (senderOf) Receive(_ context.Context, gc *grain.Context, msg any) (any, error) {
+	id, ok := gc.Sender()
+	if !ok {
+		return "none", nil
+	}
+	return id.String(), nil
+}
+
+// relayTo asks or tells the grain of its silo, from its turn.
+type relayTo struct {
+	s    *silo.Silo
+	id   grain.ID
+	tell chan any // where the told grain's answer goes, for a tell
+}
+
+func TestAnotherSilosGrainIsNoSender(t *testing.T) {
+	told := make(chan any, 1)
+	b := newSilo(t, silo.Config{Name: "b"}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "whom", func(grain.ID) senderOf { return senderOf{} }))
+		require.NoError(t, silo.Register(s, "told", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				v, _ := senderOf{}.Receive(ctx, gc, msg)
+				told <- v
+				return nil, nil
+			}
+		}))
+	})
+	a := newSilo(t, silo.Config{Name: "a"}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "whom", func(grain.ID) senderOf { return senderOf{} }))
+		require.NoError(t, silo.Register(s, "relay", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				m := msg.(relayTo)
+				if m.tell != nil {
+					return nil, m.s.Tell(ctx, m.id, "who?")
+				}
+				return m.s.Ask(ctx, m.id, "who?")
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	relay := grain.NewID("relay", "r")
+
+	// Its own silo's grain names the relay; the other silo's does not,
+	// since a reply told to relay/r there would reach b's relay/r.
+	got, err := silo.Call[string](ctx, a, relay, relayTo{s: a, id: grain.NewID("whom", "w")})
+	require.NoError(t, err)
+	assert.Equal(t, "relay/r", got)
+	got, err = silo.Call[string](ctx, a, relay, relayTo{s: b, id: grain.NewID("whom", "w")})
+	require.NoError(t, err)
+	assert.Equal(t, "none", got)
+
+	_, err = a.Ask(ctx, relay, relayTo{s: b, id: grain.NewID("told", "t"), tell: told})
+	require.NoError(t, err)
+	assert.Equal(t, "none", <-told)
+}
