@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
 )
 
 // An activation that never ends — an OnActivate whose storage hangs, a
@@ -52,13 +54,19 @@ type actWatch struct {
 }
 
 // watchActivation notes that the activation turn of from, whose partition
-// this owner has just taken over, runs on without it.
+// this owner has just taken over, runs on without it. With no
+// ActivationTimeout it is never given up on, but it is noted all the same:
+// a Close takes its first message (closeActivations).
 func (p *partition) watchActivation(from *worker) {
-	if from.kind != tkActivate || p.s.cfg.ActivationTimeout < 0 {
+	if from.kind != tkActivate {
 		return
 	}
-	p.actWatch = append(p.actWatch, actWatch{a: from.a, w: from, deadline: p.now + p.s.cfg.ActivationTimeout})
-	p.needIdleTicks()
+	deadline := time.Duration(math.MaxInt64)
+	if p.s.cfg.ActivationTimeout >= 0 {
+		deadline = p.now + p.s.cfg.ActivationTimeout
+	}
+	p.actWatch = append(p.actWatch, actWatch{a: from.a, w: from, deadline: deadline})
+	p.needIdleTicks() // they forget it once it has ended
 }
 
 // checkActivations gives up on the watched activations past their
@@ -97,4 +105,26 @@ func (p *partition) activationOverran(a *act, w *worker) {
 	} else {
 		p.failActivation(a, errActivationOverran, nil)
 	}
+}
+
+// closeActivations takes the first message of each activation turn still
+// running off the partition as the silo closes — an OnActivate that ignores
+// its ended ctx — and makes it a dead letter (reason shutdown) now: the turn
+// would otherwise run it after Close, or, if the activation failed, hand it
+// back to a partition that has stopped, where nothing reads it any more, and
+// it would be lost without a word (TestCloseTakesTheFirstMessageOfAStuck-
+// Activation). It races the hook's return as a give-up does; if the turn
+// has got past the hook, the message is its to run. Owner only, in closeAll,
+// before the activations are forgotten.
+func (p *partition) closeActivations() {
+	for _, aw := range p.actWatch {
+		if !atomic.CompareAndSwapInt32(&aw.w.actRace, actHooking, actGivenUp) {
+			continue // it ended, or the turn runs its first message
+		}
+		if first := aw.w.env; first.Msg != nil {
+			p.s.deadLetter(first, grain.ReasonShutdown, nil)
+		}
+	}
+	clear(p.actWatch)
+	p.actWatch = p.actWatch[:0]
 }

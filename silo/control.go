@@ -201,12 +201,14 @@ func (p *partition) stopped() bool {
 	return true
 }
 
-// closeAll dead-letters everything the partition holds, forgets every
-// activation, and answers the asks still being handled off the partition
-// with ErrSiloClosed: their callers must not wait on handlers that may
-// ignore their cancelled ctx. (Those turns were handled, so they are not dead
-// letters; their own later replies are dropped.)
+// closeAll dead-letters everything the partition holds — the first message
+// of an activation still running off it included (closeActivations) —,
+// forgets every activation, and answers the asks still being handled off
+// the partition with ErrSiloClosed: their callers must not wait on handlers
+// that may ignore their cancelled ctx. (Those turns were handled, so they
+// are not dead letters; their own later replies are dropped.)
 func (p *partition) closeAll() {
+	p.closeActivations()
 	for {
 		env, ok := p.batch.Pop()
 		if !ok {

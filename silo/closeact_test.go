@@ -1,0 +1,78 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// stuckLoad's OnActivate ignores its ctx until release is closed, then
+// returns err; its handler counts the messages it ran.
+type stuckLoad struct {
+	in      chan<- struct{}
+	release <-chan struct{}
+	err     error
+	ran     *atomic.Int32
+}
+
+func (g *stuckLoad) OnActivate(context.Context, *grain.Context) error {
+	g.in <- struct{}{}
+	<-g.release
+	return g.err
+}
+
+func (g *stuckLoad) Receive(context.Context, *grain.Context, any) (any, error) {
+	g.ran.Add(1)
+	return nil, nil
+}
+
+// Close while an OnActivate that ignores its ctx still runs (handed off):
+// the tell that activated the grain is a dead letter, reason shutdown, like
+// the messages that waited behind it — published before Close returns, to
+// subscribers that are still there. It was lost without a word if the
+// hook then failed (its turn handed it back to a partition that had
+// stopped), and run after Close if the hook succeeded.
+func TestCloseTakesTheFirstMessageOfAStuckActivation(t *testing.T) {
+	for _, hookErr := range []error{nil, errors.New("load failed")} {
+		for _, timeout := range []time.Duration{0, -1} { // the default, and none
+			t.Run(fmt.Sprintf("err=%v/ActivationTimeout=%v", hookErr, timeout), func(t *testing.T) {
+				in, release := make(chan struct{}, 1), make(chan struct{})
+				var ran atomic.Int32
+				s, err := silo.New(silo.Config{ActivationTimeout: timeout, DeactivationTimeout: time.Millisecond})
+				require.NoError(t, err)
+				require.NoError(t, silo.Register(s, "stuck", func(grain.ID) *stuckLoad {
+					return &stuckLoad{in: in, release: release, err: hookErr, ran: &ran}
+				}))
+				dl := s.SubscribeDeadLetters(16)
+				require.NoError(t, s.Start())
+				ctx := ctxT(t)
+				id := grain.NewID("stuck", "s")
+
+				require.NoError(t, s.Tell(ctx, id, "first")) // activates: the hook hangs
+				<-in
+				require.NoError(t, s.Tell(ctx, id, "second"))
+				waitBacklog(t, s, 1) // the partition was handed off: its new owner queued "second"
+
+				require.NoError(t, s.Close()) // waits a millisecond for the hook, in vain
+				close(release)                // the hook returns after the silo has stopped
+
+				got := map[any]grain.Reason{}
+				for d := range dl.C { // closed by Close, after what it published
+					got[d.Msg] = d.Reason
+				}
+				assert.Equal(t, map[any]grain.Reason{"first": grain.ReasonShutdown, "second": grain.ReasonShutdown}, got)
+				assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonShutdown])
+				assert.Zero(t, ran.Load(), "no turn ran before Close returned")
+			})
+		}
+	}
+}
