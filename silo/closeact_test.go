@@ -76,3 +76,44 @@ func TestCloseTakesTheFirstMessageOfAStuckActivation(t *testing.T) {
 		}
 	}
 }
+
+// A failed activation whose turn has got past its race with the owner, but
+// not yet handed its first message back, when Close comes: the closing
+// partition waits for the message (no user code holds it up any more)
+// rather than stop first and leave it unread, lost without a word.
+func TestCloseWaitsForTheFirstMessageAFailedActivationHandsBack(t *testing.T) {
+	in, release := make(chan struct{}, 1), make(chan struct{})
+	reached, goOn := make(chan struct{}), make(chan struct{})
+	var ran atomic.Int32
+	s, err := silo.New(silo.Config{DeactivationTimeout: time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, silo.Register(s, "stuck", func(grain.ID) *stuckLoad {
+		return &stuckLoad{in: in, release: release, err: errors.New("load failed"), ran: &ran}
+	}))
+	s.OnFailedActivation(func() { close(reached); <-goOn })
+	dl := s.SubscribeDeadLetters(16)
+	require.NoError(t, s.Start())
+	ctx := ctxT(t)
+	id := grain.NewID("stuck", "s")
+
+	require.NoError(t, s.Tell(ctx, id, "first"))
+	<-in
+	require.NoError(t, s.Tell(ctx, id, "second"))
+	waitBacklog(t, s, 1) // handed off: the new owner queued "second"
+	close(release)
+	<-reached // the hook failed; the turn holds "first"
+
+	closed := make(chan struct{})
+	go func() { _ = s.Close(); close(closed) }()
+	require.Eventually(t, func() bool { // closeAll has run: "second" is a dead letter
+		return s.Stats().DeadLetters[grain.ReasonShutdown] == 1
+	}, 10*time.Second, time.Millisecond)
+	close(goOn)
+	<-closed
+
+	got := map[any]grain.Reason{}
+	for d := range dl.C {
+		got[d.Msg] = d.Reason
+	}
+	assert.Equal(t, map[any]grain.Reason{"first": grain.ReasonShutdown, "second": grain.ReasonShutdown}, got)
+}

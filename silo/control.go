@@ -193,8 +193,10 @@ func (p *partition) stopped() bool {
 		return false
 	}
 	// Draining waits for every turn; closing does not wait for turns that
-	// run off the partition (their asks were answered by closeAll).
-	if p.mode == modeDraining && p.inflight > 0 {
+	// run off the partition (their asks were answered by closeAll) — but
+	// for the first messages that failed activations hand back, which no
+	// user code holds up any more (closeActivations).
+	if p.mode == modeDraining && p.inflight > 0 || p.firstsOut.Load() > 0 {
 		return false
 	}
 	close(p.done)

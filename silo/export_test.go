@@ -21,3 +21,8 @@ func (s *Silo) WorkersMade() uint64 {
 	}
 	return n
 }
+
+// OnFailedActivation has f run in each failed activation's turn, between
+// its race with the owner and its handing the first message back. Set it
+// before Start.
+func (s *Silo) OnFailedActivation(f func()) { s.testFailedActivation = f }

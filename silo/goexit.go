@@ -39,8 +39,16 @@ func (p *partition) goexited(w *worker) {
 	}
 	c := ctl{op: opTurnDone, a: a, res: w.res}
 	p.endGoexited(w, a, &c.res)
-	if c.res.kind != tkMessage && !c.res.ranMsg && w.env.Msg != nil && atomic.LoadInt32(&w.actRace) != actGivenUp {
-		c.first = w.env // an activation's first message, which did not run
+	if c.res.kind == tkActivate && !c.res.ranMsg && w.env.Msg != nil && atomic.LoadInt32(&w.actRace) == actHooking {
+		// An activation's first message, which did not run — unless a
+		// give-up or a Close takes it first: the race is settled as when
+		// the hook returns (turn.go, execute).
+		p.firstsOut.Add(1)
+		if atomic.CompareAndSwapInt32(&w.actRace, actHooking, actFailed) {
+			c.first, c.res.firstOut = w.env, true
+		} else {
+			p.firstsOut.Add(-1)
+		}
 	}
 	p.q.PushControl(c)
 	p.s.turnEnded()

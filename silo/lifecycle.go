@@ -145,6 +145,9 @@ func (p *partition) remove(a *act) {
 // finish applies a finished turn's outcome. It never runs a turn itself: it
 // readies the activation, and runReady takes the next step.
 func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
+	if res.firstOut {
+		p.firstsOut.Add(-1) // first is here: a closing partition may stop
+	}
 	if res.err != nil && !res.decided && (res.kind == tkMessage || res.ranMsg) && a.State() <= activation.Active {
 		res.directive, res.decided = p.decide(a, res, first), true
 		if res.req == nil {

@@ -83,7 +83,11 @@ type partition struct {
 	idleQuiet atomic.Bool
 	idleLen   atomic.Int64 // grains in the idle wheel at the last idle tick (memory.go)
 	waits     waitShard    // the wait-for edges of this partition's grains (deadlock.go)
-	spare     sync.Pool    // workers of finished handoffs (workerpool.go)
+	// firstsOut: activation turns whose factory or hook failed, handing
+	// their first message back to the owner (turnResult.firstOut); a
+	// closing partition does not stop before it has them (stopped)
+	firstsOut atomic.Int32
+	spare     sync.Pool // workers of finished handoffs (workerpool.go)
 	// workers freshWorker had to make: a test's window on the pool
 	workersMade atomic.Uint64
 }

@@ -95,6 +95,11 @@ type Silo struct {
 	logs        *logSampler              // Config.LogSampling (log.go)
 	logw        *logWriter               // writes the lines logs let through (logwriter.go)
 	deadMsgs    [grain.NumReasons]string // a tell's dead letter's log line, by reason (deadletter.go)
+
+	// testFailedActivation, set by tests alone, runs in a failed
+	// activation's turn once the turn has settled its race with the owner
+	// and before it hands its first message back
+	testFailedActivation func()
 }
 
 // New returns a silo configured by cfg, or an error wrapping

@@ -28,6 +28,9 @@ type turnResult struct {
 	tick   *queues.Tick // the turn ran a timer's tick
 	ranMsg bool         // an activation turn went on to run its first message
 	gaveUp bool         // an activation turn the owner gave up on (acttimeout.go)
+	// firstOut: a failed activation turn hands its first message back
+	// (counted in partition.firstsOut until finish has it)
+	firstOut bool
 	// an activation turn's first message, whose caller gave up meanwhile,
 	// dropped as expired instead of run
 	firstDropped bool
@@ -173,11 +176,28 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 				w.hook.Store(nil)
 			}
 		}
-		if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned) {
+		returned := actReturned
+		if err != nil {
+			returned = actFailed
+			if env.Msg != nil {
+				// Counted before the race is settled: a Close that loses
+				// it (closeActivations) then waits for the message.
+				p.firstsOut.Add(1)
+				res.firstOut = true
+			}
+		}
+		if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, returned) {
 			// Given up on while it ran (acttimeout.go): the owner has
 			// failed the activation and taken its first message.
+			if res.firstOut {
+				p.firstsOut.Add(-1)
+				res.firstOut = false
+			}
 			res.err, res.gaveUp = errActivationOverran, true
 			break
+		}
+		if res.firstOut && p.s.testFailedActivation != nil {
+			p.s.testFailedActivation()
 		}
 		if err != nil {
 			res.err = err // finish fails the first message with the rest
