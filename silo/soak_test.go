@@ -58,9 +58,14 @@ type soakHooked struct{ soakGrain }
 func (g *soakHooked) OnActivate(context.Context, *grain.Context) error {
 	if rand.IntN(5) == 0 {
 		busyWork(time.Duration(1+rand.IntN(3)) * time.Millisecond)
+		if rand.IntN(4) == 0 { // a load that fails: its messages are dead letters
+			return errSoakLoad
+		}
 	}
 	return nil
 }
+
+var errSoakLoad = errors.New("soak: load failed")
 
 // TestSoakEveryMessageHandledOrDeadLettered runs many senders against grains
 // that panic at random, with idle deactivation on an injected clock racing
@@ -77,9 +82,15 @@ func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
 	// then, shedding activations.
 	t.Run("interleaving, graceful shutdown", func(t *testing.T) { soak(t, 2*time.Second, true) })
 	t.Run("interleaving, shutdown past its deadline", func(t *testing.T) { soak(t, time.Millisecond, true) })
+	// Close's wait for the turns still running (DeactivationTimeout) ends
+	// before the activations under way do: what they held must still be
+	// handled or a dead letter, published before Close returns.
+	t.Run("interleaving, shutdown past its deadline, no grace", func(t *testing.T) {
+		soak(t, time.Millisecond, true, func(c *silo.Config) { c.DeactivationTimeout = time.Microsecond })
+	})
 }
 
-func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
+func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool, tweak ...func(*silo.Config)) {
 	const (
 		senders = 8
 		perSend = 2500
@@ -101,7 +112,7 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 		ExtractFunc: func(context.Context) any { return "span" },
 		InjectFunc:  func(ctx context.Context, _ any) context.Context { return ctx },
 	}
-	s := newSilo(t, silo.Config{
+	cfg := silo.Config{
 		Propagator:        carry,
 		MemoryLimit:       memLimit,
 		MemoryGauge:       gauge,
@@ -113,7 +124,11 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool) {
 		MaxActivations:    60,
 		HandoffThreshold:  time.Millisecond,
 		Supervision:       activation.Supervision{MaxRestarts: 2, Window: time.Second, MinBackoff: 10 * time.Millisecond, Quarantine: 300 * time.Millisecond},
-	}, func(s *silo.Silo) {
+	}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	s := newSilo(t, cfg, func(s *silo.Silo) {
 		opts := []silo.KindOption{silo.WithMaxBacklog(8, silo.RejectNewest)}
 		if interleaving {
 			opts = append(opts, silo.WithMayInterleave(func(msg any) bool { return msg.(soakMsg).peek }))
