@@ -39,9 +39,12 @@ func (d Directive) String() string {
 // a *grain.PanicError for a panic, else what the handler returned. Returning
 // Resume for an error means it is not a failure at all: the caller gets it and
 // nothing else happens. A runtime calls it from its own goroutines, one
-// failure at a time per grain; it should be quick and must not block. The
-// silo recovers a Decider that panics or calls runtime.Goexit, and applies
-// DefaultDecider instead.
+// failure at a time per grain. The silo calls it in the failed turn, before
+// the turn ends: one that blocks (that calls a grain to report the failure,
+// say) is handed off as a blocking handler is, and holds up no other
+// grain — but the failed turn's caller waits for it, so it should be quick.
+// The silo recovers a Decider that panics or calls runtime.Goexit, and
+// applies DefaultDecider instead.
 type Decider interface {
 	Decide(id grain.ID, err error) Directive
 }

@@ -262,13 +262,18 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		c := ctl{op: opTurnDone, a: a}
 		exited := true
 		defer func() {
-			if exited { // the handler called runtime.Goexit (see goexit.go)
-				p.endGoexited(w, a, &c.res)
+			if exited { // the handler, or the Decider, called runtime.Goexit (see goexit.go)
+				if w.deciding {
+					p.decidedByDefault(a, &c.res)
+				} else {
+					p.endGoexited(w, a, &c.res)
+				}
 				p.q.PushControl(c)
 			}
 		}()
 		w.label(a.k) // a runner may come from a turn of another kind
 		p.execute(w, a, tkMessage, &env, true, &c.res)
+		p.decideInTurn(w, a, &c.res)
 		exited = false
 		p.q.PushControl(c)
 	}))

@@ -5,6 +5,7 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 )
@@ -38,7 +39,13 @@ func (p *partition) goexited(w *worker) {
 		a = turnCtxOf(w, w.res.req).info.a
 	}
 	c := ctl{op: opTurnDone, a: a, res: w.res}
-	p.endGoexited(w, a, &c.res)
+	if w.deciding {
+		// In the Decider, after the turn (partition.decideInTurn): its
+		// outcome stands, with the default directive.
+		p.decidedByDefault(a, &c.res)
+	} else {
+		p.endGoexited(w, a, &c.res)
+	}
 	if c.res.kind == tkActivate && !c.res.ranMsg && w.env.Msg != nil && atomic.LoadInt32(&w.actRace) == actHooking {
 		// An activation's first message, which did not run — unless a
 		// give-up or a Close takes it first: the race is settled as when
@@ -52,6 +59,13 @@ func (p *partition) goexited(w *worker) {
 	}
 	p.q.PushControl(c)
 	p.s.turnEnded()
+}
+
+// decidedByDefault gives res, the outcome of a turn whose Decider called
+// runtime.Goexit, the default directive.
+func (p *partition) decidedByDefault(a *act, res *turnResult) {
+	p.logDeciderGoexit(a, res.err)
+	res.directive, res.decided = activation.DefaultDecider(a.ID, res.err), true
 }
 
 // endGoexited turns res into the outcome of a turn cut short by

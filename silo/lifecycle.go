@@ -148,10 +148,16 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	if res.firstOut {
 		p.firstsOut.Add(-1) // first is here: a closing partition may stop
 	}
-	if res.err != nil && !res.decided && (res.kind == tkMessage || res.ranMsg) && a.State() <= activation.Active {
-		res.directive, res.decided = p.decide(a, res, first), true
-		if res.req == nil {
-			p.tellFailed(a, res)
+	if res.err != nil && (res.kind == tkMessage || res.ranMsg) {
+		if a.State() <= activation.Active {
+			if !res.decided { // its turn did not ask (a Goexit cut it short)
+				res.directive, res.decided = p.decide(a, res, first), true
+			}
+			if res.req == nil {
+				p.tellFailed(a, res)
+			}
+		} else {
+			res.decided = false // a grain on its way out since: nothing to apply
 		}
 	}
 	if res.req != nil && (res.kind == tkMessage || res.ranMsg) {
@@ -221,14 +227,52 @@ func (p *partition) resolve(req *queues.Request, v any, err error) {
 	req.Resolve(v, err)
 }
 
-// decide asks the kind's Decider what to do about a failed turn, before
-// finish applies anything of the turn's outcome. The Decider is the
-// program's code, run on the owner's goroutine: one that panics is logged
-// and the default directive applies. One that calls runtime.Goexit (a
-// require in a test's decider) ends the owner's goroutine, which nothing
-// can stop; then the turn's outcome, decided by the default, goes to the
-// owner that takes over (goexit.go) as a finished turn, and nothing of it
-// is lost — which is why the decision comes first.
+// decideInTurn asks the kind's Decider what to do about a failed turn, on
+// the turn's own goroutine before the turn ends: the Decider is the
+// program's code, and one that blocks — that calls a grain to report the
+// failure, say — is then handed off by the watchdog as a blocking handler
+// is, and holds up no other grain (TestABlockingDeciderHoldsUpNoOtherGrain;
+// on the owner, it stalled the partition). finish applies the directive if
+// the grain is still active then. One that calls runtime.Goexit ends the
+// turn's goroutine: the turn's outcome goes to the owner with the default
+// directive (goexit.go: w.deciding).
+func (p *partition) decideInTurn(w *worker, a *act, res *turnResult) {
+	if res.err == nil || res.decided || (res.kind != tkMessage && !res.ranMsg) {
+		return
+	}
+	w.deciding = true
+	res.directive = p.askDecider(a, res.err)
+	res.decided = true
+	w.deciding = false
+}
+
+// askDecider runs the kind's Decider for a turn that failed with err. One
+// that panics is logged, and the default directive applies. One that calls
+// runtime.Goexit is not recovered: its goroutine ends, and the caller's
+// defers see it.
+func (p *partition) askDecider(a *act, err error) (d activation.Directive) {
+	returned := false
+	defer func() {
+		if returned {
+			return
+		}
+		if r := recover(); r != nil {
+			d = activation.DefaultDecider(a.ID, err)
+			p.s.log(slog.LevelError, "granary: Decider panicked; the default directive applies",
+				"grain", a.ID.String(), "panic", fmt.Sprint(r), "err", err)
+		}
+	}()
+	d = a.k.sup.Decider.Decide(a.ID, err)
+	returned = true
+	return d
+}
+
+// decide is decideInTurn on the owner, for a turn that did not ask (one
+// cut short by runtime.Goexit), before finish applies anything of the
+// turn's outcome. A Decider that calls runtime.Goexit here ends the owner's
+// goroutine, which nothing can stop; then the turn's outcome, decided by
+// the default, goes to the owner that takes over (goexit.go) as a finished
+// turn, and nothing of it is lost — which is why the decision comes first.
 func (p *partition) decide(a *act, res *turnResult, first *queues.Envelope) (d activation.Directive) {
 	returned := false
 	defer func() {
@@ -236,14 +280,7 @@ func (p *partition) decide(a *act, res *turnResult, first *queues.Envelope) (d a
 			return
 		}
 		d = activation.DefaultDecider(a.ID, res.err)
-		r := recover()
-		if r != nil {
-			p.s.log(slog.LevelError, "granary: Decider panicked; the default directive applies",
-				"grain", a.ID.String(), "panic", fmt.Sprint(r), "err", res.err)
-			return
-		}
-		p.s.log(slog.LevelError, "granary: Decider called runtime.Goexit; the default directive applies",
-			"grain", a.ID.String(), "err", res.err)
+		p.logDeciderGoexit(a, res.err)
 		c := ctl{op: opTurnDone, a: a, res: *res}
 		c.res.decided, c.res.directive = true, d
 		if first != nil {
@@ -251,9 +288,14 @@ func (p *partition) decide(a *act, res *turnResult, first *queues.Envelope) (d a
 		}
 		p.q.PushControl(c)
 	}()
-	d = a.k.sup.Decider.Decide(a.ID, res.err)
+	d = p.askDecider(a, res.err)
 	returned = true
 	return d
+}
+
+func (p *partition) logDeciderGoexit(a *act, err error) {
+	p.s.log(slog.LevelError, "granary: Decider called runtime.Goexit; the default directive applies",
+		"grain", a.ID.String(), "err", err)
 }
 
 // tellFailed reports the failure of a turn no caller waits for — a tell's,

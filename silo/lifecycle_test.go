@@ -176,7 +176,7 @@ func (e *lifeEnv) call(t *testing.T, key string, msg any) any {
 	return v
 }
 
-// A Decider is the program's code, run on the partition's goroutine: one
+// A Decider is the program's code, run in the failed turn: one
 // that panics is logged and the default directive applies (a panic
 // restarts the grain, an error resumes it); the process goes on.
 func TestPanickingDeciderFallsBackToTheDefault(t *testing.T) {

@@ -101,6 +101,9 @@ func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envel
 // endTurn ends the turn w ran: the owner applies its outcome, or, if the
 // partition was handed off meanwhile, sends it to the new owner.
 func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.Envelope) bool {
+	if res.err != nil {
+		p.decideInTurn(w, a, res) // still in the turn, for the watchdog
+	}
 	if !w.end() {
 		if t := w.slow.Load(); t != 0 {
 			p.reportSlow(a, time.Since(time.Unix(0, t))+p.s.cfg.HandoffThreshold)

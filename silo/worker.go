@@ -46,7 +46,10 @@ type worker struct {
 	// reset with a plain store before the turn begins, then used
 	// atomically
 	actRace int32
-	labeled *kind // the kind whose profile labels w's goroutine has (labels.go)
+	// deciding: the turn's goroutine runs the kind's Decider
+	// (partition.decideInTurn), for a Goexit in it (goexit.go)
+	deciding bool
+	labeled  *kind // the kind whose profile labels w's goroutine has (labels.go)
 	// the parties done with w after it handed its partition off: 2 puts it
 	// back in the pool (workerpool.go)
 	handoffDone atomic.Int32
