@@ -31,9 +31,9 @@ import (
 // The hook's return and the give-up race; worker.actRace settles it: the
 // turn moves it from actHooking to actReturned (or actFailed) once the
 // factory and the hook have returned, the owner from actHooking to
-// actGivenUp, and only the winner acts. It is reset, a plain store, before every activation turn:
-// the atomics on it come after, ordered by the turn's start and the
-// partition's handoff.
+// actGivenUp, and only the winner acts. It is reset, a plain store, before
+// every activation turn: the atomics on it come after, ordered by the
+// turn's start and the partition's handoff.
 
 const (
 	actHooking  int32 = iota // the factory or OnActivate runs
