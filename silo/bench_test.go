@@ -54,6 +54,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "relay", func(grain.ID) benchRelay { return benchRelay{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "chain", func(grain.ID) benchChain { return benchChain{} }); err != nil {
+		b.Fatal(err)
+	}
 	if err := silo.Register(s, "hooked", func(grain.ID) *hookedGrain { return &hookedGrain{} }); err != nil {
 		b.Fatal(err)
 	}
@@ -259,6 +262,36 @@ func (benchRelay) Receive(ctx context.Context, c *grain.Context, _ any) (any, er
 
 // BenchmarkNestedCall: a call whose handler calls another grain.
 func BenchmarkNestedCall(b *testing.B) { benchCalls(b, grain.NewID("relay", "r")) }
+
+// benchChain n calls benchChain n-1, and benchChain 0 calls a benchGrain: a
+// call chain n+1 grains deep.
+type benchChain struct{}
+
+func (benchChain) Receive(ctx context.Context, c *grain.Context, _ any) (any, error) {
+	if n, _ := c.ID().IntKey(); n > 0 {
+		return silo.Call[int](ctx, c.Silo(), grain.NewIntID("chain", n-1), 0)
+	}
+	return silo.Call[int](ctx, c.Silo(), grain.NewID("b", "x"), 0)
+}
+
+// BenchmarkCallChain: a call down a chain of grains, each calling the next
+// from the turn that serves its caller's call — as a request goes through
+// a service's grains.
+func BenchmarkCallChain(b *testing.B) {
+	for _, depth := range []int64{2, 4} {
+		b.Run(fmt.Sprintf("depth=%d", depth), func(b *testing.B) {
+			s := benchSilo(b, silo.Config{})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := silo.Call[int](ctx, s, grain.NewIntID("chain", depth-1), 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
 
 // BenchmarkNestedCallPartitions: the same on two partitions, the relay on the
 // callee's partition (its turn must let the partition go for the callee to

@@ -113,7 +113,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		env.Meta = s.letInMeta(env.Meta)
 	}
 	var chain queues.Chain
-	var nested *nestedAsk // a call from a turn no call made: its chain is one link
+	var ask *askCtx // a call from a turn's, made with its chain
 	reenter := false
 	if ti != nil {
 		outer := ti.chain()
@@ -126,13 +126,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		// The calling grain may be another silo's (a turn of one silo
 		// calling into another): its link says whose.
 		link := queues.Link{ID: ti.a.ID, Silo: ti.w.p.s.incarnation, AllowReentry: allow}
-		if len(outer) == 0 {
-			nested = &nestedAsk{}
-			nested.link[0] = link
-			chain = nested.link[:]
-		} else {
-			chain = outer.Extend(link)
-		}
+		ask, chain = chainedAsk(outer, link)
 		if l, waiting := chain.Find(s.incarnation, id); waiting {
 			if !l.AllowReentry && !letIn {
 				unreserve(p, k)
@@ -142,13 +136,10 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		}
 	}
 	done := s.replyChan()
-	var ask *askCtx
-	if nested != nil {
-		ask = &nested.askCtx
-		ask.init(ctx, chain, p, done)
-	} else {
-		ask = newAsk(ctx, chain, p, done)
+	if ask == nil {
+		ask = &askCtx{}
 	}
+	ask.init(ctx, chain, p, done)
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req

@@ -190,20 +190,47 @@ type askCtx struct {
 	tc  turnCtx
 }
 
-// nestedAsk is the ask of a call made by a turn that no call made — a
-// tell's, or one asked from outside — with its one-link call chain in the
-// same allocation: the most common call between grains allocates its
-// chain with it rather than apart.
-type nestedAsk struct {
-	askCtx
-	link [1]queues.Link
-}
-
-// newAsk returns a new ask for a call with the given chain.
-func newAsk(ctx context.Context, chain queues.Chain, p *partition, done chan queues.Result) *askCtx {
-	a := &askCtx{}
-	a.init(ctx, chain, p, done)
-	return a
+// chainedAsk returns a new ask for a call made by a turn whose call chain
+// is outer, and the chain extended by link — in the ask's own allocation
+// while it is short, as most are: a call between grains allocates its
+// chain with its ask rather than apart (a call made by a turn that no call
+// made — a tell's, or one asked from outside — has a chain of one link; a
+// request through a service's grains, a few).
+func chainedAsk(outer queues.Chain, link queues.Link) (*askCtx, queues.Chain) {
+	switch len(outer) {
+	case 0:
+		a := &struct {
+			askCtx
+			link [1]queues.Link
+		}{}
+		a.link[0] = link
+		return &a.askCtx, a.link[:]
+	case 1:
+		a := &struct {
+			askCtx
+			link [2]queues.Link
+		}{}
+		copy(a.link[:], outer)
+		a.link[1] = link
+		return &a.askCtx, a.link[:]
+	case 2:
+		a := &struct {
+			askCtx
+			link [3]queues.Link
+		}{}
+		copy(a.link[:], outer)
+		a.link[2] = link
+		return &a.askCtx, a.link[:]
+	case 3:
+		a := &struct {
+			askCtx
+			link [4]queues.Link
+		}{}
+		copy(a.link[:], outer)
+		a.link[3] = link
+		return &a.askCtx, a.link[:]
+	}
+	return &askCtx{}, outer.Extend(link)
 }
 
 func (a *askCtx) init(ctx context.Context, chain queues.Chain, p *partition, done chan queues.Result) {
