@@ -199,38 +199,30 @@ type askCtx struct {
 func chainedAsk(outer queues.Chain, link queues.Link) (*askCtx, queues.Chain) {
 	switch len(outer) {
 	case 0:
-		a := &struct {
-			askCtx
-			link [1]queues.Link
-		}{}
-		a.link[0] = link
-		return &a.askCtx, a.link[:]
+		return withLinks(outer, link, func(l *[1]queues.Link) queues.Chain { return l[:] })
 	case 1:
-		a := &struct {
-			askCtx
-			link [2]queues.Link
-		}{}
-		copy(a.link[:], outer)
-		a.link[1] = link
-		return &a.askCtx, a.link[:]
+		return withLinks(outer, link, func(l *[2]queues.Link) queues.Chain { return l[:] })
 	case 2:
-		a := &struct {
-			askCtx
-			link [3]queues.Link
-		}{}
-		copy(a.link[:], outer)
-		a.link[2] = link
-		return &a.askCtx, a.link[:]
+		return withLinks(outer, link, func(l *[3]queues.Link) queues.Chain { return l[:] })
 	case 3:
-		a := &struct {
-			askCtx
-			link [4]queues.Link
-		}{}
-		copy(a.link[:], outer)
-		a.link[3] = link
-		return &a.askCtx, a.link[:]
+		return withLinks(outer, link, func(l *[4]queues.Link) queues.Chain { return l[:] })
 	}
 	return &askCtx{}, outer.Extend(link)
+}
+
+// linkedAsk is an ask with its chain's links, an array L of them.
+type linkedAsk[L any] struct {
+	askCtx
+	links L
+}
+
+// withLinks allocates an ask with room for outer and link, slice giving
+// the room as a chain, and writes them there.
+func withLinks[L any](outer queues.Chain, link queues.Link, slice func(*L) queues.Chain) (*askCtx, queues.Chain) {
+	a := &linkedAsk[L]{}
+	chain := slice(&a.links)
+	chain[copy(chain, outer)] = link
+	return &a.askCtx, chain
 }
 
 func (a *askCtx) init(ctx context.Context, chain queues.Chain, p *partition, done chan queues.Result) {
