@@ -29,16 +29,15 @@ import (
 // message.
 //
 // The hook's return and the give-up race; worker.actRace settles it: the
-// turn moves it from actHooking to actReturned (or actFailed) once the
-// factory and the hook have returned, the owner from actHooking to
-// actGivenUp, and only the winner acts. It is reset, a plain store, before
+// turn moves it from actHooking to actReturned once the factory and the
+// hook have returned (or ended in runtime.Goexit), the owner from
+// actHooking to actGivenUp, and only the winner acts. It is reset, a plain store, before
 // every activation turn: the atomics on it come after, ordered by the
 // turn's start and the partition's handoff.
 
 const (
 	actHooking  int32 = iota // the factory or OnActivate runs
 	actReturned              // they returned in time: the turn goes on
-	actFailed                // one of them failed (or ended in runtime.Goexit) in time: the turn hands its first message back
 	actGivenUp               // the owner gave up on them
 )
 

@@ -46,12 +46,12 @@ func (p *partition) goexited(w *worker) {
 	} else {
 		p.endGoexited(w, a, &c.res)
 	}
-	if c.res.kind == tkActivate && !c.res.ranMsg && w.env.Msg != nil && atomic.LoadInt32(&w.actRace) == actHooking {
+	if c.res.kind == tkActivate && !c.res.ranMsg && w.env.Msg != nil {
 		// An activation's first message, which did not run — unless a
 		// give-up or a Close takes it first: the race is settled as when
 		// the hook returns (turn.go, execute).
 		p.firstsOut.Add(1)
-		if atomic.CompareAndSwapInt32(&w.actRace, actHooking, actFailed) {
+		if atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned) {
 			c.first, c.res.firstOut = w.env, true
 		} else {
 			p.firstsOut.Add(-1)

@@ -28,8 +28,8 @@ import (
 // (Ask differs: its handler's ctx has the caller's values and deadline.)
 //
 // Called from a turn with the turn's ctx, the message carries the calling
-// grain as its sender (unless the grain is another silo's), and while a Shutdown lets the work under way finish,
-// it is taken (see Silo.Shutdown).
+// grain as its sender (unless the grain is another silo's), and while a
+// Shutdown lets the work under way finish, it is taken (see Silo.Shutdown).
 //
 // id may be an observer's (NewObserver): the message goes into its buffer
 // at once, or is refused at once — a full buffer, a closed observer — and
@@ -113,7 +113,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		env.Meta = s.letInMeta(env.Meta)
 	}
 	var chain queues.Chain
-	var ask *askCtx // a call from a turn's, made with its chain
+	var ask *askCtx // a call from a turn's: made with its chain
 	reenter := false
 	if ti != nil {
 		outer := ti.chain()

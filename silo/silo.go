@@ -40,14 +40,14 @@ type Silo struct {
 	kindOf  kindCache        // in front of kinds, for sends
 	parts   []*partition
 	locator directory.Local
+	clock   clock.Clock
+	realClk bool         // clock is clock.Real(): time.Now and time.AfterFunc
+	sincer  clock.Sincer // clock's, if it has one: the owners read it every round
+	epoch   time.Time
 	// incarnation is a number the silo draws for itself, never 0: it tells
 	// its grains from another silo's of the same IDs in a call chain
 	// (queues.Link.Silo) that passes through both.
 	incarnation uint64
-	clock       clock.Clock
-	realClk     bool         // clock is clock.Real(): time.Now and time.AfterFunc
-	sincer      clock.Sincer // clock's, if it has one: the owners read it every round
-	epoch       time.Time
 
 	mu        sync.Mutex
 	state     atomic.Int32

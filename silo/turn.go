@@ -179,17 +179,13 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 				w.hook.Store(nil)
 			}
 		}
-		returned := actReturned
-		if err != nil {
-			returned = actFailed
-			if env.Msg != nil {
-				// Counted before the race is settled: a Close that loses
-				// it (closeActivations) then waits for the message.
-				p.firstsOut.Add(1)
-				res.firstOut = true
-			}
+		if err != nil && env.Msg != nil {
+			// Counted before the race is settled: a Close that loses it
+			// (closeActivations) then waits for the message.
+			p.firstsOut.Add(1)
+			res.firstOut = true
 		}
-		if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, returned) {
+		if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned) {
 			// Given up on while it ran (acttimeout.go): the owner has
 			// failed the activation and taken its first message.
 			if res.firstOut {
