@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,8 +172,10 @@ func (s *Silo) Start() error {
 	s.base, s.cancel = context.WithCancel(context.Background())
 	s.epoch = s.clock.Now()
 	s.dog = newWatchdog()
+	multiP := runtime.GOMAXPROCS(0) > 1 // read once: it takes the scheduler's lock
 	for _, p := range s.parts {
 		p.base, p.endBase = context.WithCancel(s.base)
+		p.multiP = multiP
 		s.owners.Add(1)
 		go p.run(newWorker(p, false), nil)
 	}
