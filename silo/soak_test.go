@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"runtime"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,11 +29,18 @@ type soakMsg struct {
 }
 
 type soakGrain struct {
-	handled *sync.Map // message id -> *atomic.Int32
+	handled *sync.Map   // message id -> *atomic.Int32
+	guard   turnGuard   // two turns of one activation at once: an overlap
+	peeked  atomic.Bool // a message the predicate takes has had its turn
 }
 
 func (g *soakGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	g.guard.enter()
+	defer g.guard.leave()
 	m := msg.(soakMsg)
+	if m.peek {
+		defer g.peeked.Store(true)
+	}
 	n, _ := g.handled.LoadOrStore(m.id, new(atomic.Int32))
 	n.(*atomic.Int32).Add(1)
 	if m.panic {
@@ -41,8 +49,23 @@ func (g *soakGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any
 	if m.sleep {
 		busyWork(200 * time.Microsecond) // a slow turn, to provoke handoffs
 	}
-	if m.await { // others of the grain may run meanwhile
-		_ = silo.Await(ctx, func() error { busyWork(100 * time.Microsecond); return nil })
+	if m.await { // others of the grain may run meanwhile, and end before it goes on
+		// One that the interleaving kind's predicate takes, sent now so
+		// that it comes while this turn waits (its id negative: no sender
+		// counts it).
+		g.peeked.Store(false)
+		_ = c.Silo().Tell(ctx, c.ID(), soakMsg{id: -m.id, peek: true})
+		g.guard.leave()
+		_ = silo.Await(ctx, func() error {
+			// The wait lasts until that message's turn has run here, or
+			// a millisecond (it may have been refused, or gone to the
+			// next activation).
+			for start := time.Now(); !g.peeked.Load() && time.Since(start) < time.Millisecond; {
+				runtime.Gosched()
+			}
+			return nil
+		})
+		g.guard.enter()
 	}
 	if m.id%97 == 0 {
 		c.DeactivateOnIdle()
@@ -98,6 +121,8 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool, tweak
 	)
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	handled := &sync.Map{}
+	var overlaps atomic.Int64
+	grainFor := func() soakGrain { return soakGrain{handled: handled, guard: turnGuard{overlaps: &overlaps}} }
 	actTimeout := time.Duration(-1) // none
 	var memLimit int64              // none
 	if interleaving {
@@ -138,11 +163,11 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool, tweak
 		// all, and sends choose among them by load.
 		workers := append(slices.Clip(opts), silo.WithStatelessWorker(0))
 		if interleaving {
-			require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakHooked { return &soakHooked{soakGrain{handled: handled}} }, opts...))
-			require.NoError(t, silo.Register(s, "soakw", func(grain.ID) *soakHooked { return &soakHooked{soakGrain{handled: handled}} }, workers...))
+			require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakHooked { return &soakHooked{grainFor()} }, opts...))
+			require.NoError(t, silo.Register(s, "soakw", func(grain.ID) *soakHooked { return &soakHooked{grainFor()} }, workers...))
 		} else {
-			require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} }, opts...))
-			require.NoError(t, silo.Register(s, "soakw", func(grain.ID) *soakGrain { return &soakGrain{handled: handled} }, workers...))
+			require.NoError(t, silo.Register(s, "soak", func(grain.ID) *soakGrain { g := grainFor(); return &g }, opts...))
+			require.NoError(t, silo.Register(s, "soakw", func(grain.ID) *soakGrain { g := grainFor(); return &g }, workers...))
 		}
 	})
 	dl := s.SubscribeDeadLetters(senders * perSend)
@@ -295,5 +320,6 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool, tweak
 		count(&accepted), count(&refusedOvl), closedSeen.Load(), asks.Load(), serr)
 	t.Logf("dead letters by reason: %v; stats %+v", reasons, s.Stats())
 	assert.Zero(t, problems)
+	assert.Zero(t, overlaps.Load(), "turns of one activation overlapped")
 	assert.Positive(t, closedSeen.Load(), "the shutdown came in the middle of the load")
 }
