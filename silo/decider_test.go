@@ -23,7 +23,8 @@ var errFlaky = errors.New("flaky: failed")
 // await point (where a reentrant grain lets others in).
 type awaitMsg struct{ started, gate chan struct{} }
 
-// flaky fails "fail", waits on an awaitMsg, and answers anything else.
+// flaky fails "fail", ends its goroutine on "exit", waits on an awaitMsg,
+// and answers anything else.
 func flaky(_ grain.ID) grain.Func {
 	return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
 		switch m := msg.(type) {
@@ -31,8 +32,11 @@ func flaky(_ grain.ID) grain.Func {
 			close(m.started)
 			return nil, silo.Await(ctx, func() error { <-m.gate; return nil })
 		case string:
-			if m == "fail" {
+			switch m {
+			case "fail":
 				return nil, errFlaky
+			case "exit": // a require failing in a handler under test
+				runtime.Goexit()
 			}
 		}
 		return "ok", nil
@@ -75,6 +79,59 @@ func TestABlockingDeciderHoldsUpNoOtherGrain(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, "ok", v, "resumed")
 	})
+
+	// A turn cut short by its own runtime.Goexit has its Decider asked on
+	// its goroutine too (goexit.go: decideGoexited) — in an ordinary turn
+	// and in an interleaved one. On the owner, it stalled the partition.
+	for _, interleaved := range []bool{false, true} {
+		name := map[bool]string{false: "after a handler's Goexit", true: "after an interleaved handler's Goexit"}[interleaved]
+		t.Run(name, func(t *testing.T) {
+			entered, gate := make(chan struct{}), make(chan struct{})
+			decider := activation.DeciderFunc(func(_ grain.ID, err error) activation.Directive {
+				if errors.Is(err, silo.ErrGoexit) {
+					close(entered)
+					<-gate
+				}
+				return activation.Resume
+			})
+			opts := []silo.KindOption{silo.WithSupervision(activation.Supervision{Decider: decider})}
+			if interleaved {
+				opts = append(opts, silo.WithReentrant())
+			}
+			s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "flaky", flaky, opts...))
+			})
+			release := sync.OnceFunc(func() { close(gate) })
+			t.Cleanup(release)
+			ctx := ctxT(t)
+			id := grain.NewID("flaky", "a")
+			waiting := awaitMsg{started: make(chan struct{}), gate: make(chan struct{})}
+			waited := make(chan error, 1)
+			if interleaved {
+				go func() { _, err := s.Ask(ctx, id, waiting); waited <- err }()
+				<-waiting.started // its turn waits: "exit" interleaves
+			}
+			failed := make(chan error, 1)
+			go func() { _, err := s.Ask(ctx, id, "exit"); failed <- err }()
+			<-entered
+
+			octx, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds a failing test
+			defer cancel()
+			v, err := silo.Call[string](octx, s, grain.NewID("flaky", "b"), "hello")
+			require.NoError(t, err, "another grain of the partition answers while the Decider blocks")
+			assert.Equal(t, "ok", v)
+
+			release()
+			require.ErrorIs(t, <-failed, silo.ErrGoexit)
+			if interleaved {
+				close(waiting.gate)
+				require.NoError(t, <-waited)
+			}
+			v, err = silo.Call[string](ctx, s, id, "hello")
+			require.NoError(t, err)
+			assert.Equal(t, "ok", v, "resumed")
+		})
+	}
 
 	t.Run("calling a grain", func(t *testing.T) {
 		var reported atomic.Int32
@@ -130,4 +187,46 @@ func TestADeciderCallingGoexitInAnInterleavedTurn(t *testing.T) {
 	require.NoError(t, <-waited)
 	s.WaitLogged()
 	assert.Contains(t, logs.String(), "Decider called runtime.Goexit")
+}
+
+// A Decider that calls runtime.Goexit about a turn that a Goexit of its own
+// cut short — both goroutine exits on one turn — gets the default directive
+// (a restart: the turn failed as a panic), in an ordinary turn and in an
+// interleaved one; nothing hangs, and the grain goes on.
+func TestADeciderCallingGoexitAfterAHandlersGoexit(t *testing.T) {
+	for _, interleaved := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ordinary turn", true: "interleaved turn"}[interleaved], func(t *testing.T) {
+			var logs syncBuffer
+			exits := activation.DeciderFunc(func(grain.ID, error) activation.Directive {
+				runtime.Goexit()
+				return activation.Stop
+			})
+			opts := []silo.KindOption{silo.WithSupervision(activation.Supervision{Decider: exits})}
+			if interleaved {
+				opts = append(opts, silo.WithReentrant())
+			}
+			s := newSilo(t, silo.Config{Logger: newTextLogger(&logs), Partitions: 1}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "flaky", flaky, opts...))
+			})
+			ctx := ctxT(t)
+			id := grain.NewID("flaky", "a")
+			m := awaitMsg{started: make(chan struct{}), gate: make(chan struct{})}
+			waited := make(chan error, 1)
+			if interleaved {
+				go func() { _, err := s.Ask(ctx, id, m); waited <- err }()
+				<-m.started
+			}
+			_, err := s.Ask(ctx, id, "exit")
+			require.ErrorIs(t, err, silo.ErrGoexit)
+			v, err := silo.Call[string](ctx, s, id, "hello")
+			require.NoError(t, err, "not stopped: the default directive applies")
+			assert.Equal(t, "ok", v)
+			if interleaved {
+				close(m.gate)
+				require.NoError(t, <-waited)
+			}
+			s.WaitLogged()
+			assert.Contains(t, logs.String(), "Decider called runtime.Goexit")
+		})
+	}
 }

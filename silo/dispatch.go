@@ -267,6 +267,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 					p.decidedByDefault(a, &c.res)
 				} else {
 					p.endGoexited(w, a, &c.res)
+					p.decideGoexited(a, &c.res, func() { p.q.PushControl(c) })
 				}
 				p.q.PushControl(c)
 			}

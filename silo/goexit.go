@@ -23,9 +23,8 @@ import (
 // the partition to a new owner if w still owned it.
 func (p *partition) goexited(w *worker) {
 	if w.word.Load()&stateMask == wIdle {
-		// Not in a turn: an owner-side callback (a Decider, whose turn
-		// partition.decide handed on first) exited. Keep the partition
-		// served. (A Logger's handler runs on the log writer's goroutine:
+		// Not in a turn: an owner-side callback exited (none runs there
+		// now: a Decider runs in its turn). Keep the partition served. (A Logger's handler runs on the log writer's goroutine:
 		// logwriter.go.)
 		p.s.log(slog.LevelError, "granary: a callback ended its partition's goroutine with runtime.Goexit; a new one takes over")
 		p.s.owners.Add(1) // this goroutine is still counted: never at zero
@@ -45,7 +44,37 @@ func (p *partition) goexited(w *worker) {
 		p.decidedByDefault(a, &c.res)
 	} else {
 		p.endGoexited(w, a, &c.res)
+		p.decideGoexited(a, &c.res, func() { p.handOnGoexited(w, &c) })
 	}
+	p.handOnGoexited(w, &c)
+}
+
+// decideGoexited asks the kind's Decider about res, the outcome of a turn
+// cut short by runtime.Goexit, on the turn's goroutine as for any failed
+// turn (partition.decideInTurn): the partition has another owner by then,
+// so one that blocks holds up no other grain. One that calls
+// runtime.Goexit as well ends the goroutine before its caller goes on:
+// then the default directive applies, and handOn passes the outcome to
+// the owner.
+func (p *partition) decideGoexited(a *act, res *turnResult, handOn func()) {
+	if res.err == nil || res.decided || (res.kind != tkMessage && !res.ranMsg) {
+		return
+	}
+	returned := false
+	defer func() {
+		if !returned {
+			p.decidedByDefault(a, res)
+			handOn()
+		}
+	}()
+	res.directive = p.askDecider(a, res.err)
+	res.decided = true
+	returned = true
+}
+
+// handOnGoexited sends the outcome c of a turn cut short by runtime.Goexit
+// to the partition's owner, and counts the turn out.
+func (p *partition) handOnGoexited(w *worker, c *ctl) {
 	if c.res.kind == tkActivate && !c.res.ranMsg && w.env.Msg != nil {
 		// An activation's first message, which did not run — unless a
 		// give-up or a Close takes it first: the race is settled as when
@@ -57,7 +86,7 @@ func (p *partition) goexited(w *worker) {
 			p.firstsOut.Add(-1)
 		}
 	}
-	p.q.PushControl(c)
+	p.q.PushControl(*c)
 	p.s.turnEnded()
 }
 

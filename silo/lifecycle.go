@@ -150,8 +150,11 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	}
 	if res.err != nil && (res.kind == tkMessage || res.ranMsg) {
 		if a.State() <= activation.Active {
-			if !res.decided { // its turn did not ask (a Goexit cut it short)
-				res.directive, res.decided = p.decide(a, res, first), true
+			if !res.decided {
+				// Every failed turn asks its Decider on its own goroutine
+				// (decideInTurn, decideGoexited): the owner runs none of the
+				// program's code for it, so nothing here can stall or end it.
+				res.directive, res.decided = activation.DefaultDecider(a.ID, res.err), true
 			}
 			if res.req == nil {
 				p.tellFailed(a, res)
@@ -263,32 +266,6 @@ func (p *partition) askDecider(a *act, err error) (d activation.Directive) {
 		}
 	}()
 	d = a.k.sup.Decider.Decide(a.ID, err)
-	returned = true
-	return d
-}
-
-// decide is decideInTurn on the owner, for a turn that did not ask (one
-// cut short by runtime.Goexit), before finish applies anything of the
-// turn's outcome. A Decider that calls runtime.Goexit here ends the owner's
-// goroutine, which nothing can stop; then the turn's outcome, decided by
-// the default, goes to the owner that takes over (goexit.go) as a finished
-// turn, and nothing of it is lost — which is why the decision comes first.
-func (p *partition) decide(a *act, res *turnResult, first *queues.Envelope) (d activation.Directive) {
-	returned := false
-	defer func() {
-		if returned {
-			return
-		}
-		d = activation.DefaultDecider(a.ID, res.err)
-		p.logDeciderGoexit(a, res.err)
-		c := ctl{op: opTurnDone, a: a, res: *res}
-		c.res.decided, c.res.directive = true, d
-		if first != nil {
-			c.first = *first
-		}
-		p.q.PushControl(c)
-	}()
-	d = p.askDecider(a, res.err)
 	returned = true
 	return d
 }

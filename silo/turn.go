@@ -34,8 +34,9 @@ type turnResult struct {
 	// an activation turn's first message, whose caller gave up meanwhile,
 	// dropped as expired instead of run
 	firstDropped bool
-	// the Decider's directive for a failed turn, asked before finish
-	// applies anything (partition.decide)
+	// the Decider's directive for a failed turn, asked on the turn's
+	// goroutine before finish applies anything (partition.decideInTurn,
+	// decideGoexited)
 	decided   bool
 	directive activation.Directive
 	req       *queues.Request
