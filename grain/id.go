@@ -16,7 +16,7 @@ import (
 // ID is a comparable value: use it as a map key, compare it with ==. The zero
 // ID is invalid. Build IDs with NewID or NewIntID.
 type ID struct {
-	kind  string
+	kind  string // first: the silo reads it in place (TestTheKindIsTheIDsFirstField)
 	key   string
 	ikey  int64
 	isInt bool

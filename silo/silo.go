@@ -482,11 +482,11 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, *kind, uint64, error) {
 func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	// The hash first. A 48-byte ID never lives in registers: the entry
 	// stores it to the stack 8 bytes at a time, and each inlined accessor
-	// below copies it whole with 16-byte loads — which, issued at once,
+	// below copies it whole with 16-byte loads — which, issued soon after,
 	// stall on store forwarding (5 % of tell). Hash takes id in registers,
-	// loading it 8 bytes at a time, and by its return the stores are done.
+	// loading it 8 bytes at a time; the kind is read in place (kindName).
 	h := id.Hash()
-	k, ok := s.kindOf.get(id.Kind(), s.kinds)
+	k, ok := s.kindOf.get(kindName(&id), s.kinds)
 	if !ok {
 		if id.IsObserver() {
 			return nil, nil, 0, errObserverTarget // Tell sends it on (observer.go)
