@@ -50,69 +50,45 @@ func flaky(_ grain.ID) grain.Func {
 // grain of the partition waited, and a call to one of them waited for its
 // deadline (30 s by default), the owner being the one to run it.
 func TestABlockingDeciderHoldsUpNoOtherGrain(t *testing.T) {
-	t.Run("waiting on a channel", func(t *testing.T) {
-		entered, gate := make(chan struct{}), make(chan struct{})
-		decider := activation.DeciderFunc(func(_ grain.ID, err error) activation.Directive {
-			close(entered)
-			<-gate
-			return activation.Resume
-		})
-		s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
-			require.NoError(t, silo.Register(s, "flaky", flaky, silo.WithSupervision(activation.Supervision{Decider: decider})))
-		})
-		release := sync.OnceFunc(func() { close(gate) })
-		t.Cleanup(release) // before the silo's Close: a failing test does not hang on the Decider
-		ctx := ctxT(t)
-		failed := make(chan error, 1)
-		go func() { _, err := s.Ask(ctx, grain.NewID("flaky", "a"), "fail"); failed <- err }()
-		<-entered
-
-		octx, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds a failing test
-		defer cancel()
-		v, err := silo.Call[string](octx, s, grain.NewID("flaky", "b"), "hello")
-		require.NoError(t, err, "another grain of the partition answers while the Decider blocks")
-		assert.Equal(t, "ok", v)
-
-		release()
-		require.ErrorIs(t, <-failed, errFlaky)
-		v, err = silo.Call[string](ctx, s, grain.NewID("flaky", "a"), "hello")
-		require.NoError(t, err)
-		assert.Equal(t, "ok", v, "resumed")
-	})
-
-	// A turn cut short by its own runtime.Goexit has its Decider asked on
-	// its goroutine too (goexit.go: decideGoexited) — in an ordinary turn
-	// and in an interleaved one. On the owner, it stalled the partition.
-	for _, interleaved := range []bool{false, true} {
-		name := map[bool]string{false: "after a handler's Goexit", true: "after an interleaved handler's Goexit"}[interleaved]
-		t.Run(name, func(t *testing.T) {
+	// Waiting on a channel, about a turn that failed; and about a turn cut
+	// short by its own runtime.Goexit, asked on its goroutine too (goexit.go:
+	// decideGoexited), in an ordinary turn and in an interleaved one.
+	for _, tc := range []struct {
+		name        string
+		msg         string
+		want        error
+		interleaved bool
+	}{
+		{"waiting on a channel", "fail", errFlaky, false},
+		{"after a handler's Goexit", "exit", silo.ErrGoexit, false},
+		{"after an interleaved handler's Goexit", "exit", silo.ErrGoexit, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			entered, gate := make(chan struct{}), make(chan struct{})
 			decider := activation.DeciderFunc(func(_ grain.ID, err error) activation.Directive {
-				if errors.Is(err, silo.ErrGoexit) {
-					close(entered)
-					<-gate
-				}
+				close(entered)
+				<-gate
 				return activation.Resume
 			})
 			opts := []silo.KindOption{silo.WithSupervision(activation.Supervision{Decider: decider})}
-			if interleaved {
+			if tc.interleaved {
 				opts = append(opts, silo.WithReentrant())
 			}
 			s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
 				require.NoError(t, silo.Register(s, "flaky", flaky, opts...))
 			})
 			release := sync.OnceFunc(func() { close(gate) })
-			t.Cleanup(release)
+			t.Cleanup(release) // before the silo's Close: a failing test does not hang on the Decider
 			ctx := ctxT(t)
 			id := grain.NewID("flaky", "a")
 			waiting := awaitMsg{started: make(chan struct{}), gate: make(chan struct{})}
 			waited := make(chan error, 1)
-			if interleaved {
+			if tc.interleaved {
 				go func() { _, err := s.Ask(ctx, id, waiting); waited <- err }()
-				<-waiting.started // its turn waits: "exit" interleaves
+				<-waiting.started // its turn waits: the next message interleaves
 			}
 			failed := make(chan error, 1)
-			go func() { _, err := s.Ask(ctx, id, "exit"); failed <- err }()
+			go func() { _, err := s.Ask(ctx, id, tc.msg); failed <- err }()
 			<-entered
 
 			octx, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds a failing test
@@ -122,8 +98,8 @@ func TestABlockingDeciderHoldsUpNoOtherGrain(t *testing.T) {
 			assert.Equal(t, "ok", v)
 
 			release()
-			require.ErrorIs(t, <-failed, silo.ErrGoexit)
-			if interleaved {
+			require.ErrorIs(t, <-failed, tc.want)
+			if tc.interleaved {
 				close(waiting.gate)
 				require.NoError(t, <-waited)
 			}
