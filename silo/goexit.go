@@ -24,8 +24,8 @@ import (
 func (p *partition) goexited(w *worker) {
 	if w.word.Load()&stateMask == wIdle {
 		// Not in a turn: an owner-side callback exited (none runs there
-		// now: a Decider runs in its turn). Keep the partition served. (A Logger's handler runs on the log writer's goroutine:
-		// logwriter.go.)
+		// now: a Decider runs in its turn, a Logger's handler on the log
+		// writer's goroutine, logwriter.go). Keep the partition served.
 		p.s.log(slog.LevelError, "granary: a callback ended its partition's goroutine with runtime.Goexit; a new one takes over")
 		p.s.owners.Add(1) // this goroutine is still counted: never at zero
 		go p.run(newWorker(p, false), nil)
