@@ -44,7 +44,10 @@ func (d Directive) String() string {
 // say) is handed off as a blocking handler is, and holds up no other
 // grain — but the failed turn's caller waits for it, so it should be quick.
 // The silo recovers a Decider that panics or calls runtime.Goexit, and
-// applies DefaultDecider instead.
+// applies DefaultDecider instead. A Decider that stops the program's silo on
+// a failure starts the silo's Shutdown on a goroutine of its own: called in
+// the Decider, Shutdown would wait for the turn the Decider runs in — for
+// ever, with a ctx that never ends (a Decider has no turn ctx to show it).
 type Decider interface {
 	Decide(id grain.ID, err error) Directive
 }

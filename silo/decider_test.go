@@ -206,3 +206,27 @@ func TestADeciderCallingGoexitAfterAHandlersGoexit(t *testing.T) {
 		})
 	}
 }
+
+// A Decider that stops the silo on a failure (fail-stop) starts Shutdown on
+// a goroutine of its own, as activation.Decider's doc says: the failed
+// turn's caller has its error, and the silo shuts down. (Called in the
+// Decider, with a ctx that never ends, Shutdown would wait for ever for the
+// turn the Decider runs in.)
+func TestADeciderCanShutTheSiloDown(t *testing.T) {
+	var s *silo.Silo
+	shut := make(chan error, 1)
+	ctx := ctxT(t)
+	failStop := activation.DeciderFunc(func(grain.ID, error) activation.Directive {
+		go func() { shut <- s.Shutdown(ctx) }()
+		return activation.Stop
+	})
+	s = newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "flaky", flaky, silo.WithSupervision(activation.Supervision{Decider: failStop})))
+	})
+	_, err := s.Ask(ctx, grain.NewID("flaky", "a"), "fail")
+	require.ErrorIs(t, err, errFlaky)
+	require.NoError(t, <-shut)
+	<-s.Done()
+	_, err = s.Ask(ctx, grain.NewID("flaky", "b"), "hello")
+	require.ErrorIs(t, err, silo.ErrSiloClosed)
+}
