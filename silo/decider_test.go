@@ -43,6 +43,33 @@ func flaky(_ grain.ID) grain.Func {
 	}
 }
 
+// flakySilo is a silo of flaky grains with the Decider d, reentrant if
+// interleaved, on one partition.
+func flakySilo(t *testing.T, cfg silo.Config, d activation.Decider, interleaved bool) *silo.Silo {
+	opts := []silo.KindOption{silo.WithSupervision(activation.Supervision{Decider: d})}
+	if interleaved {
+		opts = append(opts, silo.WithReentrant())
+	}
+	cfg.Partitions = 1
+	return newSilo(t, cfg, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "flaky", flaky, opts...))
+	})
+}
+
+// holdATurn starts a turn of id that waits at an await point, where a
+// reentrant grain lets the next message interleave, and returns what lets
+// it finish and checks it did.
+func holdATurn(t *testing.T, ctx context.Context, s *silo.Silo, id grain.ID) (finish func()) {
+	m := awaitMsg{started: make(chan struct{}), gate: make(chan struct{})}
+	waited := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, id, m); waited <- err }()
+	<-m.started
+	return func() {
+		close(m.gate)
+		require.NoError(t, <-waited)
+	}
+}
+
 // The Decider is the program's code, and runs in the failed turn: one that
 // blocks — on a channel, or calling a grain to report the failure — is
 // handed off as a blocking handler is, and the other grains of its
@@ -70,22 +97,14 @@ func TestABlockingDeciderHoldsUpNoOtherGrain(t *testing.T) {
 				<-gate
 				return activation.Resume
 			})
-			opts := []silo.KindOption{silo.WithSupervision(activation.Supervision{Decider: decider})}
-			if tc.interleaved {
-				opts = append(opts, silo.WithReentrant())
-			}
-			s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
-				require.NoError(t, silo.Register(s, "flaky", flaky, opts...))
-			})
+			s := flakySilo(t, silo.Config{}, decider, tc.interleaved)
 			release := sync.OnceFunc(func() { close(gate) })
 			t.Cleanup(release) // before the silo's Close: a failing test does not hang on the Decider
 			ctx := ctxT(t)
 			id := grain.NewID("flaky", "a")
-			waiting := awaitMsg{started: make(chan struct{}), gate: make(chan struct{})}
-			waited := make(chan error, 1)
+			held := func() {}
 			if tc.interleaved {
-				go func() { _, err := s.Ask(ctx, id, waiting); waited <- err }()
-				<-waiting.started // its turn waits: the next message interleaves
+				held = holdATurn(t, ctx, s, id) // the next message interleaves
 			}
 			failed := make(chan error, 1)
 			go func() { _, err := s.Ask(ctx, id, tc.msg); failed <- err }()
@@ -99,10 +118,7 @@ func TestABlockingDeciderHoldsUpNoOtherGrain(t *testing.T) {
 
 			release()
 			require.ErrorIs(t, <-failed, tc.want)
-			if tc.interleaved {
-				close(waiting.gate)
-				require.NoError(t, <-waited)
-			}
+			held()
 			v, err = silo.Call[string](ctx, s, id, "hello")
 			require.NoError(t, err)
 			assert.Equal(t, "ok", v, "resumed")
@@ -143,24 +159,17 @@ func TestADeciderCallingGoexitInAnInterleavedTurn(t *testing.T) {
 		runtime.Goexit()
 		return activation.Stop
 	})
-	s := newSilo(t, silo.Config{Logger: newTextLogger(&logs)}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "flaky", flaky, silo.WithReentrant(),
-			silo.WithSupervision(activation.Supervision{Decider: exits})))
-	})
+	s := flakySilo(t, silo.Config{Logger: newTextLogger(&logs)}, exits, true)
 	ctx := ctxT(t)
 	id := grain.NewID("flaky", "a")
-	m := awaitMsg{started: make(chan struct{}), gate: make(chan struct{})}
-	waited := make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, id, m); waited <- err }()
-	<-m.started // the grain's turn waits: the next message interleaves
+	held := holdATurn(t, ctx, s, id) // the next message interleaves
 
 	_, err := s.Ask(ctx, id, "fail")
 	require.ErrorIs(t, err, errFlaky)
 	v, err := silo.Call[string](ctx, s, id, "hello")
 	require.NoError(t, err, "the default directive resumes a grain whose turn returned an error")
 	assert.Equal(t, "ok", v)
-	close(m.gate)
-	require.NoError(t, <-waited)
+	held()
 	s.WaitLogged()
 	assert.Contains(t, logs.String(), "Decider called runtime.Goexit")
 }
@@ -177,30 +186,19 @@ func TestADeciderCallingGoexitAfterAHandlersGoexit(t *testing.T) {
 				runtime.Goexit()
 				return activation.Stop
 			})
-			opts := []silo.KindOption{silo.WithSupervision(activation.Supervision{Decider: exits})}
-			if interleaved {
-				opts = append(opts, silo.WithReentrant())
-			}
-			s := newSilo(t, silo.Config{Logger: newTextLogger(&logs), Partitions: 1}, func(s *silo.Silo) {
-				require.NoError(t, silo.Register(s, "flaky", flaky, opts...))
-			})
+			s := flakySilo(t, silo.Config{Logger: newTextLogger(&logs)}, exits, interleaved)
 			ctx := ctxT(t)
 			id := grain.NewID("flaky", "a")
-			m := awaitMsg{started: make(chan struct{}), gate: make(chan struct{})}
-			waited := make(chan error, 1)
+			held := func() {}
 			if interleaved {
-				go func() { _, err := s.Ask(ctx, id, m); waited <- err }()
-				<-m.started
+				held = holdATurn(t, ctx, s, id)
 			}
 			_, err := s.Ask(ctx, id, "exit")
 			require.ErrorIs(t, err, silo.ErrGoexit)
 			v, err := silo.Call[string](ctx, s, id, "hello")
 			require.NoError(t, err, "not stopped: the default directive applies")
 			assert.Equal(t, "ok", v)
-			if interleaved {
-				close(m.gate)
-				require.NoError(t, <-waited)
-			}
+			held()
 			s.WaitLogged()
 			assert.Contains(t, logs.String(), "Decider called runtime.Goexit")
 		})
