@@ -150,51 +150,38 @@ func TestABlockingDeciderHoldsUpNoOtherGrain(t *testing.T) {
 	})
 }
 
-// A Decider that calls runtime.Goexit in an interleaved turn's failure (a
-// reentrant grain's, while another of its turns waits) gets the default
-// directive, as in any turn: the caller has its error, and the grain goes on.
-func TestADeciderCallingGoexitInAnInterleavedTurn(t *testing.T) {
-	var logs syncBuffer
-	exits := activation.DeciderFunc(func(grain.ID, error) activation.Directive {
-		runtime.Goexit()
-		return activation.Stop
-	})
-	s := flakySilo(t, silo.Config{Logger: newTextLogger(&logs)}, exits, true)
-	ctx := ctxT(t)
-	id := grain.NewID("flaky", "a")
-	held := holdATurn(t, ctx, s, id) // the next message interleaves
-
-	_, err := s.Ask(ctx, id, "fail")
-	require.ErrorIs(t, err, errFlaky)
-	v, err := silo.Call[string](ctx, s, id, "hello")
-	require.NoError(t, err, "the default directive resumes a grain whose turn returned an error")
-	assert.Equal(t, "ok", v)
-	held()
-	s.WaitLogged()
-	assert.Contains(t, logs.String(), "Decider called runtime.Goexit")
-}
-
-// A Decider that calls runtime.Goexit about a turn that a Goexit of its own
-// cut short — both goroutine exits on one turn — gets the default directive
-// (a restart: the turn failed as a panic), in an ordinary turn and in an
-// interleaved one; nothing hangs, and the grain goes on.
-func TestADeciderCallingGoexitAfterAHandlersGoexit(t *testing.T) {
-	for _, interleaved := range []bool{false, true} {
-		t.Run(map[bool]string{false: "ordinary turn", true: "interleaved turn"}[interleaved], func(t *testing.T) {
+// A Decider that calls runtime.Goexit gets the default directive, as in
+// any turn: about an interleaved turn's failure (a reentrant grain's, while
+// another of its turns waits), and about a turn that a Goexit of its own cut
+// short — both goroutine exits on one turn — ordinary or interleaved. The
+// caller has its error, nothing hangs, and the grain goes on (resumed after
+// an error, restarted after a Goexit: the turn failed as a panic).
+func TestADeciderCallingGoexitInATurn(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		msg         string
+		want        error
+		interleaved bool
+	}{
+		{"an interleaved turn's error", "fail", errFlaky, true},
+		{"a handler's Goexit", "exit", silo.ErrGoexit, false},
+		{"an interleaved handler's Goexit", "exit", silo.ErrGoexit, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
 			var logs syncBuffer
 			exits := activation.DeciderFunc(func(grain.ID, error) activation.Directive {
 				runtime.Goexit()
 				return activation.Stop
 			})
-			s := flakySilo(t, silo.Config{Logger: newTextLogger(&logs)}, exits, interleaved)
+			s := flakySilo(t, silo.Config{Logger: newTextLogger(&logs)}, exits, tc.interleaved)
 			ctx := ctxT(t)
 			id := grain.NewID("flaky", "a")
 			held := func() {}
-			if interleaved {
-				held = holdATurn(t, ctx, s, id)
+			if tc.interleaved {
+				held = holdATurn(t, ctx, s, id) // the next message interleaves
 			}
-			_, err := s.Ask(ctx, id, "exit")
-			require.ErrorIs(t, err, silo.ErrGoexit)
+			_, err := s.Ask(ctx, id, tc.msg)
+			require.ErrorIs(t, err, tc.want)
 			v, err := silo.Call[string](ctx, s, id, "hello")
 			require.NoError(t, err, "not stopped: the default directive applies")
 			assert.Equal(t, "ok", v)
