@@ -1,6 +1,7 @@
 package activation
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -44,10 +45,15 @@ func (d Directive) String() string {
 // say) is handed off as a blocking handler is, and holds up no other
 // grain — but the failed turn's caller waits for it, so it should be quick.
 // The silo recovers a Decider that panics or calls runtime.Goexit, and
-// applies DefaultDecider instead. A Decider that stops the program's silo on
-// a failure starts the silo's Shutdown on a goroutine of its own: called in
-// the Decider, Shutdown would wait for the turn the Decider runs in — for
-// ever, with a ctx that never ends (a Decider has no turn ctx to show it).
+// applies DefaultDecider instead.
+//
+// A Decider that does more than look at the error — calls a grain, logs
+// with the caller's trace, stops the silo — implements ContextDecider, and
+// is given the turn's ctx. Without it, a call from the Decider is not part
+// of the turn's call chain (one back to the failed grain waits out its
+// timeout instead of failing with ErrCallCycle), and Shutdown called in it
+// waits for the turn the Decider runs in — for ever, with a ctx that never
+// ends.
 type Decider interface {
 	Decide(id grain.ID, err error) Directive
 }
@@ -57,6 +63,34 @@ type DeciderFunc func(id grain.ID, err error) Directive
 
 // Decide calls f.
 func (f DeciderFunc) Decide(id grain.ID, err error) Directive { return f(id, err) }
+
+// ContextDecider is a Decider that is also given the ctx of the failed
+// turn: the handler's, with the caller's values and deadline, and the turn
+// itself, so that what it does is the turn's doing — a call it makes
+// extends the turn's call chain (a cycle back to the failed grain fails at
+// once with ErrCallCycle), and a silo's Shutdown called with it begins and
+// returns ErrShutdownFromTurn, as from a handler, instead of waiting for
+// the turn it is in. ctx ends as the turn's does: when the caller gives up
+// on an ask, or the silo closes. A runtime that has a turn calls
+// DecideContext, never Decide.
+type ContextDecider interface {
+	Decider
+	DecideContext(ctx context.Context, id grain.ID, err error) Directive
+}
+
+// ContextDeciderFunc adapts a function to ContextDecider.
+type ContextDeciderFunc func(ctx context.Context, id grain.ID, err error) Directive
+
+// DecideContext calls f.
+func (f ContextDeciderFunc) DecideContext(ctx context.Context, id grain.ID, err error) Directive {
+	return f(ctx, id, err)
+}
+
+// Decide calls f with a ctx that carries nothing and never ends: for a
+// caller that has no turn to give it (Supervision.Decide).
+func (f ContextDeciderFunc) Decide(id grain.ID, err error) Directive {
+	return f(context.Background(), id, err)
+}
 
 // DefaultDecider restarts on a panic and resumes on a returned error: an
 // error is an answer, a panic means the state may be broken.

@@ -263,18 +263,13 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		exited := true
 		defer func() {
 			if exited { // the handler, or the Decider, called runtime.Goexit (see goexit.go)
-				if w.deciding {
-					p.decidedByDefault(a, &c.res)
-				} else {
-					p.endGoexited(w, a, &c.res)
-					p.decideGoexited(a, &c.res, func() { p.q.PushControl(c) })
-				}
+				p.goexitedOutcome(w, a, &c.res, func() { p.q.PushControl(c) })
 				p.q.PushControl(c)
 			}
 		}()
 		w.label(a.k) // a runner may come from a turn of another kind
+		// The turn, and its Decider if it fails (execute: decideInTurn).
 		p.execute(w, a, tkMessage, &env, true, &c.res)
-		p.decideInTurn(w, a, &c.res)
 		exited = false
 		p.q.PushControl(c)
 	}))

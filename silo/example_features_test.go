@@ -129,6 +129,45 @@ func ExampleWithSupervision() {
 	// balance after restart 5
 }
 
+// A Decider that does more than look at the error is a ContextDeciderFunc:
+// given the failed turn's ctx, it has the caller's values, and its calls
+// are the turn's — here it files an incident, with the request's ID, at a
+// grain of its own, then stops the broken wallet.
+func Example_contextDecider() {
+	var s *silo.Silo
+	incidents := make(chan string, 1)
+	decider := activation.ContextDeciderFunc(func(ctx context.Context, id grain.ID, err error) activation.Directive {
+		if errors.Is(err, grain.ErrPanic) {
+			_, _ = s.Ask(ctx, grain.NewID("incidents", "wallets"), id.String())
+			return activation.Stop
+		}
+		return activation.DefaultDecider(id, err)
+	})
+	s, _ = silo.New(silo.Config{})
+	_ = silo.Register(s, "wallet", func(grain.ID) *wallet { return &wallet{} },
+		silo.WithSupervision(activation.Supervision{Decider: decider}))
+	_ = silo.Register(s, "incidents", func(grain.ID) grain.Func {
+		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+			incidents <- fmt.Sprintf("%v in request %v", msg, ctx.Value(requestIDKey{}))
+			return nil, nil
+		}
+	})
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.WithValue(context.Background(), requestIDKey{}, "r-17")
+
+	id := grain.NewID("wallet", "w1")
+	_, err := s.Ask(ctx, id, corrupt{})
+	fmt.Println(errors.Is(err, grain.ErrPanic))
+	fmt.Println("incident:", <-incidents)
+	_, err = s.Ask(ctx, id, deposit{5})
+	fmt.Println(errors.Is(err, grain.ErrGrainStopped))
+	// Output:
+	// true
+	// incident: wallet/w1 in request r-17
+	// true
+}
+
 // A node grain that asks its parent, which may ask it back.
 type node struct{ parent grain.ID }
 

@@ -38,25 +38,40 @@ func (p *partition) goexited(w *worker) {
 		a = turnCtxOf(w, w.res.req).info.a
 	}
 	c := ctl{op: opTurnDone, a: a, res: w.res}
-	if w.deciding {
-		// In the Decider, after the turn (partition.decideInTurn): its
-		// outcome stands, with the default directive.
-		p.decidedByDefault(a, &c.res)
-	} else {
-		p.endGoexited(w, a, &c.res)
-		p.decideGoexited(a, &c.res, func() { p.handOnGoexited(w, &c) })
-	}
+	p.goexitedOutcome(w, a, &c.res, func() { p.handOnGoexited(w, &c) })
 	p.handOnGoexited(w, &c)
+}
+
+// goexitedOutcome settles res, the outcome of the turn w ran, whose
+// goroutine is ending in runtime.Goexit. In the turn's Decider
+// (partition.decideInTurn, w.deciding), the turn's outcome stands, with
+// the default directive; in the turn itself, the turn fails with ErrGoexit
+// and its Decider is asked. Either way the turn then gives up its token
+// and its ctx, which the Decider had. handOn passes the outcome to the
+// owner if a Decider's own Goexit ends the goroutine before this returns.
+func (p *partition) goexitedOutcome(w *worker, a *act, res *turnResult, handOn func()) {
+	if w.deciding {
+		w.deciding = false
+		p.decidedByDefault(a, res)
+		p.releaseGoexited(w, a, res)
+		return
+	}
+	p.failGoexited(w, a, res)
+	p.decideGoexited(w, a, res, func() {
+		p.releaseGoexited(w, a, res)
+		handOn()
+	})
+	p.releaseGoexited(w, a, res)
 }
 
 // decideGoexited asks the kind's Decider about res, the outcome of a turn
 // cut short by runtime.Goexit, on the turn's goroutine as for any failed
-// turn (partition.decideInTurn): the partition has another owner by then,
-// so one that blocks holds up no other grain. One that calls
-// runtime.Goexit as well ends the goroutine before its caller goes on:
-// then the default directive applies, and handOn passes the outcome to
-// the owner.
-func (p *partition) decideGoexited(a *act, res *turnResult, handOn func()) {
+// turn (partition.decideInTurn), with the turn's ctx: the partition has
+// another owner by then, so one that blocks holds up no other grain. One
+// that calls runtime.Goexit as well ends the goroutine before its caller
+// goes on: then the default directive applies, and handOn passes the
+// outcome to the owner.
+func (p *partition) decideGoexited(w *worker, a *act, res *turnResult, handOn func()) {
 	if res.err == nil || res.decided || (res.kind != tkMessage && !res.ranMsg) {
 		return
 	}
@@ -67,7 +82,7 @@ func (p *partition) decideGoexited(a *act, res *turnResult, handOn func()) {
 			handOn()
 		}
 	}()
-	res.directive = p.askDecider(a, res.err)
+	res.directive = p.askDecider(turnCtxOf(w, res.req), a, res.err)
 	res.decided = true
 	returned = true
 }
@@ -97,19 +112,24 @@ func (p *partition) decidedByDefault(a *act, res *turnResult) {
 	res.directive, res.decided = activation.DefaultDecider(a.ID, res.err), true
 }
 
-// endGoexited turns res into the outcome of a turn cut short by
-// runtime.Goexit, and gives back the grain's turn token if the turn held it.
-func (p *partition) endGoexited(w *worker, a *act, res *turnResult) {
+// failGoexited turns res into the outcome of a turn cut short by
+// runtime.Goexit. One that exited in OnActivate ran under the hook's own
+// ctx (turn.go: hookCtx): that ctx ends here, and a token the hook took
+// back goes to the turn's ctx, which releaseGoexited gives up.
+func (p *partition) failGoexited(w *worker, a *act, res *turnResult) {
 	res.reply = nil
 	res.err = &grain.PanicError{ID: a.ID, Value: ErrGoexit, Stack: debug.Stack()}
-	tc := turnCtxOf(w, res.req)
 	if hc := w.hook.Load(); hc != nil && res.kind == tkActivate {
-		// It exited in OnActivate, under the hook's own ctx (turn.go:
-		// hookCtx): its channel, if it made one, ends, and a token it took
-		// back goes to the turn's ctx, which gives it up below.
-		handOnToken(a, hc, tc)
+		handOnToken(a, hc, turnCtxOf(w, res.req))
 		hc.release()
 	}
+}
+
+// releaseGoexited gives back the grain's turn token, if the turn cut short
+// by runtime.Goexit held it, and ends the turn's ctx. A second call finds
+// nothing left to do.
+func (p *partition) releaseGoexited(w *worker, a *act, res *turnResult) {
+	tc := turnCtxOf(w, res.req)
 	if x := a.x.Load(); x != nil {
 		x.callMu.Lock()
 		held := tc.info.holdsToken

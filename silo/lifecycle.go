@@ -238,13 +238,15 @@ func (p *partition) resolve(req *queues.Request, v any, err error) {
 // on the owner, it stalled the partition). finish applies the directive if
 // the grain is still active then. One that calls runtime.Goexit ends the
 // turn's goroutine: the turn's outcome goes to the owner with the default
-// directive (goexit.go: w.deciding).
-func (p *partition) decideInTurn(w *worker, a *act, res *turnResult) {
+// directive (goexit.go: w.deciding). It runs before the turn gives up its
+// token and its ctx, which a ContextDecider is given: its calls are the
+// turn's.
+func (p *partition) decideInTurn(w *worker, a *act, res *turnResult, tc *turnCtx) {
 	if res.err == nil || res.decided || (res.kind != tkMessage && !res.ranMsg) {
 		return
 	}
 	w.deciding = true
-	res.directive = p.askDecider(a, res.err)
+	res.directive = p.askDecider(tc, a, res.err)
 	res.decided = true
 	w.deciding = false
 }
@@ -253,7 +255,7 @@ func (p *partition) decideInTurn(w *worker, a *act, res *turnResult) {
 // that panics is logged, and the default directive applies. One that calls
 // runtime.Goexit is not recovered: its goroutine ends, and the caller's
 // defers see it.
-func (p *partition) askDecider(a *act, err error) (d activation.Directive) {
+func (p *partition) askDecider(tc *turnCtx, a *act, err error) (d activation.Directive) {
 	returned := false
 	defer func() {
 		if returned {
@@ -265,7 +267,11 @@ func (p *partition) askDecider(a *act, err error) (d activation.Directive) {
 				"grain", a.ID.String(), "panic", fmt.Sprint(r), "err", err)
 		}
 	}()
-	d = a.k.sup.Decider.Decide(a.ID, err)
+	if cd, ok := a.k.sup.Decider.(activation.ContextDecider); ok {
+		d = cd.DecideContext(tc, a.ID, err)
+	} else {
+		d = a.k.sup.Decider.Decide(a.ID, err)
+	}
 	returned = true
 	return d
 }

@@ -206,11 +206,11 @@ func (s *Silo) Start() error {
 //
 // Shutdown on a silo never started just marks it closed. Called from a
 // grain's turn, it cannot wait for that turn: it begins the shutdown and
-// returns ErrShutdownFromTurn at once. It knows the turn by the turn's ctx:
-// code the silo runs with no such ctx — a supervision Decider, a handler
-// passing context.Background() — starts it on a goroutine of its own
-// instead, or it waits for that code's turn, with a ctx that never ends for
-// ever.
+// returns ErrShutdownFromTurn at once. It knows the turn by the turn's ctx
+// (an activation.ContextDecider is given its turn's): code the silo runs
+// with no such ctx — a plain supervision Decider, a handler passing
+// context.Background() — starts it on a goroutine of its own instead, or
+// it waits for that code's turn, with a ctx that never ends for ever.
 func (s *Silo) Shutdown(ctx context.Context) error {
 	if err := s.made(); err != nil {
 		return err

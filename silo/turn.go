@@ -76,6 +76,9 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	if len(a.k.filters) > 0 {
 		w.endFiltered()
 	}
+	if res.err != nil {
+		p.decideInTurn(w, a, res, tc) // still in the turn, for the watchdog, with its token and ctx
+	}
 	if tc.info.holdsToken { // it took the token back after a reentrant call
 		a.extra().token.unlock()
 	}
@@ -102,9 +105,6 @@ func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envel
 // endTurn ends the turn w ran: the owner applies its outcome, or, if the
 // partition was handed off meanwhile, sends it to the new owner.
 func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.Envelope) bool {
-	if res.err != nil {
-		p.decideInTurn(w, a, res) // still in the turn, for the watchdog
-	}
 	if !w.end() {
 		if t := w.slow.Load(); t != 0 {
 			p.reportSlow(a, time.Since(time.Unix(0, t))+p.s.cfg.HandoffThreshold)
@@ -219,6 +219,9 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	}
 	if len(a.k.filters) > 0 {
 		w.endFiltered()
+	}
+	if res.err != nil {
+		p.decideInTurn(w, a, res, tc)
 	}
 	if tc.info.holdsToken {
 		a.extra().token.unlock()
