@@ -21,6 +21,10 @@ type watchdog struct {
 	stop     chan struct{}
 	wake     chan struct{} // one token: the monitor's wake-up
 	sleeping atomic.Bool
+	// now: the silo clock (since Start) at the monitor's last look, with
+	// the real clock; what owners in a run of short rounds take instead of
+	// reading the clock (partition.tick)
+	now atomic.Int64
 }
 
 func newWatchdog() watchdog {
@@ -69,6 +73,9 @@ func (s *Silo) watch() {
 		case <-d.stop:
 			return
 		case <-t.C:
+		}
+		if s.realClk {
+			d.now.Store(int64(s.since()))
 		}
 		parked := true
 		for i, p := range s.parts {
