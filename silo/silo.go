@@ -43,7 +43,7 @@ type Silo struct {
 	locator directory.Local
 	clock   clock.Clock
 	realClk bool         // clock is clock.Real(): time.Now and time.AfterFunc
-	sincer  clock.Sincer // clock's, if it has one: the owners read it every round
+	sincer  clock.Sincer // clock's, if it has one: the owners read it (partition.tick)
 	epoch   time.Time
 	// incarnation is a number the silo draws for itself, never 0: it tells
 	// its grains from another silo's of the same IDs in a call chain
