@@ -101,3 +101,22 @@ func BenchmarkEnvelopeWire(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPushDrainOneARound: a push, then a Drain that takes it alone,
+// as an owner whose grains tell each other one message at a time.
+func BenchmarkPushDrainOneARound(b *testing.B) {
+	q := queues.New[queues.Envelope, struct{}](0)
+	env := queues.Envelope{Target: grain.NewIntID("k", 1), Msg: &struct{}{}}
+	b.ReportAllocs()
+	var ctl []struct{}
+	for b.Loop() {
+		_ = q.Push(env)
+		var batch queues.Batch[queues.Envelope, struct{}]
+		batch, ctl = q.Drain(ctl[:0])
+		for {
+			if _, ok := batch.Pop(); !ok {
+				break
+			}
+		}
+	}
+}

@@ -22,6 +22,11 @@ const segSize = 256
 // so a flood does not pin memory for ever.
 const maxFree = 64
 
+// maxRetired is how many segments the consumer finishes before it hands
+// them back to the producers under the lock; its next Drain hands back
+// fewer.
+const maxRetired = 8
+
 type segment[T any] struct {
 	items [segSize]T
 	n     int
@@ -34,9 +39,12 @@ type segment[T any] struct {
 // fixed-size segments: appending never copies what is queued, and the
 // consumer takes the whole chain in one lock acquisition (batch draining),
 // handing emptied segments back for reuse, so a steady state allocates
-// nothing.
+// nothing. It hands them back a few at a time, and at its next Drain, under
+// the lock it takes then: a consumer of one message a round (two grains
+// telling each other) took the lock three times a message, now twice.
 //
 // Queue is safe for concurrent use by many producers and one consumer.
+// Drain, Trim, Spare and a Batch are the consumer's.
 type Queue[T, C any] struct {
 	mu         sync.Mutex
 	head, tail *segment[T]
@@ -52,6 +60,10 @@ type Queue[T, C any] struct {
 	wake       chan struct{}
 	space      chan struct{} // closed by the next Drain; made when a push finds the lane full
 	drains     uint64
+
+	// the consumer's: segments its batches finished, not yet handed back
+	retired  *segment[T]
+	nretired int
 }
 
 // New returns an empty queue whose message lane holds at most limit items
@@ -184,6 +196,7 @@ func (q *Queue[T, C]) Wake() <-chan struct{} { return q.wake }
 // (pass back the previous result, cleared, to reuse its array).
 func (q *Queue[T, C]) Drain(ctl []C) (Batch[T, C], []C) {
 	q.mu.Lock()
+	q.handBack()
 	q.drains++
 	b := Batch[T, C]{q: q, seg: q.head, seq: q.drains}
 	gotCtl := q.ctl
@@ -261,16 +274,34 @@ func (q *Queue[T, C]) wakeIdle() {
 	}
 }
 
-func (q *Queue[T, C]) recycle(s *segment[T]) {
+// retire takes a segment a batch has finished, for reuse; the consumer's.
+func (q *Queue[T, C]) retire(s *segment[T]) {
 	clear(s.items[:s.n])
-	s.n, s.next = 0, nil
-	q.mu.Lock()
-	if q.nfree < maxFree {
-		s.next = q.free
-		q.free = s
-		q.nfree++
+	s.n, s.next = 0, q.retired
+	q.retired = s
+	q.nretired++
+	if q.nretired == maxRetired {
+		q.mu.Lock()
+		q.handBack()
+		q.mu.Unlock()
 	}
-	q.mu.Unlock()
+}
+
+// handBack puts the retired segments on the free list, as many as it has
+// room for; q.mu is held, by the consumer.
+func (q *Queue[T, C]) handBack() {
+	for s := q.retired; s != nil; {
+		next := s.next
+		if q.nfree < maxFree {
+			s.next = q.free
+			q.free = s
+			q.nfree++
+		} else {
+			s.next = nil
+		}
+		s = next
+	}
+	q.retired, q.nretired = nil, 0
 }
 
 // Trim lets go of the spare segments the queue has not needed since the
@@ -281,6 +312,7 @@ func (q *Queue[T, C]) recycle(s *segment[T]) {
 // and frees little under steady traffic, which draws on them all along.
 func (q *Queue[T, C]) Trim() {
 	q.mu.Lock()
+	q.handBack()
 	for range q.lowFree {
 		q.free = q.free.next
 		q.nfree--
@@ -294,7 +326,7 @@ func (q *Queue[T, C]) Trim() {
 func (q *Queue[T, C]) Spare() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.nfree
+	return q.nfree + q.nretired
 }
 
 // Batch is the messages one Drain took, consumed in order with Pop. The zero
@@ -340,7 +372,7 @@ func (b *Batch[T, C]) Next() *T {
 		done := b.seg
 		b.past += done.n
 		b.seg, b.i = done.next, 0
-		b.q.recycle(done)
+		b.q.retire(done)
 	}
 	return nil
 }
@@ -362,7 +394,7 @@ func (b *Batch[T, C]) Empty() bool {
 		done := b.seg
 		b.past += done.n
 		b.seg, b.i = done.next, 0
-		b.q.recycle(done)
+		b.q.retire(done)
 	}
 	return b.seg == nil
 }
