@@ -69,6 +69,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "deriving", func(grain.ID) *ctxDeriver { return &ctxDeriver{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "reentrant", func(grain.ID) *benchGrain { return &benchGrain{} }, silo.WithReentrant()); err != nil {
+		b.Fatal(err)
+	}
 	if err := silo.Register(s, "bounded", func(grain.ID) *benchGrain { return &benchGrain{} },
 		silo.WithMaxBacklog(1, silo.RejectNewest)); err != nil {
 		b.Fatal(err)
@@ -81,19 +84,26 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 }
 
 // BenchmarkTell: Tell of a pointer message to an active grain.
-func BenchmarkTell(b *testing.B) { benchTell(b, silo.Config{}, context.Background()) }
+func BenchmarkTell(b *testing.B) { benchTell(b, silo.Config{}, context.Background(), "b") }
+
+// BenchmarkTellReentrant: the same to a grain of a reentrant kind, whose
+// tell's handler gets an ownCtx, which ends with the turn: its one
+// allocation.
+func BenchmarkTellReentrant(b *testing.B) {
+	benchTell(b, silo.Config{}, context.Background(), "reentrant")
+}
 
 // BenchmarkTellCarrying: the same with a Config.Propagator that carries a
 // trace id from the sender's ctx into the handler's: the message's wrapper
 // and the handler's ctx (the propagator's context.WithValue) are its two
 // allocations.
 func BenchmarkTellCarrying(b *testing.B) {
-	benchTell(b, silo.Config{Propagator: traceProp}, context.WithValue(context.Background(), traceKey{}, "trace-1"))
+	benchTell(b, silo.Config{Propagator: traceProp}, context.WithValue(context.Background(), traceKey{}, "trace-1"), "b")
 }
 
-func benchTell(b *testing.B, cfg silo.Config, ctx context.Context) {
+func benchTell(b *testing.B, cfg silo.Config, ctx context.Context, kind string) {
 	s := benchSilo(b, cfg)
-	ids := tellLoop(b, s, ctx)
+	ids := tellLoop(b, s, ctx, kind)
 	b.StopTimer()
 	for _, id := range ids { // wait until all were handled
 		done := make(chan struct{})
@@ -102,12 +112,12 @@ func benchTell(b *testing.B, cfg silo.Config, ctx context.Context) {
 	}
 }
 
-// tellLoop activates 64 grains, then tells them in turn, timed; it returns
-// their IDs.
-func tellLoop(b *testing.B, s *silo.Silo, ctx context.Context) []grain.ID {
+// tellLoop activates 64 grains of kind, then tells them in turn, timed; it
+// returns their IDs.
+func tellLoop(b *testing.B, s *silo.Silo, ctx context.Context, kind string) []grain.ID {
 	ids := make([]grain.ID, 64)
 	for i := range ids {
-		ids[i] = grain.NewIntID("b", int64(i))
+		ids[i] = grain.NewIntID(kind, int64(i))
 		if _, err := s.Ask(ctx, ids[i], 0); err != nil {
 			b.Fatal(err)
 		}
@@ -626,7 +636,7 @@ func BenchmarkTellBesideOverloaded(b *testing.B) {
 			if overloaded {
 				overload(b, s, ctx)
 			}
-			tellLoop(b, s, ctx)
+			tellLoop(b, s, ctx, "b")
 		})
 	}
 }

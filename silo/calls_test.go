@@ -433,3 +433,47 @@ func TestACallsCtxEndsWithItsTurn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, n, "nothing was sent with the ended ctx")
 }
+
+// The same for a tell's turn of a kind whose turns interleave (reentrant,
+// or WithMayInterleave): its ctx is the turn's own, and ends with it. A
+// goroutine that kept the worker's reused ctx passed for whatever turn the
+// worker ran next, and its calls, giving up that turn's token and taking it
+// back, could leave the grain waiting for it for ever (found by a scratch
+// probe: four goroutines calling through a reentrant grain's kept ctx hung
+// one run in a few). A plain kind's tell keeps the worker's ctx, which
+// costs no allocation: there the misuse only misattributes its calls.
+func TestATellsCtxEndsWithItsTurnWhereTurnsInterleave(t *testing.T) {
+	for _, opt := range []struct {
+		name string
+		opt  silo.KindOption
+	}{
+		{"reentrant", silo.WithReentrant()},
+		{"may interleave", silo.WithMayInterleave(func(any) bool { return true })},
+	} {
+		t.Run(opt.name, func(t *testing.T) {
+			kept := make(chan context.Context, 1)
+			s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "keeper", func(grain.ID) keeper { return keeper{kept} }, opt.opt))
+				require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
+			})
+			ctx := ctxT(t)
+			require.NoError(t, s.Tell(ctx, grain.NewID("keeper", "a"), "keep"))
+			old := <-kept
+			_, err := s.Ask(ctx, grain.NewID("keeper", "a"), "barrier") // after the tell's turn
+			require.NoError(t, err)
+			<-kept
+			select {
+			case <-old.Done():
+			default:
+				t.Fatal("the kept ctx is not done after its turn")
+			}
+			require.ErrorIs(t, old.Err(), context.Canceled)
+			require.ErrorIs(t, s.Tell(old, grain.NewID("counter", "b"), incr{1}), context.Canceled)
+			_, err = s.Ask(old, grain.NewID("counter", "b"), get{})
+			require.ErrorIs(t, err, context.Canceled)
+			n, err := silo.Call[int](ctx, s, grain.NewID("counter", "b"), get{})
+			require.NoError(t, err)
+			assert.Zero(t, n, "nothing was sent with the ended ctx")
+		})
+	}
+}

@@ -82,7 +82,7 @@ func (p *partition) decideGoexited(w *worker, a *act, res *turnResult, handOn fu
 			handOn()
 		}
 	}()
-	res.directive = p.askDecider(turnCtxOf(w, res.req), a, res.err)
+	res.directive = p.askDecider(turnCtxOf(w, res.req).handlerCtx(), a, res.err)
 	res.decided = true
 	returned = true
 }
@@ -143,12 +143,16 @@ func (p *partition) releaseGoexited(w *worker, a *act, res *turnResult) {
 }
 
 // turnCtxOf returns the ctx of a message or activation turn w runs for req:
-// the ask's own, or w's. partition.turnCtxFor resets it as the turn begins.
+// the ask's own, or one of w's. partition.turnCtxFor resets it as the turn
+// begins.
 func turnCtxOf(w *worker, req *queues.Request) *turnCtx {
 	if req != nil {
 		if tc, ok := req.Local.(*turnCtx); ok {
 			return tc
 		}
+	}
+	if w.ilv {
+		return &w.itc
 	}
 	return &w.tc
 }

@@ -241,12 +241,12 @@ func (p *partition) resolve(req *queues.Request, v any, err error) {
 // directive (goexit.go: w.deciding). It runs before the turn gives up its
 // token and its ctx, which a ContextDecider is given: its calls are the
 // turn's.
-func (p *partition) decideInTurn(w *worker, a *act, res *turnResult, tc *turnCtx) {
+func (p *partition) decideInTurn(w *worker, a *act, res *turnResult, ctx context.Context) {
 	if res.err == nil || res.decided || (res.kind != tkMessage && !res.ranMsg) {
 		return
 	}
 	w.deciding = true
-	res.directive = p.askDecider(tc, a, res.err)
+	res.directive = p.askDecider(ctx, a, res.err)
 	res.decided = true
 	w.deciding = false
 }
@@ -255,7 +255,7 @@ func (p *partition) decideInTurn(w *worker, a *act, res *turnResult, tc *turnCtx
 // that panics is logged, and the default directive applies. One that calls
 // runtime.Goexit is not recovered: its goroutine ends, and the caller's
 // defers see it.
-func (p *partition) askDecider(tc *turnCtx, a *act, err error) (d activation.Directive) {
+func (p *partition) askDecider(ctx context.Context, a *act, err error) (d activation.Directive) {
 	returned := false
 	defer func() {
 		if returned {
@@ -268,7 +268,7 @@ func (p *partition) askDecider(tc *turnCtx, a *act, err error) (d activation.Dir
 		}
 	}()
 	if cd, ok := a.k.sup.Decider.(activation.ContextDecider); ok {
-		d = cd.DecideContext(tc, a.ID, err)
+		d = cd.DecideContext(ctx, a.ID, err)
 	} else {
 		d = a.k.sup.Decider.Decide(a.ID, err)
 	}

@@ -64,6 +64,7 @@ type partition struct {
 	mode        mode
 	timerSeq    uint64
 	done        chan struct{} // closed when the partition has stopped for good
+	over        chan struct{} // closed at birth: the Done of a turn's ctx that is over (ownCtx)
 
 	// shared
 	cur      atomic.Pointer[worker] // the owner, for the watchdog
@@ -111,7 +112,9 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		ov:         make(map[grain.ID]struct{}),
 		orphans:    make(map[*queues.Request]struct{}),
 		done:       make(chan struct{}),
+		over:       make(chan struct{}),
 	}
+	close(p.over)
 	if limit > 0 {
 		// Sized above the limit: evictions are ours to choose (idle grains
 		// only), never the LRU's own.

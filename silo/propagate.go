@@ -94,14 +94,14 @@ var errNilInject = errors.New("granary: ContextPropagator.Inject returned a nil 
 // message that carries its sender's ctx values (a *queues.Carrying) runs
 // under the ctx the silo's propagator injects them into: one type check a
 // message, on a word loaded anyway.
-func (w *worker) run(tc *turnCtx, a *act, msg any) (any, error) {
+func (w *worker) run(tc context.Context, a *act, msg any) (any, error) {
 	if c, ok := msg.(*queues.Carrying); ok {
 		return w.runCarrying(tc, a, c)
 	}
 	return activation.Run(tc, w.receiver(a), &w.gc, msg)
 }
 
-func (w *worker) runCarrying(tc *turnCtx, a *act, c *queues.Carrying) (any, error) {
+func (w *worker) runCarrying(tc context.Context, a *act, c *queues.Carrying) (any, error) {
 	pr := w.p.s.cfg.Propagator
 	if pr == nil { // a frame from a silo that propagates, to one that does not
 		return activation.Run(tc, w.receiver(a), &w.gc, c.Msg)

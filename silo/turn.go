@@ -71,13 +71,14 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	tc := p.turnCtxFor(w, a, env.Request, false)
 	*res = turnResult{kind: tkMessage, tick: p.setContext(w, a, env.Meta), req: env.Request}
 	msg := env.Msg
+	hctx := tc.handlerCtx()
 	w.begin() // env is not touched from here on
-	res.reply, res.err = w.run(tc, a, msg)
+	res.reply, res.err = w.run(hctx, a, msg)
 	if len(a.k.filters) > 0 {
 		w.endFiltered()
 	}
 	if res.err != nil {
-		p.decideInTurn(w, a, res, tc) // still in the turn, for the watchdog, with its token and ctx
+		p.decideInTurn(w, a, res, hctx) // still in the turn, for the watchdog, with its token and ctx
 	}
 	if tc.info.holdsToken { // it took the token back after a reentrant call
 		a.extra().token.unlock()
@@ -152,9 +153,10 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		tc = p.turnCtxFor(w, a, env.Request, interleaved)
 	}
 	res.tick = p.setContext(w, a, env.Meta)
+	hctx := tc.handlerCtx()
 	switch k {
 	case tkMessage:
-		res.reply, res.err = w.run(tc, a, env.Msg)
+		res.reply, res.err = w.run(hctx, a, env.Msg)
 	case tkActivate:
 		// The activation is the grain's, not its first caller's: OnActivate
 		// runs under a ctx of its own, which ends at the silo's Close and
@@ -212,7 +214,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 				break
 			}
 			res.ranMsg = true
-			res.reply, res.err = w.run(tc, a, env.Msg)
+			res.reply, res.err = w.run(hctx, a, env.Msg)
 		}
 	case tkDeactivate:
 		res.err = activation.Deactivate(tc, a.g, &w.gc)
@@ -221,7 +223,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		w.endFiltered()
 	}
 	if res.err != nil {
-		p.decideInTurn(w, a, res, tc)
+		p.decideInTurn(w, a, res, hctx)
 	}
 	if tc.info.holdsToken {
 		a.extra().token.unlock()
@@ -308,12 +310,14 @@ func (p *partition) dropExpired(env *queues.Envelope) bool {
 // turnCtxFor returns the context of the turn: the ask's own, or the
 // worker's, reset.
 func (p *partition) turnCtxFor(w *worker, a *act, req *queues.Request, interleaved bool) *turnCtx {
+	w.ilv = req == nil && a.k.interleaves() // see ownCtx
 	tc := turnCtxOf(w, req)
 	var parent context.Context
 	if req != nil {
 		parent = req.Ctx
 	}
 	tc.reset(parent, a, req, w, interleaved)
+	tc.wrapped = w.ilv
 	return tc
 }
 

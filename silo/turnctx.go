@@ -62,6 +62,12 @@ func turnFrom(ctx context.Context) *turnInfo {
 		}
 		return &tc.info
 	}
+	if oc, ok := ctx.(*ownCtx); ok {
+		if oc.over() {
+			return nil
+		}
+		return &oc.tc.info
+	}
 	ti, _ := ctx.Value(turnKey{}).(*turnInfo)
 	return ti
 }
@@ -95,6 +101,75 @@ type turnCtx struct {
 	// watches that ctx anyway as it waits: so the handler's ctx needs no
 	// registration with it, only this mark).
 	gone atomic.Bool
+	// wrapped: the turn's handler has an ownCtx of this one (a tell's
+	// turn of a kind whose turns interleave); release ends it, moving gen
+	// on. Set and read by the turn's goroutine.
+	wrapped bool
+	gen     atomic.Uint64
+}
+
+// handlerCtx returns the ctx the turn's handler (and its Decider) runs
+// under: c itself, or, for a tell's turn of a kind whose turns interleave,
+// an ownCtx of it.
+func (c *turnCtx) handlerCtx() context.Context {
+	if !c.wrapped {
+		return c
+	}
+	return &ownCtx{tc: c, gen: c.gen.Load()}
+}
+
+// ownCtx is the ctx a tell's turn of a kind whose turns interleave
+// (reentrant, WithMayInterleave) gives its handler: the worker's reused
+// turnCtx while the turn lasts, and, once it is over, a ctx that has ended
+// and is no turn's. Such a turn's calls give up the grain's turn token and
+// take it back (token.go); a goroutine that kept the worker's ctx past the
+// turn — a misuse (docs/calls.md) — passed for whatever turn the worker
+// ran next, gave up and took back a token not its own, and could leave the
+// grain waiting for it for ever. A plain kind's tell keeps the worker's
+// ctx, and its allocation-free turn: there the misuse only misattributes.
+// 16 bytes a turn, where a turnCtx of its own was 112 and twice the tell's
+// time (BenchmarkTellReentrant).
+type ownCtx struct {
+	tc  *turnCtx
+	gen uint64 // tc.gen while the turn lasts
+}
+
+func (c *ownCtx) over() bool { return c.tc.gen.Load() != c.gen }
+
+func (c *ownCtx) Deadline() (time.Time, bool) { return time.Time{}, false } // a tell's has none
+
+func (c *ownCtx) Done() <-chan struct{} {
+	if c.over() {
+		return c.tc.home.over
+	}
+	return c.tc.Done()
+}
+
+func (c *ownCtx) Err() error {
+	if c.over() {
+		return context.Canceled
+	}
+	return c.tc.Err()
+}
+
+func (c *ownCtx) Value(key any) any {
+	if key == (turnKey{}) {
+		if c.over() {
+			return nil
+		}
+		return &c.tc.info
+	}
+	return nil // a tell's ctx carries no values (turnCtx.Value)
+}
+
+// AfterFunc is turnCtx.AfterFunc, or f on its own goroutine once the turn
+// is over.
+func (c *ownCtx) AfterFunc(f func()) (stop func() bool) {
+	if c.over() {
+		go f()
+		return func() bool { return false }
+	}
+	return c.tc.AfterFunc(f)
 }
 
 // timeOut ends c for a caller that gave up at the default call timeout.
@@ -268,6 +343,10 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 // is closed (so whatever watches it, such as a context derived from it,
 // lets go) and detached from its sources. Called when the turn ends.
 func (c *turnCtx) release() {
+	if c.wrapped {
+		c.wrapped = false
+		c.gen.Add(1) // its ownCtx ends
+	}
 	m := c.m.Load()
 	if m == nil {
 		return

@@ -58,6 +58,12 @@ type worker struct {
 	// a call of its turn went unanswered: its turn ctx may still be read,
 	// so it is not pooled (workerpool.go)
 	lent atomic.Bool
+	// itc is the ctx of w's tell turns of kinds whose turns interleave,
+	// kept apart from tc: a goroutine that kept a plain kind's tell ctx
+	// past its turn (a misuse) must never find such a turn's token in it
+	// (ownCtx). ilv: the turn w runs uses it.
+	itc turnCtx
+	ilv bool
 }
 
 // runTask is the goroutine of a worker launched to take over its partition.
@@ -69,7 +75,7 @@ func (w *worker) runTask() {
 
 func newWorker(p *partition, detached bool) *worker {
 	w := &worker{p: p}
-	w.tc.home = p
+	w.tc.home, w.itc.home = p, p
 	if detached {
 		w.word.Store(wDetached)
 	}
