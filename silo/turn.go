@@ -317,7 +317,6 @@ func (p *partition) turnCtxFor(w *worker, a *act, req *queues.Request, interleav
 		parent = req.Ctx
 	}
 	tc.reset(parent, a, req, w, interleaved)
-	tc.wrapped = w.ilv
 	return tc
 }
 

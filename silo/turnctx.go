@@ -101,9 +101,9 @@ type turnCtx struct {
 	// watches that ctx anyway as it waits: so the handler's ctx needs no
 	// registration with it, only this mark).
 	gone atomic.Bool
-	// wrapped: the turn's handler has an ownCtx of this one (a tell's
-	// turn of a kind whose turns interleave); release ends it, moving gen
-	// on. Set and read by the turn's goroutine.
+	// wrapped: the handler of a turn with this ctx gets an ownCtx of it
+	// (a worker's itc: tells of kinds whose turns interleave); release
+	// ends that, moving gen on
 	wrapped bool
 	gen     atomic.Uint64
 }
@@ -344,7 +344,6 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 // lets go) and detached from its sources. Called when the turn ends.
 func (c *turnCtx) release() {
 	if c.wrapped {
-		c.wrapped = false
 		c.gen.Add(1) // its ownCtx ends
 	}
 	m := c.m.Load()

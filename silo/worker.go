@@ -76,6 +76,7 @@ func (w *worker) runTask() {
 func newWorker(p *partition, detached bool) *worker {
 	w := &worker{p: p}
 	w.tc.home, w.itc.home = p, p
+	w.itc.wrapped = true
 	if detached {
 		w.word.Store(wDetached)
 	}
