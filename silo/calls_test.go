@@ -481,3 +481,61 @@ func TestATellsCtxEndsWithItsTurnWhereTurnsInterleave(t *testing.T) {
 		})
 	}
 }
+
+// blockedR is a reentrant grain whose "gate" turn blocks (not in a call: no
+// message may interleave with it) until gate is closed; "hello" answers
+// whether it ran while the gate turn was under way.
+type blockedR struct {
+	in            bool
+	entered, gate chan struct{}
+}
+
+func (g *blockedR) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch msg {
+	case "gate":
+		g.in = true
+		close(g.entered)
+		<-g.gate
+		g.in = false
+	case "hello":
+		return g.in, nil
+	}
+	return nil, nil
+}
+
+// A plain kind's tell ctx kept past its turn is the worker's, reused for
+// the worker's later plain tells; the tells of kinds whose turns interleave
+// have a ctx of their own on the worker (worker.itc), so the kept one
+// never passes for one of their turns. It did: a call made with it while
+// the worker ran a reentrant grain's blocked tell was taken for that
+// turn's call, and the grain let its own message in beside the blocked
+// turn — two of its turns at once.
+func TestAPlainTellsKeptCtxIsNoInterleavingTurn(t *testing.T) {
+	kept := make(chan context.Context, 2)
+	g := &blockedR{entered: make(chan struct{}), gate: make(chan struct{})}
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "keeper", func(grain.ID) keeper { return keeper{kept} }))
+		require.NoError(t, silo.Register(s, "gated", func(grain.ID) *blockedR { return g }, silo.WithReentrant()))
+	})
+	ctx := ctxT(t)
+	require.NoError(t, s.Tell(ctx, grain.NewID("keeper", "a"), "keep"))
+	old := <-kept
+	_, err := s.Ask(ctx, grain.NewID("keeper", "a"), "barrier") // after the tell's turn
+	require.NoError(t, err)
+	<-kept
+
+	release := sync.OnceFunc(func() { close(g.gate) })
+	t.Cleanup(release)
+	id := grain.NewID("gated", "g")
+	require.NoError(t, s.Tell(ctx, id, "gate")) // a tell's turn on the same worker
+	<-g.entered
+	got := make(chan bool, 1)
+	go func() {
+		in, err := silo.Call[bool](old, s, id, "hello")
+		assert.NoError(t, err)
+		got <- in
+	}()
+	waitBacklog(t, s, 1) // it waits for the gate turn, as any message would
+	release()
+	assert.False(t, <-got, "hello ran beside the blocked gate turn")
+}
