@@ -258,7 +258,7 @@ const (
 // tick sets p.now, the time idle deadlines, backoffs and quarantines are
 // measured from, for the next round. A round of one or two messages — two
 // grains telling each other, light load — would spend a tenth of its time
-// reading the clock (pingpong on one P: +22 % without), so with the real
+// reading the clock (pingpong on one P: +19 % without), so with the real
 // clock a run of short rounds reads it only every clockRounds rounds and
 // clockTurns messages, and in between takes the watchdog's reading, taken
 // every HandoffThreshold while any owner is awake: p.now lags the clock
