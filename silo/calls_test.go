@@ -539,3 +539,48 @@ func TestAPlainTellsKeptCtxIsNoInterleavingTurn(t *testing.T) {
 	release()
 	assert.False(t, <-got, "hello ran beside the blocked gate turn")
 }
+
+// hookKeeper hands the ctx of its OnActivate to kept, and awaits on
+// "await" (giving up its turn token and taking it back).
+type hookKeeper struct{ kept chan context.Context }
+
+func (g hookKeeper) OnActivate(ctx context.Context, _ *grain.Context) error {
+	g.kept <- ctx
+	return nil
+}
+
+func (g hookKeeper) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "await" {
+		return "awaited", silo.Await(ctx, func() error { return nil })
+	}
+	return nil, nil
+}
+
+// An OnActivate's ctx is its own and ends with the hook: a goroutine the
+// hook started that keeps it — to watch a subscription, say — finds it
+// done, and its calls fail at once. They passed for the hook's turn: in a
+// reentrant grain each gave up the turn token and took it back after, for
+// a turn that never gave it up again, and the grain's next turn to wait
+// (an Await) waited for the token for ever (a scratch probe hung so every
+// time; on the old code this test finds the kept ctx not done).
+func TestAHooksCtxEndsWithTheHook(t *testing.T) {
+	kept := make(chan context.Context, 1)
+	s := newSilo(t, silo.Config{CallTimeout: 5 * time.Second}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hooked", func(grain.ID) hookKeeper { return hookKeeper{kept} }, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("hooked", "h")
+	_, err := s.Ask(ctx, id, "hello") // activates it
+	require.NoError(t, err)
+	old := <-kept
+	select {
+	case <-old.Done():
+	default:
+		t.Fatal("the hook's ctx is not done after the hook")
+	}
+	requireNothingSentWith(t, s, ctx, old)
+	v, err := silo.Call[string](ctx, s, id, "await")
+	require.NoError(t, err, "the grain's turn token is free")
+	assert.Equal(t, "awaited", v)
+}

@@ -241,7 +241,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 // here (the two meet on seq-cst atomics: each stores, then loads the
 // other's).
 func (p *partition) hookCtx(w *worker, a *act, req *queues.Request) *turnCtx {
-	hc := &turnCtx{home: p}
+	hc := &turnCtx{home: p, hook: true}
 	if req != nil {
 		hc.reset(context.WithoutCancel(req.Ctx), a, req, w, false)
 	} else {

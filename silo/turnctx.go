@@ -106,6 +106,12 @@ type turnCtx struct {
 	// ends that, moving gen on
 	wrapped bool
 	gen     atomic.Uint64
+	// hook: an OnActivate's own ctx (partition.hookCtx), which ends for
+	// good with the hook (release sets ended): a goroutine the hook started
+	// that kept it — to watch a subscription, say — passed for the hook's
+	// turn after it, and took the grain's turn token back after its calls
+	// for a turn that would never give it up
+	hook bool
 }
 
 // handlerCtx returns the ctx the turn's handler (and its Decider) runs
@@ -345,6 +351,9 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 func (c *turnCtx) release() {
 	if c.wrapped {
 		c.gen.Add(1) // its ownCtx ends
+	}
+	if c.hook {
+		c.ended.Store(true)
 	}
 	m := c.m.Load()
 	if m == nil {
