@@ -584,3 +584,58 @@ func TestAHooksCtxEndsWithTheHook(t *testing.T) {
 	require.NoError(t, err, "the grain's turn token is free")
 	assert.Equal(t, "awaited", v)
 }
+
+// gateCall is a call that tells reached when it reaches the gate grain,
+// which answers it once release is closed.
+type gateCall struct{ reached, release chan struct{} }
+
+// spawner is a reentrant grain whose gateCall turn starts a goroutine that
+// makes the call, to the grain "gate/g", with the turn's ctx, and returns
+// once the call is out — without waiting for it (the misuse docs/calls.md
+// warns of); "await" waits in silo.Await, giving up the turn token and
+// taking it back.
+type spawner struct{ s **silo.Silo }
+
+func (g spawner) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case gateCall:
+		go func() { _, _ = (*g.s).Ask(ctx, grain.NewID("gate", "g"), m) }()
+		<-m.reached
+	case string:
+		return "awaited", silo.Await(ctx, func() error { return nil })
+	}
+	return nil, nil
+}
+
+// A call a goroutine of an ask's turn still has out when the turn ends
+// takes nothing back for the turn: it ended with its ctx (an ask's is never
+// reused), so the call, done too, gives the turn token up instead of
+// holding it for a turn that is gone — which left the reentrant grain's
+// next Await waiting for it for ever (a scratch probe hung one run in
+// three; the call started before the turn's end, so ending the ctx alone
+// did not do).
+func TestACallStillOutWhenItsTurnEndsTakesNoTokenBack(t *testing.T) {
+	var s *silo.Silo
+	s = newSilo(t, silo.Config{}, func(s2 *silo.Silo) {
+		require.NoError(t, silo.Register(s2, "spawner", func(grain.ID) spawner { return spawner{&s} }, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s2, "gate", func(grain.ID) grain.Func {
+			return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+				m := msg.(gateCall)
+				close(m.reached)
+				<-m.release
+				return nil, nil
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("spawner", "s")
+	call := gateCall{reached: make(chan struct{}), release: make(chan struct{})}
+	_, err := s.Ask(ctx, id, call) // its turn is over, the call still out
+	require.NoError(t, err)
+	close(call.release)
+	actx, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds a failing test
+	defer cancel()
+	v, err := silo.Call[string](actx, s, id, "await")
+	require.NoError(t, err, "the grain's turn token is free")
+	assert.Equal(t, "awaited", v)
+}

@@ -132,6 +132,9 @@ func (p *partition) releaseGoexited(w *worker, a *act, res *turnResult) {
 	tc := turnCtxOf(w, res.req)
 	if x := a.x.Load(); x != nil {
 		x.callMu.Lock()
+		if tc.info.req != nil {
+			tc.info.over = true // as endTurnToken
+		}
 		held := tc.info.holdsToken
 		tc.info.holdsToken = false
 		x.callMu.Unlock()

@@ -84,7 +84,7 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 		return
 	}
 	x.waiting.Add(-1)
-	if ti.retaking { // another goroutine of the turn is taking it back
+	if ti.retaking || ti.over { // another goroutine of the turn is taking it back; or the turn is gone
 		x.callMu.Unlock()
 		return
 	}
@@ -94,10 +94,40 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 	x.token.lock()
 	x.callMu.Lock()
 	ti.retaking = false
-	if ti.calls > 0 {
-		x.token.unlock() // a call began meanwhile: its end takes it back
+	if ti.calls > 0 || ti.over {
+		x.token.unlock() // a call began meanwhile: its end takes it back; or the turn ended
 	} else {
 		ti.holdsToken = true
 	}
 	x.callMu.Unlock()
+}
+
+// endTurnToken gives the grain's turn token back at the end of tc's turn,
+// if the turn took it back after a call. For a ctx never reused — an
+// ask's — it also marks the turn over, under the lock the calls take, so
+// that a call a goroutine of the turn still has out (the handler did not
+// wait for it: docs/calls.md, "Work that outlives the turn") does not take
+// the token back for a turn that is gone, which would never give it up: the
+// grain's next turn to wait for it waited for ever. A worker's ctx,
+// reused, cannot be so marked; a goroutine that outlives a tell's turn
+// with calls still out is the misuse the docs warn of.
+func endTurnToken(a *act, tc *turnCtx) {
+	if tc.info.req == nil {
+		if tc.info.holdsToken { // it took the token back after a reentrant call
+			a.extra().token.unlock()
+		}
+		return
+	}
+	x := a.x.Load()
+	if x == nil { // the token lives in the extra record: never taken
+		return
+	}
+	x.callMu.Lock()
+	tc.info.over = true
+	held := tc.info.holdsToken
+	tc.info.holdsToken = false
+	x.callMu.Unlock()
+	if held {
+		x.token.unlock()
+	}
 }

@@ -80,9 +80,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	if res.err != nil {
 		p.decideInTurn(w, a, res, hctx) // still in the turn, for the watchdog, with its token and ctx
 	}
-	if tc.info.holdsToken { // it took the token back after a reentrant call
-		a.extra().token.unlock()
-	}
+	endTurnToken(a, tc)
 	tc.release()
 	return p.endTurn(w, a, res, nil)
 }
@@ -225,9 +223,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	if res.err != nil {
 		p.decideInTurn(w, a, res, hctx)
 	}
-	if tc.info.holdsToken {
-		a.extra().token.unlock()
-	}
+	endTurnToken(a, tc)
 	tc.release()
 }
 
@@ -270,6 +266,7 @@ func handOnToken(a *act, from, to *turnCtx) {
 		return
 	}
 	x.callMu.Lock()
+	from.info.over = true // the hook's calls still out take nothing back for it (retakeToken)
 	if from.info.holdsToken {
 		from.info.holdsToken = false
 		to.info.holdsToken = true

@@ -27,6 +27,10 @@ type turnInfo struct {
 	// that let others interleave. Turns never interleaved never touch it.
 	holdsToken bool
 	retaking   bool // a goroutine of the turn waits to take the token back
+	// over: the turn has ended (endTurnToken), with calls of goroutines it
+	// did not wait for maybe still out: they must not take the token back
+	// for it. Set only in a ctx that is never reused (an ask's, a hook's).
+	over bool
 	// deactivating: the turn is an OnDeactivate, whose calls are no edges
 	// of the wait-for graph (deadlock.go): one that overruns its timeout is
 	// given up on, and what waited for it runs after all
@@ -352,7 +356,12 @@ func (c *turnCtx) release() {
 	if c.wrapped {
 		c.gen.Add(1) // its ownCtx ends
 	}
-	if c.hook {
+	if c.hook || c.info.req != nil {
+		// An OnActivate's or an ask's, never reused: over for good. (An
+		// ask's caller marks it too, once it has the reply; from here, a
+		// goroutine of the turn that calls with it after the turn — the
+		// handler did not wait for it — is no longer taken for the turn,
+		// whose turn token it would have taken back for good.)
 		c.ended.Store(true)
 	}
 	m := c.m.Load()
