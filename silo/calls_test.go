@@ -429,6 +429,19 @@ func TestACallsCtxEndsWithItsTurn(t *testing.T) {
 	requireNothingSentWith(t, s, ctx, old)
 }
 
+// keptTellCtx tells the grain "keeper/a" (a keeper) and returns the ctx its
+// turn handed to kept, once that turn is over (an ask after it has its
+// reply).
+func keptTellCtx(t *testing.T, s *silo.Silo, ctx context.Context, kept chan context.Context) context.Context {
+	t.Helper()
+	require.NoError(t, s.Tell(ctx, grain.NewID("keeper", "a"), "keep"))
+	old := <-kept
+	_, err := s.Ask(ctx, grain.NewID("keeper", "a"), "barrier")
+	require.NoError(t, err)
+	<-kept
+	return old
+}
+
 // requireNothingSentWith checks that sends made with old, the ctx of a
 // turn that is over, fail at once with context.Canceled and reach no
 // grain (a counter of the silo, "counter/b").
@@ -467,11 +480,7 @@ func TestATellsCtxEndsWithItsTurnWhereTurnsInterleave(t *testing.T) {
 				require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
 			})
 			ctx := ctxT(t)
-			require.NoError(t, s.Tell(ctx, grain.NewID("keeper", "a"), "keep"))
-			old := <-kept
-			_, err := s.Ask(ctx, grain.NewID("keeper", "a"), "barrier") // after the tell's turn
-			require.NoError(t, err)
-			<-kept
+			old := keptTellCtx(t, s, ctx, kept)
 			select {
 			case <-old.Done():
 			default:
@@ -518,11 +527,7 @@ func TestAPlainTellsKeptCtxIsNoInterleavingTurn(t *testing.T) {
 		require.NoError(t, silo.Register(s, "gated", func(grain.ID) *blockedR { return g }, silo.WithReentrant()))
 	})
 	ctx := ctxT(t)
-	require.NoError(t, s.Tell(ctx, grain.NewID("keeper", "a"), "keep"))
-	old := <-kept
-	_, err := s.Ask(ctx, grain.NewID("keeper", "a"), "barrier") // after the tell's turn
-	require.NoError(t, err)
-	<-kept
+	old := keptTellCtx(t, s, ctx, kept)
 
 	release := sync.OnceFunc(func() { close(g.gate) })
 	t.Cleanup(release)
