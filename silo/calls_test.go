@@ -620,6 +620,16 @@ func (g spawner) Receive(ctx context.Context, _ *grain.Context, msg any) (any, e
 // three; the call started before the turn's end, so ending the ctx alone
 // did not do).
 func TestACallStillOutWhenItsTurnEndsTakesNoTokenBack(t *testing.T) {
+	// An ask's turn (its ctx never reused), and a tell's (the worker's,
+	// which the turn leaves to the call: the worker takes another).
+	for _, tell := range []bool{false, true} {
+		t.Run(map[bool]string{false: "ask", true: "tell"}[tell], func(t *testing.T) {
+			callStillOut(t, tell)
+		})
+	}
+}
+
+func callStillOut(t *testing.T, tell bool) {
 	var s *silo.Silo
 	s = newSilo(t, silo.Config{}, func(s2 *silo.Silo) {
 		require.NoError(t, silo.Register(s2, "spawner", func(grain.ID) spawner { return spawner{&s} }, silo.WithReentrant()))
@@ -634,9 +644,18 @@ func TestACallStillOutWhenItsTurnEndsTakesNoTokenBack(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	id := grain.NewID("spawner", "s")
-	call := gateCall{reached: make(chan struct{}), release: make(chan struct{})}
-	_, err := s.Ask(ctx, id, call) // its turn is over, the call still out
+	_, err := s.Ask(ctx, id, struct{}{}) // active
 	require.NoError(t, err)
+	call := gateCall{reached: make(chan struct{}), release: make(chan struct{})}
+	if tell {
+		handled := s.Stats().Handled
+		require.NoError(t, s.Tell(ctx, id, call))
+		require.Eventually(t, func() bool { return s.Stats().Handled > handled }, 10*time.Second, 100*time.Microsecond)
+	} else {
+		_, err = s.Ask(ctx, id, call)
+		require.NoError(t, err)
+	}
+	// The turn is over, its goroutine's call still out.
 	close(call.release)
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds a failing test
 	defer cancel()

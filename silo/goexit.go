@@ -132,8 +132,11 @@ func (p *partition) releaseGoexited(w *worker, a *act, res *turnResult) {
 	tc := turnCtxOf(w, res.req)
 	if x := a.x.Load(); x != nil {
 		x.callMu.Lock()
-		if tc.info.req != nil {
+		if tc.info.req != nil || tc.info.calls > 0 && tc == w.itc {
 			tc.info.over = true // as endTurnToken
+			if tc == w.itc {
+				w.itc = nil // left to its calls
+			}
 		}
 		held := tc.info.holdsToken
 		tc.info.holdsToken = false
@@ -155,7 +158,10 @@ func turnCtxOf(w *worker, req *queues.Request) *turnCtx {
 		}
 	}
 	if w.ilv {
-		return &w.itc
+		if w.itc == nil {
+			w.itc = newInterleavingCtx(w.p)
+		}
+		return w.itc
 	}
 	return &w.tc
 }

@@ -103,16 +103,32 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 }
 
 // endTurnToken gives the grain's turn token back at the end of tc's turn,
-// if the turn took it back after a call. For a ctx never reused — an
+// w's, if the turn took it back after a call. For a ctx never reused — an
 // ask's — it also marks the turn over, under the lock the calls take, so
 // that a call a goroutine of the turn still has out (the handler did not
 // wait for it: docs/calls.md, "Work that outlives the turn") does not take
 // the token back for a turn that is gone, which would never give it up: the
-// grain's next turn to wait for it waited for ever. A worker's ctx,
-// reused, cannot be so marked; a goroutine that outlives a tell's turn
-// with calls still out is the misuse the docs warn of.
-func endTurnToken(a *act, tc *turnCtx) {
+// grain's next turn to wait for it waited for ever. A worker's itc (a tell
+// of a kind whose turns interleave) left with calls out is marked so too,
+// and left to them: the worker takes a new one. (Reading calls without the
+// lock races only with such a goroutine, the misuse; one the handler waited
+// for is done.) A plain tell's ctx, the worker's tc, has no calls that give
+// the token up unless it allows call-chain reentrancy.
+func endTurnToken(w *worker, a *act, tc *turnCtx) {
 	if tc.info.req == nil {
+		if tc == w.itc && tc.info.calls != 0 {
+			x := a.extra()
+			x.callMu.Lock()
+			tc.info.over = true
+			held := tc.info.holdsToken
+			tc.info.holdsToken = false
+			x.callMu.Unlock()
+			if held {
+				x.token.unlock()
+			}
+			w.itc = nil // left to its calls: the next such turn makes another
+			return
+		}
 		if tc.info.holdsToken { // it took the token back after a reentrant call
 			a.extra().token.unlock()
 		}

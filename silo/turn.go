@@ -80,7 +80,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	if res.err != nil {
 		p.decideInTurn(w, a, res, hctx) // still in the turn, for the watchdog, with its token and ctx
 	}
-	endTurnToken(a, tc)
+	endTurnToken(w, a, tc)
 	tc.release()
 	return p.endTurn(w, a, res, nil)
 }
@@ -223,7 +223,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	if res.err != nil {
 		p.decideInTurn(w, a, res, hctx)
 	}
-	endTurnToken(a, tc)
+	endTurnToken(w, a, tc)
 	tc.release()
 }
 

@@ -61,10 +61,15 @@ type worker struct {
 	// itc is the ctx of w's tell turns of kinds whose turns interleave,
 	// kept apart from tc: a goroutine that kept a plain kind's tell ctx
 	// past its turn (a misuse) must never find such a turn's token in it
-	// (ownCtx). ilv: the turn w runs uses it.
-	itc turnCtx
+	// (ownCtx). Made for the first such turn; a turn that ends with calls
+	// of its goroutines still out leaves it to them, and the next turn
+	// makes another (endTurnToken). ilv: the turn w runs uses it.
+	itc *turnCtx
 	ilv bool
 }
+
+// newInterleavingCtx makes a worker's itc.
+func newInterleavingCtx(p *partition) *turnCtx { return &turnCtx{home: p, wrapped: true} }
 
 // runTask is the goroutine of a worker launched to take over its partition.
 func (w *worker) runTask() {
@@ -75,8 +80,7 @@ func (w *worker) runTask() {
 
 func newWorker(p *partition, detached bool) *worker {
 	w := &worker{p: p}
-	w.tc.home, w.itc.home = p, p
-	w.itc.wrapped = true
+	w.tc.home = p
 	if detached {
 		w.word.Store(wDetached)
 	}
