@@ -110,9 +110,9 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 // the token back for a turn that is gone, which would never give it up: the
 // grain's next turn to wait for it waited for ever. A worker's itc (a tell
 // of a kind whose turns interleave) left with calls out is marked so too,
-// and left to them: the worker takes a new one. (Reading calls without the
-// lock races only with such a goroutine, the misuse; one the handler waited
-// for is done.) A plain tell's ctx, the worker's tc, has no calls that give
+// and left to them: the worker makes a new one. (Reading calls without the
+// lock can race only with such a goroutine, the misuse; one the handler
+// waited for is done.) A plain tell's ctx, the worker's tc, has no calls that give
 // the token up unless it allows call-chain reentrancy.
 func endTurnToken(w *worker, a *act, tc *turnCtx) {
 	if tc.info.req == nil {
