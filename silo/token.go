@@ -112,36 +112,30 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 // of a kind whose turns interleave) left with calls out is marked so too,
 // and left to them: the worker makes a new one. (Reading calls without the
 // lock can race only with such a goroutine, the misuse; one the handler
-// waited for is done.) A plain tell's ctx, the worker's tc, has no calls that give
-// the token up unless it allows call-chain reentrancy.
+// waited for is done.) A plain tell's ctx, the worker's tc, has no calls
+// that give the token up unless it allows call-chain reentrancy.
 func endTurnToken(w *worker, a *act, tc *turnCtx) {
 	if tc.info.req == nil {
 		if tc == w.itc && tc.info.calls != 0 {
-			x := a.extra()
-			x.callMu.Lock()
-			tc.info.over = true
-			held := tc.info.holdsToken
-			tc.info.holdsToken = false
-			x.callMu.Unlock()
-			if held {
-				x.token.unlock()
-			}
+			tc.info.endOver(a.extra())
 			w.itc = nil // left to its calls: the next such turn makes another
-			return
-		}
-		if tc.info.holdsToken { // it took the token back after a reentrant call
+		} else if tc.info.holdsToken { // it took the token back after a reentrant call
 			a.extra().token.unlock()
 		}
 		return
 	}
-	x := a.x.Load()
-	if x == nil { // the token lives in the extra record: never taken
-		return
+	if x := a.x.Load(); x != nil { // else the token, which lives there, was never taken
+		tc.info.endOver(x)
 	}
+}
+
+// endOver marks ti's turn over for its calls still out, and gives the
+// grain's turn token back if the turn held it.
+func (ti *turnInfo) endOver(x *actExtra) {
 	x.callMu.Lock()
-	tc.info.over = true
-	held := tc.info.holdsToken
-	tc.info.holdsToken = false
+	ti.over = true
+	held := ti.holdsToken
+	ti.holdsToken = false
 	x.callMu.Unlock()
 	if held {
 		x.token.unlock()
