@@ -57,12 +57,12 @@ const (
 	flagsKnown = flagAsk | flagSender | flagTick | flagDeadline | flagCarried
 )
 
-// ErrMalformedEnvelope: bytes that are not an envelope's wire form. Decode
-// errors wrap it, with what was wrong and where.
+// ErrMalformedEnvelope is the error for bytes that are not an envelope's
+// wire form. Decode errors wrap it, with what was wrong and where.
 var ErrMalformedEnvelope = errors.New("granary: malformed envelope")
 
-// ErrNilCodec: AppendEnvelope or DecodeEnvelope was given a nil message
-// encoder or decoder.
+// ErrNilCodec is the error when AppendEnvelope or DecodeEnvelope is given a
+// nil message encoder or decoder.
 var ErrNilCodec = errors.New("granary: nil message codec")
 
 // Call is what of an ask crosses silos with its envelope. The receiving side
