@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -104,8 +105,25 @@ func handler(s *silo.Silo, meter *turnMeter, stop <-chan struct{}) http.Handler 
 		_ = json.NewEncoder(w).Encode(meter.Report())
 	})
 	mux.HandleFunc("GET /debug/profile", cpuProfile)
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, apiIndex)
+	})
 	return mux
 }
+
+// apiIndex is what GET / answers: the API, for whoever opens the server's
+// address first.
+const apiIndex = `Granary example game: each player is a grain, reached by its name.
+
+POST /players/{name}/join     queue for a match (409 while queued or playing)
+GET  /players/{name}          the player's wins, losses, rating and state
+GET  /players/{name}/events   the player's events as they happen (ndjson; ?n=N ends after N)
+GET  /players                 the players active now
+GET  /leaderboard             the top ten by wins
+GET  /metrics                 turns by grain kind
+GET  /debug/profile?d=10s     a CPU profile, labeled by grain kind (go tool pprof -tags)
+`
 
 // badName is the answer to a request naming a player validName refuses.
 const badName = "bad player name: 1 to 32 letters, digits, '-', '_' or '.'"

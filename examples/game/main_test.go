@@ -78,8 +78,18 @@ func TestHTTP(t *testing.T) {
 		}
 		return resp.StatusCode
 	}
+	// The root lists the API; any other unknown path is not found.
+	resp, err := http.Get(srv.URL + "/")
+	require.NoError(t, err)
+	index, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Contains(t, string(index), "POST /players/{name}/join")
+	require.Equal(t, http.StatusNotFound, get("/nothing", nil))
+
 	// Before any match, the leaderboard is an empty list, not null.
-	resp, err := http.Get(srv.URL + "/leaderboard")
+	resp, err = http.Get(srv.URL + "/leaderboard")
 	require.NoError(t, err)
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
