@@ -93,8 +93,9 @@ type actExtra struct {
 	keepUntil  time.Duration
 	timerOps   []timerOp
 
-	timers   map[string]*grainTimer // owner
-	restarts activation.Restarts    // owner: for supervision's restart limit
+	timers     []*grainTimer          // owner (timers.go)
+	timerIndex map[string]*grainTimer // owner: timers by name, once there are many
+	restarts   activation.Restarts    // owner: for supervision's restart limit
 
 	deactTimer clock.Timer // owner: gives up on an OnDeactivate that overruns
 	// OnDeactivate's ctx, made with the timer, and what ends it — at the

@@ -19,7 +19,7 @@ const (
 	opTurnDone     ctlOp = iota + 1 // a handed-off or interleaved turn finished
 	opIdleTick                      // advance the idle wheel
 	opRestart                       // a restart's backoff passed
-	opTimer                         // a grain timer fired
+	opTimer                         // the partition's timer wake-up fired (timers.go)
 	opShutdown                      // drain, then deactivate everything
 	opClose                         // drop everything now
 	opDeactivate                    // Silo.Deactivate: deactivate a grain ahead of its queued messages
@@ -34,7 +34,6 @@ type ctl struct {
 	op    ctlOp
 	a     *act
 	res   turnResult
-	tm    *grainTimer
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
 	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick: the share to shed, in ppm (memory.go)
 	list  *listing        // opList (list.go)
@@ -75,7 +74,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 			p.makeReady(c.a)
 		}
 	case opTimer:
-		return p.fire(w, c)
+		return p.fireTimers(w)
 	case opShutdown:
 		if p.mode == modeRunning {
 			p.mode = modeSettling

@@ -62,9 +62,9 @@ type partition struct {
 	inflight    int                          // turns running, inline or on other goroutines
 	orphans     map[*queues.Request]struct{} // asks being handled off the partition
 	mode        mode
-	timerSeq    uint64
-	done        chan struct{} // closed when the partition has stopped for good
-	over        chan struct{} // closed at birth: the Done of a turn's ctx that is over (ownCtx)
+	timers      partitionTimers // owner: its grains' timers (timers.go)
+	done        chan struct{}   // closed when the partition has stopped for good
+	over        chan struct{}   // closed at birth: the Done of a turn's ctx that is over (ownCtx)
 
 	// shared
 	cur      atomic.Pointer[worker] // the owner, for the watchdog

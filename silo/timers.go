@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"container/heap"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -9,52 +10,139 @@ import (
 )
 
 // grainTimer is one running timer of an activation. Owner state.
+//
+// A partition keeps its grains' timers in one heap, earliest due first, and
+// one clock timer armed for the earliest (partitionTimers): a timer of its
+// own for each grain timer cost a runtime timer and a closure held for as
+// long as the grain timer ran, and a fresh pair for every period — 776
+// bytes held for a grain with an hourly timer, 144 bytes of garbage a tick
+// (BenchmarkIdleGrainMemory).
 type grainTimer struct {
+	a      *act
 	period time.Duration
+	due    time.Duration // on the silo clock (Silo.since)
+	index  int           // in partitionTimers.heap; -1 while not scheduled (its tick queued or running)
+	slot   int           // in actExtra.timers
 	msg    any
-	t      clock.Timer
-	tick   *queues.Tick
-	meta   *queues.Meta // the envelope metadata of every tick: made once
+	tick   queues.Tick
+	meta   queues.Meta // the envelope metadata of every tick
+}
+
+// partitionTimers is a partition's grain timers, and the one clock timer
+// that wakes its owner for the earliest. Owner state.
+type partitionTimers struct {
+	heap  timerHeap
+	wake  clock.Timer // armed for at (or fired, its opTimer on the way)
+	at    time.Duration
+	armed bool
+	fire  func() // wake's function: pushes an opTimer, made once
+	seq   uint64
 }
 
 // applyTimers carries out the timer starts and stops a turn asked for.
 func (p *partition) applyTimers(a *act, ops []timerOp) {
+	if len(ops) == 0 {
+		return
+	}
+	x := a.extra()
 	for _, op := range ops {
-		x := a.extra()
-		if old := x.timers[op.name]; old != nil {
-			old.t.Stop()
-			delete(x.timers, op.name)
+		if old := x.timer(op.name); old != nil {
+			p.unschedule(old)
+			x.dropTimer(old)
 		}
 		if op.stop || a.State() != activation.Active || p.mode != modeRunning {
 			continue
 		}
-		p.timerSeq++
-		gt := &grainTimer{period: op.period, msg: op.msg, tick: &queues.Tick{Name: op.name, Seq: p.timerSeq}}
-		gt.meta = &queues.Meta{Tick: gt.tick, MayInterleave: op.letIn}
-		if x.timers == nil {
-			x.timers = make(map[string]*grainTimer)
-		}
-		x.timers[op.name] = gt
-		p.schedule(a, gt, op.due)
+		p.timers.seq++
+		gt := &grainTimer{a: a, period: op.period, msg: op.msg, index: -1,
+			tick: queues.Tick{Name: op.name, Seq: p.timers.seq}}
+		gt.meta = queues.Meta{Tick: &gt.tick, MayInterleave: op.letIn}
+		x.addTimer(gt)
+		p.schedule(gt, op.due)
+	}
+	p.armTimers()
+}
+
+// schedule puts gt in the heap, due d from now; the caller arms the wake.
+func (p *partition) schedule(gt *grainTimer, d time.Duration) {
+	gt.due = p.s.since() + d
+	heap.Push(&p.timers.heap, gt)
+}
+
+// unschedule takes gt out of the heap, if it is there.
+func (p *partition) unschedule(gt *grainTimer) {
+	if gt.index >= 0 {
+		heap.Remove(&p.timers.heap, gt.index)
 	}
 }
 
-func (p *partition) schedule(a *act, gt *grainTimer, d time.Duration) {
-	gt.t = p.s.after(d, func() { p.q.PushControl(ctl{op: opTimer, a: a, tm: gt}) })
+// armTimers makes sure the wake fires by the earliest timer's due time, and
+// not at all when there is none.
+func (p *partition) armTimers() {
+	t := &p.timers
+	if len(t.heap) == 0 {
+		if t.armed {
+			t.wake.Stop()
+			t.armed = false
+		}
+		return
+	}
+	due := t.heap[0].due
+	if t.armed && t.at <= due {
+		return // it fires in time; then the owner looks again (fireTimers)
+	}
+	d := due - p.s.since()
+	if r, ok := t.wake.(interface{ Reset(time.Duration) bool }); ok {
+		r.Reset(d) // the real clock's: no allocation
+	} else {
+		if t.wake != nil {
+			t.wake.Stop()
+		}
+		if t.fire == nil {
+			t.fire = func() { p.q.PushControl(ctl{op: opTimer}) }
+		}
+		t.wake = p.s.after(d, t.fire)
+	}
+	t.at, t.armed = due, true
+}
+
+// fireTimers delivers the tick of every timer now due, in due order, each
+// behind whatever waits for its grain. It reports false when w no longer
+// owns the partition (a tick's turn blocked): the timers still due are then
+// the next owner's, told by an opTimer of their own.
+func (p *partition) fireTimers(w *worker) bool {
+	t := &p.timers
+	t.armed = false // this is its firing (or a stale one: the wake is armed again below)
+	now := p.s.since()
+	for len(t.heap) > 0 && t.heap[0].due <= now {
+		gt := heap.Pop(&t.heap).(*grainTimer)
+		more := len(t.heap) > 0 && t.heap[0].due <= now
+		if !more {
+			p.armTimers() // before the turn: the partition may not be this goroutine's after it
+		}
+		if !p.fire(w, gt) {
+			if more {
+				p.q.PushControl(ctl{op: opTimer})
+			}
+			return false
+		}
+	}
+	p.armTimers()
+	return true
 }
 
 // fire delivers a timer's tick as a message to its grain, behind whatever
-// waits for the grain, unless the timer was stopped or replaced meanwhile.
-func (p *partition) fire(w *worker, c ctl) bool {
-	a := c.a
+// waits for the grain. A grain on its way out takes no more ticks.
+func (p *partition) fire(w *worker, gt *grainTimer) bool {
+	a := gt.a
 	h := a.ID.Hash()
-	if cur, ok := p.dir.Get(a.ID, h); !ok || cur != a || a.extra().timers[c.tm.tick.Name] != c.tm {
+	if cur, ok := p.dir.Get(a.ID, h); !ok || cur != a {
 		return true
 	}
 	if a.State() != activation.Active || a.wantsDeactivate() || a.isStopping() || p.mode != modeRunning {
-		return true // a grain on its way out takes no more ticks
+		return true
 	}
-	return p.enqueue(w, a, &queues.Envelope{Target: a.ID, Hash: h, Msg: c.tm.msg, Meta: c.tm.meta})
+	return p.enqueue(w, a, &queues.Envelope{Target: a.ID, Hash: h, Msg: gt.msg, Meta: &gt.meta})
 }
 
 // tickDone schedules a repeating timer's next tick once the tick's turn has
@@ -62,24 +150,97 @@ func (p *partition) fire(w *worker, c ctl) bool {
 // from the end of a tick, as in Orleans).
 func (p *partition) tickDone(a *act, tick *queues.Tick) {
 	x := a.extra()
-	gt := x.timers[tick.Name]
-	if gt == nil || gt.tick != tick {
+	gt := x.timer(tick.Name)
+	if gt == nil || &gt.tick != tick {
 		return
 	}
 	if gt.period <= 0 || a.State() != activation.Active || p.mode != modeRunning {
-		delete(x.timers, tick.Name)
+		x.dropTimer(gt)
 		return
 	}
-	p.schedule(a, gt, gt.period)
+	p.schedule(gt, gt.period)
+	p.armTimers()
 }
 
+// stopTimers stops every timer of a.
 func (p *partition) stopTimers(a *act) {
 	x := a.x.Load()
-	if x == nil {
+	if x == nil || len(x.timers) == 0 {
 		return
 	}
 	for _, gt := range x.timers {
-		gt.t.Stop()
+		p.unschedule(gt)
 	}
-	x.timers = nil
+	x.timers, x.timerIndex = nil, nil
+	p.armTimers()
+}
+
+// manyTimers is how many timers a grain keeps in a list searched in order
+// (most have one or two) before it indexes them by name as well.
+const manyTimers = 8
+
+// timer returns the running timer of x called name, or nil.
+func (x *actExtra) timer(name string) *grainTimer {
+	if x.timerIndex != nil {
+		return x.timerIndex[name]
+	}
+	for _, gt := range x.timers {
+		if gt.tick.Name == name {
+			return gt
+		}
+	}
+	return nil
+}
+
+// addTimer adds gt, whose name x has no timer of, to x's timers.
+func (x *actExtra) addTimer(gt *grainTimer) {
+	gt.slot = len(x.timers)
+	x.timers = append(x.timers, gt)
+	switch {
+	case x.timerIndex != nil:
+		x.timerIndex[gt.tick.Name] = gt
+	case len(x.timers) > manyTimers:
+		x.timerIndex = make(map[string]*grainTimer, len(x.timers))
+		for _, t := range x.timers {
+			x.timerIndex[t.tick.Name] = t
+		}
+	}
+}
+
+// dropTimer removes gt from x's timers.
+func (x *actExtra) dropTimer(gt *grainTimer) {
+	i, last := gt.slot, len(x.timers)-1
+	if i > last || x.timers[i] != gt {
+		return // dropped already
+	}
+	x.timers[i] = x.timers[last]
+	x.timers[i].slot = i
+	x.timers[last] = nil
+	x.timers = x.timers[:last]
+	if x.timerIndex != nil {
+		delete(x.timerIndex, gt.tick.Name)
+	}
+}
+
+// timerHeap orders grain timers by due time (container/heap).
+type timerHeap []*grainTimer
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].due < h[j].due }
+func (h timerHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+func (h *timerHeap) Push(v any) {
+	gt := v.(*grainTimer)
+	gt.index = len(*h)
+	*h = append(*h, gt)
+}
+func (h *timerHeap) Pop() any {
+	old := *h
+	gt := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	gt.index = -1
+	return gt
 }
