@@ -15,3 +15,14 @@ func TestActIs128Bytes(t *testing.T) {
 		t.Fatalf("act is %d bytes, want 128", n)
 	}
 }
+
+// The record of what only some grains need fills a 224-byte size class: a
+// grain with a timer needs it (BenchmarkIdleGrainMemory).
+func TestActExtraFits224Bytes(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sized for 64-bit platforms")
+	}
+	if n := unsafe.Sizeof(actExtra{}); n > 224 {
+		t.Fatalf("actExtra is %d bytes, want at most 224", n)
+	}
+}
