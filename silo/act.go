@@ -90,8 +90,9 @@ type actExtra struct {
 	mu         sync.Mutex // interleaved turns may write concurrently
 	deactivate bool
 	closing    bool // OnDeactivate runs (or ran): a timer started now would never fire
-	// The small fields below sit in the word mu leaves, so that a grain
-	// with a timer, which needs this record, pays for 224 bytes, not 240.
+	// The small fields below sit in the word mu leaves: a grain with a
+	// timer needs this record, and pays for it whole (192 bytes, in the
+	// allocator's classes; TestActExtraFits192Bytes).
 
 	// why OnDeactivate runs: written by the owner before its turn begins,
 	// read by the turn (act.DeactivationReason)
@@ -114,15 +115,10 @@ type actExtra struct {
 	timerIndex map[string]*grainTimer // owner: timers by name, once there are many
 	restarts   activation.Restarts    // owner: for supervision's restart limit
 
-	deactTimer clock.Timer // owner: gives up on an OnDeactivate that overruns
-	// OnDeactivate's ctx, made with the timer, and what ends it — at the
-	// give-up too, which runs on the silo's clock (a test's manual one,
-	// say), while the ctx's own deadline is in real time. The owner writes
-	// deactCtx once, before the hook's turn, which reads it; deactEnd and
-	// deactStop are the owner's alone.
-	deactCtx  context.Context
-	deactEnd  context.CancelCauseFunc // on a clock other than the real one
-	deactStop context.CancelFunc      // on the real clock, where deactCtx has its deadline
+	// OnDeactivate's bounds, made as it begins (beginDeactivate): a record
+	// of its own, so that a grain that needs this one for something else —
+	// a timer — does not carry them all its life
+	deact *deactHook
 
 	stopAt stopPoint // owner: where an explicit Stop stands among the messages
 
@@ -140,6 +136,19 @@ type actExtra struct {
 	// predicate let in, so that flushMailbox looks through it only when one
 	// may go in
 	mayIn int
+}
+
+// deactHook is what bounds a running OnDeactivate.
+type deactHook struct {
+	timer clock.Timer // owner: gives up on an OnDeactivate that overruns
+	// OnDeactivate's ctx, made with the timer, and what ends it — at the
+	// give-up too, which runs on the silo's clock (a test's manual one,
+	// say), while the ctx's own deadline is in real time. The owner writes
+	// ctx once, before the hook's turn, which reads it; end and stop are
+	// the owner's alone.
+	ctx  context.Context
+	end  context.CancelCauseFunc // on a clock other than the real one
+	stop context.CancelFunc      // on the real clock, where ctx has its deadline
 }
 
 // deferDirective keeps d for when the grain's last turn ends; of several,

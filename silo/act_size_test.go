@@ -16,13 +16,13 @@ func TestActIs128Bytes(t *testing.T) {
 	}
 }
 
-// The record of what only some grains need fills a 224-byte size class: a
+// The record of what only some grains need fits a 192-byte size class: a
 // grain with a timer needs it (BenchmarkIdleGrainMemory).
-func TestActExtraFits224Bytes(t *testing.T) {
+func TestActExtraFits192Bytes(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("sized for 64-bit platforms")
 	}
-	if n := unsafe.Sizeof(actExtra{}); n > 224 {
-		t.Fatalf("actExtra is %d bytes, want at most 224", n)
+	if n := unsafe.Sizeof(actExtra{}); n > 192 {
+		t.Fatalf("actExtra is %d bytes, want at most 192", n)
 	}
 }

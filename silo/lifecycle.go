@@ -48,19 +48,21 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	x.closing = true // before the hook's turn begins: its StartTimer sees it
 	x.mu.Unlock()
 	x.deactReason = why
+	d := &deactHook{}
 	if p.s.realClk {
 		// The ctx's own deadline comes first, by HandoffThreshold: the
 		// give-up only removes the grain. One ctx, one runtime timer —
 		// a shutdown runs a million of these.
-		x.deactCtx, x.deactStop = context.WithTimeoutCause(p.base, p.s.cfg.DeactivationTimeout, errDeactivationOverran)
+		d.ctx, d.stop = context.WithTimeoutCause(p.base, p.s.cfg.DeactivationTimeout, errDeactivationOverran)
 	} else {
 		// The hook's turn bounds this in real time (execute); the give-up
 		// ends it on the silo's clock.
-		x.deactCtx, x.deactEnd = context.WithCancelCause(p.base)
+		d.ctx, d.end = context.WithCancelCause(p.base)
 	}
-	x.deactTimer = p.s.after(p.s.cfg.DeactivationTimeout+p.s.cfg.HandoffThreshold, func() {
+	d.timer = p.s.after(p.s.cfg.DeactivationTimeout+p.s.cfg.HandoffThreshold, func() {
 		p.q.PushControl(ctl{op: opDeactTimeout, a: a})
 	})
+	x.deact = d
 	return p.runTurn(w, a, tkDeactivate, &queues.Envelope{})
 }
 
@@ -69,21 +71,23 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 var errDeactivationOverran = fmt.Errorf("granary: OnDeactivate overran Config.DeactivationTimeout: %w", context.DeadlineExceeded)
 
 // endDeactCtx ends the ctx of a's OnDeactivate, if it has one, with cause.
-// deactCtx itself is left as it is: the hook's turn reads it as it begins,
+// The ctx itself is left as it is: the hook's turn reads it as it begins,
 // and once its partition has been handed off that turn runs on a goroutine
 // of its own — an owner that gives up on it (deactivationOverran, on a
 // test's manual clock moved an hour on) may come first. Clearing it raced
 // with that read, and could have made the turn derive its ctx from nil.
 func (p *partition) endDeactCtx(a *act, cause error) {
 	x := a.x.Load()
-	switch {
-	case x == nil:
-	case x.deactEnd != nil:
-		x.deactEnd(cause)
-		x.deactEnd = nil
-	case x.deactStop != nil: // its deadline has passed if cause is the give-up
-		x.deactStop()
-		x.deactStop = nil
+	if x == nil || x.deact == nil {
+		return
+	}
+	switch d := x.deact; {
+	case d.end != nil:
+		d.end(cause)
+		d.end = nil
+	case d.stop != nil: // its deadline has passed if cause is the give-up
+		d.stop()
+		d.stop = nil
 	}
 }
 
@@ -190,9 +194,9 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 			return
 		}
 	case tkDeactivate:
-		if x := a.x.Load(); x != nil && x.deactTimer != nil {
-			x.deactTimer.Stop()
-			x.deactTimer = nil
+		if x := a.x.Load(); x != nil && x.deact != nil && x.deact.timer != nil {
+			x.deact.timer.Stop()
+			x.deact.timer = nil
 		}
 		p.endDeactCtx(a, context.Canceled)
 		if res.err != nil {
