@@ -12,11 +12,9 @@ import (
 // grainTimer is one running timer of an activation. Owner state.
 //
 // A partition keeps its grains' timers in one heap, earliest due first, and
-// one clock timer armed for the earliest (partitionTimers): a timer of its
-// own for each grain timer cost a runtime timer and a closure held for as
-// long as the grain timer ran, and a fresh pair for every period — 776
-// bytes held for a grain with an hourly timer, 144 bytes of garbage a tick
-// (BenchmarkIdleGrainMemory).
+// one clock timer armed for the earliest (partitionTimers): a clock timer
+// for each grain timer held a runtime timer and a closure for as long as it
+// ran, and made a fresh pair every period (docs/performance.md, item 34).
 type grainTimer struct {
 	a      *act
 	period time.Duration
