@@ -6,6 +6,7 @@ require (
 	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/granary-go/granary v0.0.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

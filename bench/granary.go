@@ -150,7 +150,9 @@ func pingGranary(_ string, p params) (Result, error) {
 	if err := s.Tell(context.Background(), a, theHit); err != nil {
 		return Result{}, err
 	}
-	<-done
+	if err := waitDone(p, done, int64(p.msgs), count.Load); err != nil {
+		return Result{}, err
+	}
 	el := time.Since(start)
 	return Result{OpsPerSec: float64(p.msgs) / el.Seconds()}, check(int(count.Load()), p.msgs)
 }
@@ -212,8 +214,8 @@ func measureDelays(p params, delays []time.Duration, handled *atomic.Int64, send
 	if err := paced(p, send); err != nil {
 		return Result{}, err
 	}
-	for handled.Load() < int64(p.msgs) {
-		time.Sleep(time.Millisecond)
+	if err := waitHandled(p, int64(p.msgs), handled.Load, time.Millisecond); err != nil {
+		return Result{}, err
 	}
 	el := time.Since(start)
 	p50, p99 := percentiles(delays)

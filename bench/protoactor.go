@@ -119,7 +119,9 @@ func pingProto(_ string, p params) (Result, error) {
 	sys.Root.Send(b, a)
 	start := time.Now()
 	sys.Root.Send(a, theHit)
-	<-done
+	if err := waitDone(p, done, int64(p.msgs), count.Load); err != nil {
+		return Result{}, err
+	}
 	el := time.Since(start)
 	return Result{OpsPerSec: float64(p.msgs) / el.Seconds()}, check(int(count.Load()), p.msgs)
 }

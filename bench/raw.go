@@ -178,7 +178,9 @@ func pingRaw(_ string, p params) (Result, error) {
 	}
 	start := time.Now()
 	sys.send(rawEnv{key: a, hit: true})
-	<-done
+	if err := waitDone(p, done, int64(p.msgs), count.Load); err != nil {
+		return Result{}, err
+	}
 	el := time.Since(start)
 	return Result{OpsPerSec: float64(p.msgs) / el.Seconds()}, check(int(count.Load()), p.msgs)
 }

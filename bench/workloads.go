@@ -41,6 +41,19 @@ type target interface {
 type params struct {
 	grains, producers, callers, msgs int
 	block                            time.Duration
+	// stall: how long a run waits with no message handled before it fails
+	// as having lost one (defaultStall if zero). A lost message must fail
+	// the run, never hang it.
+	stall time.Duration
+}
+
+const defaultStall = 30 * time.Second
+
+func (p params) stallLimit() time.Duration {
+	if p.stall > 0 {
+		return p.stall
+	}
+	return defaultStall
 }
 
 func (p params) asMap() map[string]any {
@@ -170,6 +183,45 @@ func tellAll(t target, producers, msgs int, key func(producer, i int) int64) err
 	return <-errs
 }
 
+// waitHandled waits, polling every poll, until handled() reaches want. A
+// run whose count stops moving for the stall limit fails with the count it
+// reached.
+func waitHandled(p params, want int64, handled func() int64, poll time.Duration) error {
+	last, since := handled(), time.Now()
+	for n := last; n < want; n = handled() {
+		if n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= p.stallLimit() {
+			return fmt.Errorf("lost messages: %d of %d handled, none more in %v", n, want, p.stallLimit())
+		}
+		time.Sleep(poll)
+	}
+	return nil
+}
+
+// waitDone waits until done is closed, which a run's last message does; a
+// run whose count stops moving for the stall limit fails with the count it
+// reached. Nothing polls while the count moves: the ping-pong workloads
+// measure latency.
+func waitDone(p params, done <-chan struct{}, want int64, count func() int64) error {
+	t := time.NewTimer(p.stallLimit())
+	defer t.Stop()
+	last := count()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-t.C:
+		}
+		n := count()
+		if n == last {
+			return fmt.Errorf("lost messages: %d of %d handled, none more in %v", n, want, p.stallLimit())
+		}
+		last = n
+		t.Reset(p.stallLimit())
+	}
+}
+
 func check(got, want int) error {
 	if got != want {
 		return fmt.Errorf("lost messages: counted %d, want %d", got, want)
@@ -276,8 +328,8 @@ func runActivate(t target, p params) (Result, error) {
 			return Result{}, err
 		}
 	}
-	for t.Signals() < int64(p.msgs) {
-		time.Sleep(100 * time.Microsecond)
+	if err := waitHandled(p, int64(p.msgs), t.Signals, 100*time.Microsecond); err != nil {
+		return Result{}, err
 	}
 	el := time.Since(start)
 	runtime.GC()

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+	"unsafe"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// small shrinks a workload's quick size further, so every implementation
+// runs every workload in a test.
+func small(name string) params {
+	p := sizes[name][1]
+	p.grains = min(p.grains, 200)
+	p.callers = min(p.callers, 20)
+	p.msgs = min(p.msgs, 4000)
+	if p.block > 0 {
+		p.block = 20 * time.Millisecond
+	}
+	return p
+}
+
+func TestEveryImplementationRunsEveryWorkload(t *testing.T) {
+	for _, name := range workloadNames() {
+		for _, impl := range impls {
+			f := workloads[name][impl]
+			if f == nil {
+				continue
+			}
+			t.Run(name+"/"+impl, func(t *testing.T) {
+				r, err := f(impl, small(name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.OpsPerSec <= 0 {
+					t.Errorf("ops/s = %v", r.OpsPerSec)
+				}
+			})
+		}
+	}
+}
+
+// counter is a target that counts in place, on the caller's goroutine;
+// lossy drops the count of the message it is told to, as a runtime that
+// lost it would.
+type counter struct {
+	mu     sync.Mutex
+	n      map[int64]int
+	sig    atomic.Int64
+	sent   atomic.Int64
+	dropAt int64 // the 1-based message to drop; 0 drops none
+}
+
+func (c *counter) handle(key int64, m *bmsg) int {
+	if c.sent.Add(1) == c.dropAt {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[int64]int{}
+	}
+	if m.count {
+		c.n[key]++
+	}
+	if m.signal {
+		c.sig.Add(1)
+	}
+	return c.n[key]
+}
+
+func (c *counter) Tell(key int64, m *bmsg) error { c.handle(key, m); return nil }
+func (c *counter) Ask(key int64, m *bmsg) (int, error) {
+	return c.handle(key, m), nil
+}
+func (c *counter) Caller() func(int64, *bmsg) (int, error) { return c.Ask }
+func (c *counter) Signals() int64                          { return c.sig.Load() }
+func (c *counter) StateSize() uintptr                      { return unsafe.Sizeof(0) }
+func (c *counter) Close()                                  {}
+
+// A run that loses a message fails, and says so: in the check of its
+// totals, or — where it waits for its messages to be handled — once its
+// count stops moving. It never hangs.
+func TestALostMessageFailsTheRun(t *testing.T) {
+	runs := map[string]func(target, params) (Result, error){
+		"tell": runTell, "zipf": runZipf, "ask": runAsk, "activate": runActivate,
+	}
+	for name, run := range runs {
+		t.Run(name, func(t *testing.T) {
+			p := small(name)
+			if _, err := run(&counter{}, p); err != nil {
+				t.Fatalf("nothing lost: %v", err)
+			}
+			synctest.Test(t, func(t *testing.T) {
+				// Past the activations that tell and ask begin with.
+				c := &counter{dropAt: int64(p.grains) + 7}
+				_, err := run(c, p)
+				if err == nil || !strings.Contains(err.Error(), "lost messages") {
+					t.Fatalf("one message lost: err = %v", err)
+				}
+				t.Log(err)
+			})
+		})
+	}
+}
+
+// The ping-pong workloads wait for their last message on a channel; a
+// count that stops moving ends the wait with an error.
+func TestAStalledRunFailsAtTheStallLimit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := params{msgs: 10, stall: time.Minute}
+		var n atomic.Int64
+		done := make(chan struct{})
+		go func() { // three messages handled, a second apart, then none
+			for range 3 {
+				time.Sleep(time.Second)
+				n.Add(1)
+			}
+		}()
+		start := time.Now()
+		err := waitDone(p, done, int64(p.msgs), n.Load)
+		if err == nil || !strings.Contains(err.Error(), "3 of 10 handled") {
+			t.Fatalf("err = %v", err)
+		}
+		if waited := time.Since(start); waited < time.Minute || waited > 3*time.Minute {
+			t.Errorf("gave up after %v; the limit is %v of no progress", waited, p.stall)
+		}
+
+		close(done)
+		if err := waitDone(p, done, int64(p.msgs), n.Load); err != nil {
+			t.Errorf("done: %v", err)
+		}
+	})
+}
