@@ -26,3 +26,16 @@ func TestActExtraFits192Bytes(t *testing.T) {
 		t.Fatalf("actExtra is %d bytes, want at most 192", n)
 	}
 }
+
+// An ask from outside a turn allocates one record, its request with the
+// handler's ctx: it fits the allocator's 176-byte class, so that a silo
+// answering calls allocates, and collects, as little as it can
+// (BenchmarkCall's B/op).
+func TestAnAskFits176Bytes(t *testing.T) {
+	if unsafe.Sizeof(uintptr(0)) != 8 {
+		t.Skip("sized for 64-bit platforms")
+	}
+	if n := unsafe.Sizeof(askCtx{}); n > 176 {
+		t.Fatalf("askCtx is %d bytes, want at most 176", n)
+	}
+}
