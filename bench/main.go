@@ -10,6 +10,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Result is one run's outcome, printed as one JSON line.
@@ -44,6 +46,7 @@ func main() {
 	impl := flag.String("impl", "", "internal: the implementation a child runs; or restrict the parent to one")
 	run := flag.Int("run", 0, "internal: the run number")
 	cpuprofile := flag.String("cpuprofile", "", "with -child: write a CPU profile here")
+	childTimeout := flag.Duration("timeout", 10*time.Minute, "kill a run that takes longer than this, and count it failed")
 	flag.Parse()
 
 	if *child {
@@ -63,6 +66,10 @@ func main() {
 			os.Exit(1)
 		}
 		return
+	}
+	if *childTimeout <= 0 {
+		fmt.Fprintf(os.Stderr, "bench: -timeout %v: must be positive\n", *childTimeout)
+		os.Exit(2)
 	}
 	if *runs < 1 {
 		fmt.Fprintf(os.Stderr, "bench: -runs %d: one at least\n", *runs)
@@ -107,12 +114,20 @@ func main() {
 				if *quick {
 					args = append(args, "-quick")
 				}
-				cmd := exec.Command(exe, args...)
+				// A run that hangs is killed and counted failed: the whole
+				// set never hangs, whatever one implementation does.
+				ctx, cancel := context.WithTimeout(context.Background(), *childTimeout)
+				cmd := exec.CommandContext(ctx, exe, args...)
 				var out bytes.Buffer
 				cmd.Stdout = &out
 				cmd.Stderr = os.Stderr
 				err := cmd.Run()
+				timedOut := ctx.Err() != nil
+				cancel()
 				line := lastLine(out.String())
+				if timedOut {
+					line = fmt.Sprintf(`{"workload":%q,"impl":%q,"run":%d,"error":"killed after -timeout %v"}`, w, im, r, *childTimeout)
+				}
 				fmt.Println(line)
 				var res Result
 				if jerr := json.Unmarshal([]byte(line), &res); jerr != nil || err != nil {

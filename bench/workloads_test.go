@@ -141,3 +141,28 @@ func TestAStalledRunFailsAtTheStallLimit(t *testing.T) {
 		}
 	})
 }
+
+// The table's ratio columns are medians of ratios measured in the same run,
+// not ratios of medians: here granary's median ops/s over protoactor's is
+// 1.0x, while run by run granary did 2, 1.5 and 0.5 times protoactor.
+func TestTheTableComparesRunsSideBySide(t *testing.T) {
+	var rs []Result
+	add := func(impl string, ops ...float64) {
+		for i, v := range ops {
+			rs = append(rs, Result{Workload: "tell", Impl: impl, Run: i + 1, OpsPerSec: v})
+		}
+	}
+	add("granary", 10, 30, 20)
+	add("protoactor", 5, 20, 40)
+	add("raw", 20, 30, 40)
+	got := table(rs)
+	for _, want := range []string{
+		"| tell | granary | 20 | 1.50x | 0.50x | – | – | – |",    // per run: 2, 1.5, 0.5 and 0.5, 1, 0.5
+		"| tell | protoactor | 20 | 1.00x | 0.67x | – | – | – |", // per run: 0.25, 0.67, 1
+		"| tell | raw | 30 | 1.50x | 1.00x | – | – | – |",        // per run: 4, 1.5, 1
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("table lacks %q:\n%s", want, got)
+		}
+	}
+}
