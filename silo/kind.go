@@ -60,7 +60,8 @@ type kind struct {
 }
 
 // maxSpan bounds the durations the silo adds to its clock's offset since
-// Start — idle timeouts, quarantines, backoffs, DelayDeactivation — to
+// Start — idle timeouts, quarantines, backoffs, DelayDeactivation, timers'
+// due times and periods — to
 // about 146 years, so that the sum cannot overflow into the past (a grain
 // meant to stay "for ever" would go at the next idle tick). A longer one
 // means the same.

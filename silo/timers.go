@@ -62,8 +62,10 @@ func (p *partition) applyTimers(a *act, ops []timerOp) {
 }
 
 // schedule puts gt in the heap, due d from now; the caller arms the wake.
+// A d past maxSpan means the same as maxSpan (never, in practice): added
+// whole, it could wrap into the past.
 func (p *partition) schedule(gt *grainTimer, d time.Duration) {
-	gt.due = p.s.since() + d
+	gt.due = p.s.since() + min(d, maxSpan)
 	heap.Push(&p.timers.heap, gt)
 }
 

@@ -1,7 +1,10 @@
 package silo_test
 
 import (
+	"context"
 	"fmt"
+	"math"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -83,4 +86,59 @@ func TestManyTimersOnOnePartitionTickInDueOrder(t *testing.T) {
 	call(b, get{})
 	assert.Empty(t, ticks, "no tick for a grain that has gone")
 	assert.Zero(t, clk.Pending(), "no clock timer armed with no grain timer running")
+}
+
+// farTicker counts its ticks by timer name; a timer that ticks more than
+// once when it should tick once is stopped, so that a runaway fails the
+// test instead of spinning the partition.
+type farTicker struct {
+	mu    sync.Mutex
+	ticks map[string]int
+}
+
+func (g *farTicker) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case startTimer:
+		return nil, c.StartTimer(m.name, m.due, m.period, tickMsg{m.name})
+	case tickMsg:
+		g.mu.Lock()
+		g.ticks[m.name]++
+		if m.name == "once" && g.ticks[m.name] > 1 {
+			c.StopTimer(m.name)
+		}
+		g.mu.Unlock()
+	}
+	return nil, nil
+}
+
+// A due or period too long for the silo's clock to add — math.MaxInt64,
+// "not in this program's life" — is taken as about 146 years (maxSpan, as
+// idle timeouts and DelayDeactivation are), not wrapped into the past: the
+// timer never comes due, a repeating one ticks once, and the partition's
+// other timers keep their times (the wrapped due sat at the top of the
+// heap and held the partition's one clock timer for ever; the wrapped
+// period made its tick due again at once, every turn).
+func TestTimersFarInTheFutureNeverFireAndHoldUpNoOther(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	g := &farTicker{ticks: map[string]int{}}
+	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: -1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "far", func(grain.ID) *farTicker { return g }))
+	})
+	ctx := ctxT(t)
+	call := func(m any) {
+		t.Helper()
+		_, err := s.Ask(ctx, grain.NewID("far", "a"), m)
+		require.NoError(t, err)
+	}
+	clk.Advance(time.Hour) // the silo's clock offset is past zero: sums overflow
+	call(startTimer{"never", math.MaxInt64, 0})
+	call(startTimer{"once", time.Second, math.MaxInt64})
+	call(startTimer{"every", time.Second, time.Second})
+	for range 5 {
+		clk.Advance(time.Second)
+		call(startTimer{"noop", time.Hour, 0}) // a barrier: the ticks now due have run
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	assert.Equal(t, map[string]int{"once": 1, "every": 5}, g.ticks)
 }
