@@ -78,16 +78,17 @@ type observers struct {
 }
 
 // NewObserver returns a new observer whose buffer holds up to buffer
-// messages (at least 1). Its ID is unique: no other observer, of this silo
-// or another, has it. It returns ErrInvalidConfig for buffer < 1, and
-// ErrSiloClosed once the silo has begun to stop. An observer may be made
-// before Start, as kinds are registered.
+// messages (at least 1, at most MaxObserverBuffer). Its ID is unique: no
+// other observer, of this silo or another, has it. It returns
+// ErrInvalidConfig for a buffer out of that range, and ErrSiloClosed once
+// the silo has begun to stop. An observer may be made before Start, as
+// kinds are registered.
 func (s *Silo) NewObserver(buffer int) (*Observer, error) {
 	if err := s.made(); err != nil {
 		return nil, err
 	}
-	if buffer < 1 {
-		return nil, fmt.Errorf("%w: observer buffer %d, want at least 1", grain.ErrInvalidConfig, buffer)
+	if buffer < 1 || buffer > MaxObserverBuffer {
+		return nil, fmt.Errorf("%w: observer buffer %d, want 1 to %d", grain.ErrInvalidConfig, buffer, MaxObserverBuffer)
 	}
 	r := &s.observers
 	r.mu.Lock()
@@ -105,6 +106,11 @@ func (s *Silo) NewObserver(buffer int) (*Observer, error) {
 	r.open.Add(1)
 	return o, nil
 }
+
+// MaxObserverBuffer is the largest buffer of an observer: the buffer is
+// allocated whole when the observer is made (about 5 MB at this size), and
+// a client that falls further behind is one to drop, not to queue for.
+const MaxObserverBuffer = 1 << 16
 
 // ID returns the observer's address, for grains to tell (the zero ID for a
 // zero or nil Observer, which no tell accepts).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -274,10 +275,15 @@ func TestObserverRefusals(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, s.Tell(cctx, o.ID(), "x"), context.Canceled)
 
-	for _, n := range []int{0, -1} {
+	// Too small, or too large to allocate up front (math.MaxInt was a
+	// panic in make).
+	for _, n := range []int{0, -1, silo.MaxObserverBuffer + 1, math.MaxInt} {
 		_, err := s.NewObserver(n)
 		require.ErrorIs(t, err, grain.ErrInvalidConfig)
 	}
+	big, err := s.NewObserver(silo.MaxObserverBuffer)
+	require.NoError(t, err)
+	big.Close()
 	var zero silo.Silo
 	_, err = zero.NewObserver(1)
 	require.ErrorIs(t, err, grain.ErrSiloClosed)
