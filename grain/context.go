@@ -125,9 +125,9 @@ func (c *Context) DelayDeactivation(d time.Duration) {
 // one replaces it. Timers stop when the grain deactivates; one started from
 // OnDeactivate is refused with ErrDeactivating. Whether ticks keep the grain
 // from idle deactivation is the kind's choice (silo.WithTimerKeepAlive).
-// A negative due or period, or a nil msg, is an error; a due or period
-// longer than the silo can count (math.MaxInt64, say: about 146 years and
-// more) means never — no tick, or no tick after the first.
+// A negative due or period, or a nil msg, is an error; a due or period of
+// about 146 years or more (math.MaxInt64, say) means never: no tick, or
+// none after the first.
 func (c *Context) StartTimer(name string, due, period time.Duration, msg any) error {
 	if c == nil || c.self == nil {
 		return fmt.Errorf("%w: no runtime behind this Context to run timer %q", ErrSiloClosed, name)

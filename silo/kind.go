@@ -61,10 +61,9 @@ type kind struct {
 
 // maxSpan bounds the durations the silo adds to its clock's offset since
 // Start — idle timeouts, quarantines, backoffs, DelayDeactivation, timers'
-// due times and periods — to
-// about 146 years, so that the sum cannot overflow into the past (a grain
-// meant to stay "for ever" would go at the next idle tick). A longer one
-// means the same.
+// due times and periods — to about 146 years, so that the sum cannot
+// overflow into the past (a grain meant to stay "for ever" would go at the
+// next idle tick). A longer one means the same.
 const maxSpan = time.Duration(1 << 62)
 
 // KindOption sets one property of a kind at registration. Options only ever
