@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -141,4 +143,117 @@ func TestTimersFarInTheFutureNeverFireAndHoldUpNoOther(t *testing.T) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	assert.Equal(t, map[string]int{"once": 1, "every": 5}, g.ticks)
+}
+
+// modelTicker records each tick with the timer's generation (which start
+// made it) and when it came.
+type modelTicker struct {
+	mu    *sync.Mutex
+	ticks map[string][]time.Duration // "grain/name#generation" -> when
+	epoch time.Time
+}
+
+type (
+	modelStart struct {
+		name        string
+		gen         int
+		due, period time.Duration
+	}
+	modelTick struct {
+		name string
+		gen  int
+	}
+)
+
+func (g *modelTicker) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case modelStart:
+		return nil, c.StartTimer(m.name, m.due, m.period, modelTick{m.name, m.gen})
+	case stopTimer:
+		c.StopTimer(m.name)
+	case modelTick:
+		g.mu.Lock()
+		k := fmt.Sprintf("%s/%s#%d", c.ID().Key(), m.name, m.gen)
+		g.ticks[k] = append(g.ticks[k], time.Since(g.epoch))
+		g.mu.Unlock()
+	}
+	return nil, nil
+}
+
+// Random starts, replacements and stops of timers on three grains, on one
+// to three partitions, in a synctest bubble where a turn takes no time:
+// every timer must tick exactly at its due time and then every period
+// after (Orleans' rule: a period counts from the end of the tick's turn),
+// until it is stopped or replaced, and never after. Starts and stops fall
+// half a millisecond off the whole milliseconds every tick lands on, so
+// no tick races the change that ends its timer.
+func TestTimersFollowTheirModel(t *testing.T) {
+	for seed := range 20 {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { timerModelRun(t, uint64(seed)) })
+		})
+	}
+}
+
+func timerModelRun(t *testing.T, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 7))
+	var mu sync.Mutex
+	ticks := map[string][]time.Duration{}
+	epoch := time.Now()
+	s, err := silo.New(silo.Config{Partitions: 1 + r.IntN(3), IdleTimeout: -1})
+	require.NoError(t, err)
+	require.NoError(t, silo.Register(s, "model", func(grain.ID) *modelTicker { return &modelTicker{&mu, ticks, epoch} }))
+	require.NoError(t, s.Start())
+	defer s.Close()
+	ctx := context.Background()
+
+	type generation struct{ start, due, period, stopped time.Duration } // stopped < 0: running
+	model := map[string][]generation{}                                  // "grain/name" -> its starts
+	const end = 2 * time.Second
+	for time.Since(epoch) < end-300*time.Millisecond {
+		// In the bubble, Sleep moves the clock: every timer due meanwhile
+		// ticks first, at its time. It synchronises nothing.
+		time.Sleep(time.Duration(1+r.IntN(50))*time.Millisecond + 501*time.Microsecond)
+		now := time.Since(epoch)
+		g, name := []string{"a", "b", "c"}[r.IntN(3)], []string{"w", "x", "y", "z"}[r.IntN(4)]
+		key := g + "/" + name
+		gens := model[key]
+		if n := len(gens); n > 0 && gens[n-1].stopped < 0 {
+			gens[n-1].stopped = now // stopped, or replaced by the start below
+		}
+		var msg any = stopTimer{name}
+		if r.IntN(3) > 0 {
+			due, period := time.Duration(r.IntN(40))*time.Millisecond, time.Duration(r.IntN(4))*7*time.Millisecond
+			gens = append(gens, generation{start: now, due: due, period: period, stopped: -1})
+			msg = modelStart{name, len(gens) - 1, due, period}
+		}
+		model[key] = gens
+		_, err := s.Ask(ctx, grain.NewID("model", g), msg)
+		require.NoError(t, err)
+	}
+	time.Sleep(end - time.Since(epoch))
+	cutoff := time.Since(epoch)
+	require.NoError(t, s.Shutdown(ctx))
+
+	mu.Lock()
+	defer mu.Unlock()
+	for key, gens := range model {
+		for i, g := range gens {
+			k := fmt.Sprintf("%s#%d", key, i)
+			stop := g.stopped
+			if stop < 0 {
+				stop = cutoff
+			}
+			var want []time.Duration
+			for at := g.start + g.due; at < stop; at += g.period {
+				want = append(want, at)
+				if g.period == 0 {
+					break
+				}
+			}
+			assert.Equal(t, want, ticks[k], "%s: started at %v, due %v, period %v, stopped at %v", k, g.start, g.due, g.period, g.stopped)
+			delete(ticks, k)
+		}
+	}
+	assert.Empty(t, ticks, "ticks of no timer the model started")
 }
