@@ -105,11 +105,15 @@ func (f MessageDecoderFunc) DecodeMessage(b []byte) (any, error) { return f(b) }
 
 // AppendEnvelope appends the wire form of env to b. An ask's Call is taken
 // from env.Request: its Chain and its ctx's deadline. A target
-// that is no valid identity is refused with its error; enc's error is
-// returned wrapped. On an error b is returned as it was.
+// that is no valid identity is refused with its error, a nil env with
+// grain.ErrNilMessage; enc's error is returned wrapped. On an error b is
+// returned as it was.
 func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error) {
 	if enc == nil {
 		return b, fmt.Errorf("%w: no MessageEncoder", ErrNilCodec)
+	}
+	if env == nil {
+		return b, fmt.Errorf("granary: encoding a nil *Envelope: %w", grain.ErrNilMessage)
 	}
 	if err := env.Target.Validate(); err != nil {
 		return b, fmt.Errorf("granary: encoding an envelope: %w", err)

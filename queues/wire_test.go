@@ -152,6 +152,10 @@ func TestEnvelopeWireRefusesWhatItCannotEncode(t *testing.T) {
 	require.ErrorContains(t, err, "not a string")
 	require.Equal(t, "keep", string(out))
 
+	out, err = queues.AppendEnvelope(b, nil, stringEnc) // was a nil dereference
+	require.ErrorIs(t, err, grain.ErrNilMessage)
+	require.Equal(t, "keep", string(out))
+
 	_, err = queues.AppendEnvelope(nil, &notString, nil)
 	require.ErrorIs(t, err, queues.ErrNilCodec)
 	_, _, _, err = queues.DecodeEnvelope([]byte{1, 0}, nil)
