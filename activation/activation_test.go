@@ -98,6 +98,24 @@ func TestSupervisionDirectives(t *testing.T) {
 	})}.WithDefaults()
 	d, _ = custom.Decide(&r, id, errFatal, 0)
 	assert.Equal(t, activation.Stop, d)
+
+	// The zero policy is the default one, as its doc says, when used as it
+	// is (its nil Decider was a nil dereference); a nil history keeps none.
+	var zero activation.Supervision
+	d, back = zero.Decide(nil, id, &grain.PanicError{}, 0)
+	assert.Equal(t, activation.Restart, d)
+	assert.Zero(t, back)
+	d, _ = zero.Decide(nil, id, errors.New("plain error"), 0)
+	assert.Equal(t, activation.Resume, d)
+	var none *activation.Restarts
+	assert.Zero(t, none.Count())
+	var fresh activation.Restarts
+	for range activation.DefaultMaxRestarts {
+		d, _ = zero.Restart(&fresh, 0)
+		require.Equal(t, activation.Restart, d)
+	}
+	d, _ = zero.Restart(&fresh, 0)
+	assert.Equal(t, activation.Stop, d, "the default limit, not a zero one")
 }
 
 func TestRestartLimitAndBackoff(t *testing.T) {

@@ -172,18 +172,22 @@ type Restarts struct {
 
 type restartHistory struct{ at []time.Duration }
 
-// Count returns how many restarts are in the history.
+// Count returns how many restarts are in the history (none in a nil one).
 func (r *Restarts) Count() int {
-	if r.h == nil {
+	if r == nil || r.h == nil {
 		return 0
 	}
 	return len(r.h.at)
 }
 
-// Decide applies the policy s (with defaults set) to a failed turn at time
-// now: it returns the directive and, for Restart, how long to back off first.
-// A Restart past the limit becomes Stop. Restarts that happen are recorded.
+// Decide applies the policy s, its zero fields taking their defaults, to a
+// failed turn at time now: it returns the directive and, for Restart, how
+// long to back off first. A Restart past the limit becomes Stop. Restarts
+// that happen are recorded in r (a nil r keeps no history).
 func (s Supervision) Decide(r *Restarts, id grain.ID, err error, now time.Duration) (Directive, time.Duration) {
+	if s.Decider == nil {
+		s.Decider = DeciderFunc(DefaultDecider)
+	}
 	d := s.Decider.Decide(id, err)
 	if d != Restart {
 		return d, 0
@@ -194,7 +198,12 @@ func (s Supervision) Decide(r *Restarts, id grain.ID, err error, now time.Durati
 // Restart is Decide once the Decider has chosen Restart: it applies the
 // restart limit and the backoff to the history r. A runtime that keeps r
 // only for grains that have restarted calls the Decider, then Restart.
+// Zero fields of s take their defaults; a nil r keeps no history.
 func (s Supervision) Restart(r *Restarts, now time.Duration) (Directive, time.Duration) {
+	s = s.WithDefaults()
+	if r == nil {
+		r = &Restarts{}
+	}
 	if r.h == nil {
 		r.h = &restartHistory{}
 	}
