@@ -5,6 +5,7 @@ import (
 	"math/bits"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -99,10 +100,16 @@ func ParseID(s string) (ID, error) {
 }
 
 // MarshalText implements encoding.TextMarshaler, so IDs can travel in JSON
-// envelopes.
+// envelopes. An ID whose kind or key is not valid UTF-8 (a binary key) is
+// refused with ErrInvalidID: text encoders such as encoding/json would
+// replace its bytes, and the ID read back would name another grain. The
+// wire form (queues.AppendEnvelope) carries any bytes.
 func (id ID) MarshalText() ([]byte, error) {
 	if err := id.Validate(); err != nil {
 		return nil, err
+	}
+	if !utf8.ValidString(id.kind) || !utf8.ValidString(id.key) {
+		return nil, &IDError{ID: id, Err: fmt.Errorf("%w: not valid UTF-8, which text cannot carry", ErrInvalidID)}
 	}
 	return []byte(id.String()), nil
 }

@@ -97,6 +97,15 @@ func TestParseRoundTrip(t *testing.T) {
 	}
 	_, err := grain.ParseID("k#x")
 	require.ErrorIs(t, err, grain.ErrInvalidID)
+
+	// A key that is not valid UTF-8 cannot travel as text: encoding/json
+	// would replace its bytes and read back another grain's ID. Refused.
+	for _, id := range []grain.ID{grain.NewID("k", "\xff\x00"), grain.NewID("k\xfe", "a")} {
+		_, err = json.Marshal(map[string]grain.ID{"id": id})
+		require.ErrorIs(t, err, grain.ErrInvalidID)
+		var idErr *grain.IDError
+		require.ErrorAs(t, err, &idErr)
+	}
 }
 
 func FuzzParseID(f *testing.F) {
