@@ -75,7 +75,7 @@ func (m *Manual) Now() time.Time {
 }
 
 // AfterFunc schedules f for when the clock has been advanced by d. A d <= 0
-// fires at the next Advance.
+// fires at the next Advance; a nil f fires and calls nothing.
 func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -89,7 +89,9 @@ func (m *Manual) AfterFunc(d time.Duration, f func()) Timer {
 // function that falls due, each with the clock set to its due time. A function
 // scheduled by another during the advance runs too if it falls due. The
 // clock never goes back: a negative d counts as 0 (a silo's idle deadlines,
-// backoffs and quarantines are offsets on it).
+// backoffs and quarantines are offsets on it), and an Advance that ends
+// after another one moved the clock further — from a function it called, or
+// from another goroutine — leaves the clock where that one put it.
 func (m *Manual) Advance(d time.Duration) {
 	d = max(d, 0)
 	m.mu.Lock()
@@ -100,10 +102,14 @@ func (m *Manual) Advance(d time.Duration) {
 			m.now = t.at
 		}
 		m.mu.Unlock()
-		t.f()
+		if t.f != nil {
+			t.f()
+		}
 		m.mu.Lock()
 	}
-	m.now = end
+	if end.After(m.now) {
+		m.now = end
+	}
 	m.mu.Unlock()
 }
 

@@ -66,3 +66,21 @@ func TestManualNeverGoesBack(t *testing.T) {
 	assert.Equal(t, start, m.Now())
 	assert.True(t, fired, "due now: run")
 }
+
+// Nor when Advances overlap: one that a due function makes, or another
+// goroutine's, may move the clock further than the Advance around it; that
+// one ends without moving it back. (It set the clock to its own end,
+// earlier, whatever had happened meanwhile.)
+func TestManualNeverGoesBackUnderNestedAdvances(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := clock.NewManual(start)
+	m.AfterFunc(time.Second, func() { m.Advance(time.Hour) })
+	m.Advance(time.Second)
+	assert.Equal(t, start.Add(time.Second+time.Hour), m.Now())
+
+	// A nil function fires and calls nothing (it was a nil call in
+	// Advance, far from the mistake).
+	m.AfterFunc(time.Second, nil)
+	m.Advance(time.Second)
+	assert.Zero(t, m.Pending())
+}
