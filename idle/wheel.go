@@ -2,6 +2,7 @@ package idle
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/granary-go/granary/grain"
@@ -126,11 +127,13 @@ func (w *Wheel[T]) Advance(now time.Duration, expired []*Entry[T]) []*Entry[T] {
 		return expired
 	}
 	from := w.cursor + 1
-	if to-from >= int64(len(w.slots)) { // a full turn visits every slot once
+	// A full turn visits every slot once. (The span in uint64: from a
+	// negative cursor to a far now, to-from overflows an int64.)
+	if uint64(to)-uint64(from) >= uint64(len(w.slots)) {
 		from = to - int64(len(w.slots)) + 1
 	}
-	for t := from; t <= to; t++ {
-		slot := t % int64(len(w.slots))
+	for t := from; ; t++ {
+		slot := w.slot(t)
 		h := &w.slots[slot]
 		for e := h.next; e != h; {
 			next := e.next
@@ -138,15 +141,24 @@ func (w *Wheel[T]) Advance(now time.Duration, expired []*Entry[T]) []*Entry[T] {
 				w.unlink(e)
 				w.n--
 				expired = append(expired, e)
-			} else if dt%int64(len(w.slots)) != slot { // filed here, due elsewhere
+			} else if w.slot(dt) != slot { // filed here, due elsewhere
 				w.unlink(e) // its deadline moved: re-file lazily
 				w.file(e)
 			}
 			e = next
 		}
+		if t == to { // not t <= to in the loop's test: t++ past MaxInt64 wraps
+			break
+		}
 	}
 	w.cursor = to
 	return expired
+}
+
+// slot returns the slot of tick t: t modulo the slots, never negative (a
+// wheel made at a negative offset counts negative ticks).
+func (w *Wheel[T]) slot(t int64) int {
+	return int(uint64(t) % uint64(len(w.slots)))
 }
 
 func (w *Wheel[T]) tick(d time.Duration) int64 {
@@ -154,7 +166,7 @@ func (w *Wheel[T]) tick(d time.Duration) int64 {
 	if d%w.quantum != 0 {
 		t++ // round up: never expire before the deadline
 	}
-	if t <= w.cursor {
+	if t <= w.cursor && w.cursor < math.MaxInt64 {
 		t = w.cursor + 1 // already due: the next Advance sees it
 	}
 	return t
@@ -164,7 +176,7 @@ func (w *Wheel[T]) file(e *Entry[T]) {
 	if w.slots == nil {
 		w.alloc()
 	}
-	s := int(w.tick(e.deadline) % int64(len(w.slots)))
+	s := w.slot(w.tick(e.deadline))
 	h := &w.slots[s]
 	e.prev, e.next = h.prev, h
 	h.prev.next = e

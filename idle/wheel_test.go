@@ -110,6 +110,29 @@ func TestWheelEachVisitsEveryEntry(t *testing.T) {
 	assert.Equal(t, 3, n)
 }
 
+// At the edges of a Duration's range the wheel still works: a wheel made at
+// a negative offset counts negative ticks into its slots (a negative index
+// before), an Advance to math.MaxInt64 ends instead of stepping past it
+// (its loop's t++ wrapped), and a deadline in the past expires at the next
+// Advance.
+func TestWheelAtTheEdgesOfTime(t *testing.T) {
+	w, err := idle.NewWheel[int](time.Nanosecond, 8, -time.Hour)
+	require.NoError(t, err)
+	past, late := &idle.Entry[int]{Value: 1}, &idle.Entry[int]{Value: 2}
+	w.Touch(past, math.MinInt64)
+	w.Touch(late, math.MaxInt64-1)
+	assert.Equal(t, []int{1}, values(w.Advance(-time.Hour+time.Nanosecond, nil)))
+	assert.Equal(t, []int{2}, values(w.Advance(math.MaxInt64, nil)))
+	assert.Zero(t, w.Len())
+	assert.Empty(t, w.Advance(math.MaxInt64, nil))
+
+	// Past the last tick, an entry is kept, not filed before the cursor.
+	last := &idle.Entry[int]{Value: 3}
+	w.Touch(last, math.MaxInt64)
+	assert.Equal(t, 1, w.Len())
+	assert.Empty(t, w.Advance(math.MaxInt64, nil))
+}
+
 func TestNewWheelRejectsBadInput(t *testing.T) {
 	for _, c := range []struct {
 		q     time.Duration
