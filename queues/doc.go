@@ -9,7 +9,9 @@
 // A queue closes in two steps when its owner shuts down gracefully:
 // Restrict refuses new work while the work under way may still push
 // (PushLateOrWait), and MarkIdle lets a set of queues tell when all of them
-// are quiet at once; Close then refuses everything.
+// are quiet at once; Close then refuses every message (the control lane
+// stays open: the runtime's own items must reach the consumer until it
+// stops).
 //
 // An envelope has a wire form (AppendEnvelope, DecodeEnvelope), the seam
 // for silos that pass messages to one another: everything in it but an

@@ -2,8 +2,11 @@ package queues
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
+
+	"github.com/granary-go/granary/grain"
 )
 
 // Errors returned by Push.
@@ -12,6 +15,8 @@ var (
 	ErrClosed = errors.New("granary: queue closed")
 	// ErrFull: the message lane holds its limit.
 	ErrFull = errors.New("granary: queue full")
+	// errNilItem: a push of a nil *T, which holds no item to copy in.
+	errNilItem = fmt.Errorf("granary: queue push of a nil item: %w", grain.ErrNilMessage)
 )
 
 // segSize is the number of items in one segment of the message lane.
@@ -104,6 +109,9 @@ func (q *Queue[T, C]) PushLateOrWait(v *T) (<-chan struct{}, error) {
 }
 
 func (q *Queue[T, C]) push(v *T, late bool) (<-chan struct{}, error) {
+	if v == nil {
+		return nil, errNilItem
+	}
 	q.mu.Lock()
 	if q.gate != gateOpen {
 		if !late || q.gate == gateClosed {
@@ -167,7 +175,7 @@ func (q *Queue[T, C]) PushControl(c C) {
 // are queued ahead of it. The Drain that takes the item takes those
 // messages as the first ones of its Batch (see Batch.Taken), so the
 // consumer can tell the messages sent before the item from those sent
-// after, though it reads the item first.
+// after, though it reads the item first. mk must not be nil.
 func (q *Queue[T, C]) PushControlAt(mk func(ahead int) C) {
 	q.mu.Lock()
 	q.wakeIdle()

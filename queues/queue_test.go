@@ -40,6 +40,14 @@ func TestQueueLimitAndClose(t *testing.T) {
 	b, ctl := q.Drain(nil)
 	assert.Equal(t, []int{1, 2}, drain(&b))
 	assert.Equal(t, []int{9}, ctl)
+
+	// A nil item is refused, typed, not dereferenced.
+	open := queues.New[int, int](0)
+	_, err := open.PushOrWait(nil)
+	require.ErrorIs(t, err, grain.ErrNilMessage)
+	_, err = open.PushLateOrWait(nil)
+	require.ErrorIs(t, err, grain.ErrNilMessage)
+	assert.Zero(t, open.Len())
 }
 
 // Many producers, one consumer: nothing lost, per-producer order kept, and
