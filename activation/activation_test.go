@@ -76,6 +76,8 @@ func TestRunRecoversPanics(t *testing.T) {
 	require.Error(t, err)
 	_, err = activation.Build(id, func(grain.ID) grain.Grain { panic("factory") })
 	require.ErrorIs(t, err, grain.ErrPanic)
+	_, err = activation.Build(id, nil) // bad input, not a panic of the grain's
+	require.ErrorIs(t, err, grain.ErrInvalidConfig)
 }
 
 var errFatal = errors.New("fatal")

@@ -2,6 +2,7 @@ package activation
 
 import (
 	"context"
+	"fmt"
 	"runtime/debug"
 
 	"github.com/granary-go/granary/grain"
@@ -38,6 +39,9 @@ func Deactivate(ctx context.Context, g grain.Grain, c *grain.Context) (err error
 
 // Build calls a kind's factory with panic recovery, and rejects a nil grain.
 func Build(id grain.ID, factory func(grain.ID) grain.Grain) (g grain.Grain, err error) {
+	if factory == nil {
+		return nil, fmt.Errorf("%w: nil factory for %v", grain.ErrInvalidConfig, id)
+	}
 	defer recoverInto(id, &err)
 	g = factory(id)
 	if g == nil {
