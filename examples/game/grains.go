@@ -333,10 +333,10 @@ func (l *Leaderboard) Receive(_ context.Context, _ *grain.Context, msg any) (any
 }
 
 // register adds the game's kinds to a silo.
-func register(s *silo.Silo, matchDuration time.Duration, records Records) error {
+func register(s *silo.Silo, matchDuration time.Duration, records Records, lobby ...silo.KindOption) error {
 	return errors.Join(
 		silo.Register(s, kindPlayer, newPlayer(records), silo.WithIdleTimeout(10*time.Minute)),
-		silo.Register(s, kindLobby, func(grain.ID) *Lobby { return &Lobby{} }, silo.WithIdleTimeout(-1)),
+		silo.Register(s, kindLobby, func(grain.ID) *Lobby { return &Lobby{} }, append([]silo.KindOption{silo.WithIdleTimeout(-1)}, lobby...)...),
 		silo.Register(s, kindMatch, func(grain.ID) *Match { return &Match{duration: matchDuration} }),
 		silo.Register(s, kindLeaderboard, newLeaderboard,
 			silo.WithIdleTimeout(-1)),

@@ -56,6 +56,35 @@ func TestSimulationBalancesItsBooks(t *testing.T) {
 	assert.Len(t, sum.Stats.Deactivations, 1)
 }
 
+// A flood of bots fills the lobby's backlog: the Joins past it are refused
+// with ErrOverloaded — backpressure, each a dead letter with reason overload
+// — and the bots ask again later; no match is lost, and the books balance.
+// (They failed the simulation before, and a Played asked of the lobby while
+// it still worked through the flood came back overloaded too.)
+func TestAFloodOfBotsIsPushedBackNotLost(t *testing.T) {
+	// A slow lobby — each turn 200 µs of work — whose backlog is one, on a
+	// silo that hands a turn's partition off after 10 µs: the Joins behind
+	// a turn pile up in its mailbox, as a flood of a hundred thousand bots
+	// does at the defaults.
+	slow := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
+		for start := time.Now(); time.Since(start) < 200*time.Microsecond; {
+		}
+		return next.Receive(ctx, c, msg)
+	})
+	cfg := silo.Config{HandoffThreshold: silo.MinHandoffThreshold}
+	lobby := []silo.KindOption{silo.WithMaxBacklog(1, silo.RejectNewest), silo.WithFilters(slow)}
+	sum, err := simulateWith(t.Context(), cfg, lobby, 400, 300*time.Millisecond, 10*time.Millisecond)
+	require.NoError(t, err)
+	assert.Positive(t, sum.Matches)
+	assert.Equal(t, sum.Matches, sum.Wins)
+	assert.Equal(t, sum.Matches, sum.Losses)
+	assert.Equal(t, sum.Matches, sum.Saved)
+	overload := sum.Stats.DeadLetters[grain.ReasonOverload]
+	assert.Positive(t, overload, "the lobby pushed back")
+	assert.Equal(t, uint64(sum.DeadLetters), overload, "and nothing else became a dead letter")
+	assert.Contains(t, sum.String(), "reason overload")
+}
+
 func TestHTTP(t *testing.T) {
 	s, meter, err := newGame(5*time.Millisecond, nil, newMemRecords())
 	require.NoError(t, err)
