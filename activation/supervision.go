@@ -185,14 +185,12 @@ func (r *Restarts) Count() int {
 // long to back off first. A Restart past the limit becomes Stop. Restarts
 // that happen are recorded in r (a nil r keeps no history).
 func (s Supervision) Decide(r *Restarts, id grain.ID, err error, now time.Duration) (Directive, time.Duration) {
-	if s.Decider == nil {
-		s.Decider = DeciderFunc(DefaultDecider)
-	}
+	s = s.WithDefaults()
 	d := s.Decider.Decide(id, err)
 	if d != Restart {
 		return d, 0
 	}
-	return s.Restart(r, now)
+	return s.restart(r, now)
 }
 
 // Restart is Decide once the Decider has chosen Restart: it applies the
@@ -200,7 +198,11 @@ func (s Supervision) Decide(r *Restarts, id grain.ID, err error, now time.Durati
 // only for grains that have restarted calls the Decider, then Restart.
 // Zero fields of s take their defaults; a nil r keeps no history.
 func (s Supervision) Restart(r *Restarts, now time.Duration) (Directive, time.Duration) {
-	s = s.WithDefaults()
+	return s.WithDefaults().restart(r, now)
+}
+
+// restart is Restart on a policy whose defaults are set.
+func (s Supervision) restart(r *Restarts, now time.Duration) (Directive, time.Duration) {
 	if r == nil {
 		r = &Restarts{}
 	}
