@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,14 @@ import (
 type benchGrain struct{ n int }
 
 type benchIncr struct{}
+
+// wideGrain is a benchGrain of a cache line, as a player's or a cart's
+// state would be at least: grains as small as benchGrain share lines, and
+// many of them fit in the caches.
+type wideGrain struct {
+	benchGrain
+	_ [56]byte
+}
 
 type benchSync struct{ done chan struct{} }
 
@@ -49,6 +58,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 		b.Fatal(err)
 	}
 	if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
+		b.Fatal(err)
+	}
+	if err := silo.Register(s, "wide", func(grain.ID) *wideGrain { return &wideGrain{} }); err != nil {
 		b.Fatal(err)
 	}
 	if err := silo.Register(s, "relay", func(grain.ID) benchRelay { return benchRelay{} }); err != nil {
@@ -129,6 +141,48 @@ func tellLoop(b *testing.B, s *silo.Silo, ctx context.Context, kind string) []gr
 		}
 	}
 	return ids
+}
+
+// BenchmarkTellManyGrains: Tell to grains drawn at random from many, more
+// than the caches hold: each message's directory slot, activation record and
+// grain are cold, and the owner's prefetching (partition.prefetchAhead) is
+// what overlaps their misses.
+func BenchmarkTellManyGrains(b *testing.B) {
+	for _, n := range []int{10_000, 200_000} {
+		b.Run(fmt.Sprintf("grains=%d", n), func(b *testing.B) {
+			s := benchSilo(b, silo.Config{})
+			ctx := context.Background()
+			ids := make([]grain.ID, n)
+			for i := range ids {
+				ids[i] = grain.NewIntID("wide", int64(i))
+				if err := tellRetry(ctx, s, ids[i], incrMsg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			r := rand.New(rand.NewPCG(1, 2))
+			keys := make([]int32, 1<<20)
+			for i := range keys {
+				keys[i] = int32(r.IntN(n))
+			}
+			syncAll(b, s, ctx, ids[:64])
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				if err := tellRetry(ctx, s, ids[keys[i&(len(keys)-1)]], incrMsg); err != nil {
+					b.Fatal(err)
+				}
+			}
+			syncAll(b, s, ctx, ids[:64]) // a partition's queue is FIFO: all before are handled
+		})
+	}
+}
+
+// syncAll waits until each of ids has handled what was sent it before.
+func syncAll(b *testing.B, s *silo.Silo, ctx context.Context, ids []grain.ID) {
+	for _, id := range ids {
+		if _, err := s.Ask(ctx, id, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // BenchmarkCall: a request/reply round trip to an active grain.

@@ -17,3 +17,15 @@ TEXT ·LineAndRecord(SB), NOSPLIT, $0-16
 	PREFETCHT0 64(AX)
 done:
 	RET
+
+// func Pointee(at uintptr)
+TEXT ·Pointee(SB), NOSPLIT, $0-8
+	MOVQ at+0(FP), AX
+	TESTQ AX, AX
+	JZ none
+	MOVQ (AX), AX
+	TESTQ AX, AX
+	JZ none
+	PREFETCHT0 (AX)
+none:
+	RET

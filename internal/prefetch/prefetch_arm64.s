@@ -16,3 +16,13 @@ TEXT ·LineAndRecord(SB), NOSPLIT, $0-16
 	PRFM 64(R0), PLDL1KEEP
 done:
 	RET
+
+// func Pointee(at uintptr)
+TEXT ·Pointee(SB), NOSPLIT, $0-8
+	MOVD at+0(FP), R0
+	CBZ R0, none
+	MOVD (R0), R0
+	CBZ R0, none
+	PRFM (R0), PLDL1KEEP
+none:
+	RET

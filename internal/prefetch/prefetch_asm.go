@@ -14,3 +14,15 @@ func Line(addr uintptr)
 //
 //go:noescape
 func LineAndRecord(line, rec uintptr)
+
+// Pointee prefetches the line that the pointer stored at at points to, unless
+// at or that pointer is 0: a record reached through another, such as a
+// grain behind its activation record. Unlike a prefetch, the read of at
+// faults if at is not readable: it must be 0 or the address of a
+// pointer-sized word of a live object. The word is read in assembly, out
+// of the race detector's sight: its value only steers a prefetch, so a
+// word being written meanwhile by another goroutine is harmless (an
+// aligned word is read whole, and a stale pointer only wastes the prefetch).
+//
+//go:noescape
+func Pointee(at uintptr)

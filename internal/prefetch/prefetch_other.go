@@ -7,3 +7,6 @@ func Line(addr uintptr) {}
 
 // LineAndRecord does nothing on this architecture.
 func LineAndRecord(line, rec uintptr) {}
+
+// Pointee does nothing on this architecture.
+func Pointee(at uintptr) {}

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stretchr/testify/require"
+
 	"github.com/granary-go/granary/internal/prefetch"
 )
 
@@ -25,6 +27,20 @@ func TestPrefetchNeverFaults(t *testing.T) {
 			t.Fatalf("byte %d changed", i)
 		}
 	}
+}
+
+// Pointee reads the word at its address (0 aside) and prefetches where it
+// points, whatever that is: nil, a live object, or no mapped memory at all.
+func TestPointeeReadsOnlyTheWordItIsGiven(t *testing.T) {
+	buf := make([]byte, 64)
+	words := []uintptr{0, uintptr(unsafe.Pointer(&buf[0])), 1, 0xdead_0000, ^uintptr(0) - 4096}
+	for i := range words {
+		prefetch.Pointee(uintptr(unsafe.Pointer(&words[i])))
+	}
+	prefetch.Pointee(0)
+	var g any = &buf // an interface's data word, as the silo prefetches a grain
+	prefetch.Pointee(uintptr(unsafe.Pointer(&g)) + unsafe.Sizeof(uintptr(0)))
+	require.Equal(t, []uintptr{0, uintptr(unsafe.Pointer(&buf[0])), 1, 0xdead_0000, ^uintptr(0) - 4096}, words)
 }
 
 func BenchmarkLineAndRecord(b *testing.B) {
