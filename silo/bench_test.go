@@ -148,7 +148,7 @@ func tellLoop(b *testing.B, s *silo.Silo, ctx context.Context, kind string) []gr
 // grain are cold, and the owner's prefetching (partition.prefetchAhead) is
 // what overlaps their misses.
 func BenchmarkTellManyGrains(b *testing.B) {
-	for _, n := range []int{10_000, 200_000} {
+	for _, n := range []int{10_000, 20_000, 50_000, 200_000} {
 		b.Run(fmt.Sprintf("grains=%d", n), func(b *testing.B) {
 			s := benchSilo(b, silo.Config{})
 			ctx := context.Background()

@@ -169,11 +169,12 @@ func (p *partition) run(w, from *worker) {
 // message grainAhead places on (its address is in the record, prefetched by
 // then). With many grains, most deliveries would otherwise miss the cache
 // on the slot, the record and the grain, one after the other. The grain's
-// prefetch pays once the grains outgrow the caches, and costs nothing
-// measurable before (BenchmarkTellManyGrains, grains of a cache line: at
-// 200,000, a tell 37 % faster on two Ps and 43 % on one; at 10,000, even;
-// the bench workloads' grains are 16 bytes, and `zipf`'s hot ones stay
-// cached: even).
+// prefetch pays once the grains outgrow the caches, from about
+// grainPrefetchMin activations in the partition, and costs a little below
+// (BenchmarkTellManyGrains, grains of a cache line, two Ps, two
+// partitions: at 200,000 grains a tell 35 % faster, at 50,000 16 %, at
+// 20,000 even, at 10,000 3 % slower — and `tell`, 10,000 grains, about 5 %
+// slower — hence the threshold; on one P, at 200,000, 43 % faster).
 //
 // It pays with few grains too: the queue's lines were written by the
 // senders, on other cores, and come over late unless asked for early
@@ -193,15 +194,21 @@ const (
 	actAhead    = 4
 	grainAhead  = 2
 	prefetchMin = 1 << 16
+
+	grainPrefetchMin = 1 << 13
 )
 
 // prefetchAhead starts loading what the coming messages will touch; far is
-// the message slotAhead places on.
-func (p *partition) prefetchAhead(far *queues.Envelope) {
+// the message slotAhead places on. grains says whether to prefetch the
+// grains as well.
+func (p *partition) prefetchAhead(far *queues.Envelope, grains bool) {
 	if env := p.batch.Peek(envAhead - 1); env != nil {
 		prefetch.Line(uintptr(unsafe.Pointer(env)))
 	}
 	prefetch.LineAndRecord(p.dir.HomeAddr(far.Hash), uintptr(unsafe.Pointer(p.dir.Guess(p.batch.Peek(actAhead-1).Hash))))
+	if !grains {
+		return
+	}
 	if a := p.dir.Guess(p.batch.Peek(grainAhead - 1).Hash); a != nil {
 		prefetch.Pointee(uintptr(unsafe.Pointer(&a.g)) + grainData)
 	}
@@ -225,9 +232,10 @@ func (p *partition) step(w *worker) bool {
 	}
 	// Messages are read in place (see runTurn for why that is safe).
 	ahead := p.multiP || p.dir.Len() >= prefetchMin
+	grains := p.dir.Len() >= grainPrefetchMin
 	for env := p.batch.Next(); env != nil; env = p.batch.Next() {
 		if far := p.batch.Peek(slotAhead - 1); far != nil && ahead { // near a segment's end, the few left go unprefetched
-			p.prefetchAhead(far)
+			p.prefetchAhead(far, grains)
 		}
 		if !p.deliver(w, env) {
 			return false
