@@ -203,16 +203,26 @@ func (q *Queue[T, C]) Wake() <-chan struct{} { return q.wake }
 // as a slice. ctl is an emptied slice that becomes the new control lane
 // (pass back the previous result, cleared, to reuse its array).
 func (q *Queue[T, C]) Drain(ctl []C) (Batch[T, C], []C) {
+	var b Batch[T, C]
+	got := q.DrainInto(&b, ctl)
+	return b, got
+}
+
+// DrainInto is Drain writing the Batch into *b, which it replaces: a
+// consumer that keeps its batch in a struct field saves the copy of a
+// returned one (whose words, stored one by one and read back in pairs,
+// stall the CPU's store forwarding).
+func (q *Queue[T, C]) DrainInto(b *Batch[T, C], ctl []C) []C {
 	q.mu.Lock()
 	q.handBack()
 	q.drains++
-	b := Batch[T, C]{q: q, seg: q.head, seq: q.drains}
+	b.q, b.seg, b.i, b.past, b.seq = q, q.head, 0, 0, q.drains
 	gotCtl := q.ctl
 	q.head, q.tail, q.n = nil, nil, 0
 	q.ctl = ctl[:0]
 	q.releaseWaiters()
 	q.mu.Unlock()
-	return b, gotCtl
+	return gotCtl
 }
 
 // Len returns the number of queued messages and control items.

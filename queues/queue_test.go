@@ -29,6 +29,39 @@ func TestQueueBatchesAndControlFirst(t *testing.T) {
 	assert.Empty(t, ctl)
 }
 
+// DrainInto is Drain into a batch the consumer keeps: the batch it replaces
+// — taken whole, or half — leaves nothing behind in it.
+func TestDrainIntoReplacesTheBatch(t *testing.T) {
+	q := queues.New[int, string](0)
+	var b queues.Batch[int, string]
+	var ctl []string
+	for round := range 3 {
+		for i := range 600 { // past a segment
+			require.NoError(t, q.Push(round*1000+i))
+		}
+		q.PushControl("c")
+		ctl = q.DrainInto(&b, ctl[:0])
+		assert.Equal(t, []string{"c"}, ctl)
+		assert.Equal(t, uint64(round+1), b.Seq())
+		assert.Zero(t, b.Taken())
+		for i := range 300 {
+			v, ok := b.Pop()
+			require.True(t, ok)
+			require.Equal(t, round*1000+i, v)
+		}
+		if round == 2 {
+			rest := drain(&b)
+			require.Len(t, rest, 300)
+			assert.Equal(t, 2599, rest[299])
+		}
+		// rounds 0 and 1 leave half their batch: the next DrainInto
+		// replaces it, as Drain's result would be
+	}
+	ctl = q.DrainInto(&b, ctl[:0])
+	assert.True(t, b.Empty())
+	assert.Empty(t, ctl)
+}
+
 func TestQueueLimitAndClose(t *testing.T) {
 	q := queues.New[int, int](2)
 	require.NoError(t, q.Push(1))

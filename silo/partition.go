@@ -249,7 +249,7 @@ func (p *partition) step(w *worker) bool {
 		return false
 	}
 	p.stopsAhead = nil // they concern only the batch read with them, now done
-	p.batch, p.ctls = p.q.Drain(p.ctls[:0])
+	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
 	p.cpos = 0
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) && p.nHandled != p.waitedAt {
 		// Out of work after a busy round: the callers it answered are
@@ -258,12 +258,12 @@ func (p *partition) step(w *worker) bool {
 		// owner once each.
 		p.waitedAt = p.nHandled
 		runtime.Gosched()
-		p.batch, p.ctls = p.q.Drain(p.ctls)
+		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 	}
 	parked := false
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) {
 		p.park()
-		p.batch, p.ctls = p.q.Drain(p.ctls)
+		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 		parked = true
 	}
 	p.tick(parked)
