@@ -164,17 +164,11 @@ func (p *partition) run(w, from *worker) {
 // How far ahead of the message being delivered the owner prefetches: the
 // queue's line that holds the message envAhead places on, the directory
 // slot of the message slotAhead places on (its address needs only the
-// hash), and the activation record of the message actAhead places on (its
+// hash), the activation record of the message actAhead places on (its
 // address is in the slot, prefetched by then), and the grain itself of the
 // message grainAhead places on (its address is in the record, prefetched by
 // then). With many grains, most deliveries would otherwise miss the cache
-// on the slot, the record and the grain, one after the other. The grain's
-// prefetch pays once the grains outgrow the caches, from about
-// grainPrefetchMin activations in the partition, and costs a little below
-// (BenchmarkTellManyGrains, grains of a cache line, two Ps, two
-// partitions: at 200,000 grains a tell 35 % faster, at 50,000 16 %, at
-// 20,000 even, at 10,000 3 % slower — and `tell`, 10,000 grains, about 5 %
-// slower — hence the threshold; on one P, at 200,000, 43 % faster).
+// on the slot, the record and the grain, one after the other.
 //
 // It pays with few grains too: the queue's lines were written by the
 // senders, on other cores, and come over late unless asked for early
@@ -188,6 +182,13 @@ func (p *partition) run(w, from *worker) {
 // partition, `tell` is 7–11 % faster without it (at 100 and 10,000 grains;
 // about even at 40,000–70,000), and `zipf`, 100,000 grains, 16 % slower.
 // With two Ps it pays at every size (`tell` 7–9 %).
+//
+// The grain's own prefetch pays once the grains outgrow the caches, from
+// about grainPrefetchMin activations in the partition, and costs a little
+// below (BenchmarkTellManyGrains, grains of a cache line, two Ps, two
+// partitions: at 200,000 grains a tell 35 % faster, at 50,000 16 %, at
+// 20,000 even, at 10,000 3 % slower — and `tell`, 10,000 grains, about 5 %
+// slower — hence the threshold; on one P, at 200,000, 43 % faster).
 const (
 	envAhead    = 16
 	slotAhead   = 8
