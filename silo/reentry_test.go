@@ -262,7 +262,7 @@ func newHolderWaiting(t *testing.T, limit int, hold <-chan struct{}, held *atomi
 // message in while its turn waits. The limit used to be cut to 32 bits,
 // and math.MaxInt became -1: nothing interleaved.
 func TestReentrantGrainWithTheLargestBacklogStillInterleaves(t *testing.T) {
-	for _, limit := range []int{1 << 31, math.MaxInt} {
+	for _, limit := range []int{min(1<<31, math.MaxInt), math.MaxInt} { // (1<<31 is MaxInt where int has 32 bits)
 		e := newHolderWaiting(t, limit, nil, nil)
 		pctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
 		v, err := silo.Call[string](pctx, e.s, e.id, "ping")

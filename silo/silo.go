@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"sync"
@@ -424,8 +425,9 @@ func (s *Silo) since() time.Duration {
 func (s *Silo) after(d time.Duration, f func()) clock.Timer { return s.clock.AfterFunc(d, f) }
 
 // maxPartitionCap bounds a partition's share of Config.MaxActivations: a
-// trillion activations, more than any machine holds.
-const maxPartitionCap = 1 << 40
+// trillion activations, more than any machine holds — or, where int has 32
+// bits, as many as the LRU sized from it (2*limit+16) can count.
+const maxPartitionCap = min(1<<40, (math.MaxInt-16)/2)
 
 // setIdleQuantum fixes the idle wheel's tick now that the kinds are known,
 // and builds the partitions' wheels with it.
