@@ -357,3 +357,48 @@ func TestALibraryWatchingAHooksCtxLateDoesNotRaceTheNextTurn(t *testing.T) {
 	require.NoError(t, err)
 	watchers.Wait()
 }
+
+// deriveKeeper derives a ctx from its turn's and hands out both.
+type deriveKeeper struct{ kept chan<- [2]context.Context }
+
+func (k deriveKeeper) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	d, cancel := context.WithCancel(ctx)
+	k.kept <- [2]context.Context{ctx, d}
+	_ = cancel // ends with its parent: what the test checks
+	return nil, nil
+}
+
+// A tell's ctx of a kind whose turns interleave ends with its turn (an
+// ownCtx): a ctx derived from it in the turn ends then too, and one derived
+// from it after the turn is over is done at once — the context package
+// registers with the turn's ctx (ownCtx.AfterFunc), which runs the
+// registration at once, on a goroutine of its own, for a turn that is over.
+func TestACtxDerivedFromAnInterleavingTellsCtxEndsWithTheTurn(t *testing.T) {
+	kept := make(chan [2]context.Context, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "dk", func(grain.ID) deriveKeeper { return deriveKeeper{kept} }, silo.WithReentrant()))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("dk", "a")
+	require.NoError(t, s.Tell(ctx, id, "keep"))
+	got := <-kept
+	_, err := s.Ask(ctx, id, "barrier") // the tell's turn is over once this is answered
+	require.NoError(t, err)
+	<-kept
+	turn, inTurn := got[0], got[1]
+	requireDone := func(c context.Context, what string) {
+		t.Helper()
+		select {
+		case <-c.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s is not done after its turn", what)
+		}
+		require.ErrorIs(t, c.Err(), context.Canceled, what)
+	}
+	requireDone(inTurn, "the ctx derived in the turn")
+	after, cancel := context.WithCancel(turn)
+	defer cancel()
+	requireDone(after, "a ctx derived after the turn")
+	stop := context.AfterFunc(turn, func() {})
+	assert.False(t, stop(), "AfterFunc on an ended turn's ctx: f runs (or ran), no stop")
+}

@@ -133,8 +133,9 @@ func (c *turnCtx) handlerCtx() context.Context {
 
 // ownCtx is the ctx a tell's turn of a kind whose turns interleave
 // (reentrant, WithMayInterleave) gives its handler: the worker's reused
-// turnCtx while the turn lasts, and, once it is over, a ctx that has ended
-// and is no turn's. Such a turn's calls give up the grain's turn token and
+// turnCtx while the turn lasts (whose Done, if read, is a channel the
+// turn's end closes, so that a ctx derived in the turn ends with it), and,
+// once it is over, a ctx that has ended and is no turn's. Such a turn's calls give up the grain's turn token and
 // take it back (token.go); a goroutine that kept the worker's ctx past the
 // turn — a misuse (docs/calls.md) — passed for whatever turn the worker
 // ran next, gave up and took back a token not its own, and could leave the
@@ -404,8 +405,11 @@ func (c *turnCtx) Done() <-chan struct{} {
 	}
 	// An ask's ctx can also end at the default call timeout, whatever its
 	// parent: only a tell's or a hook's (no request) is the silo's alone.
+	// An interleaving tell's (wrapped: its handler has an ownCtx of it)
+	// ends with its turn: a channel of its own, closed by release, or a
+	// ctx derived in the turn would outlive a parent that is over.
 	isAsk := c.info.req != nil
-	if c.parent == nil || (c.parent.Done() == nil && !isAsk) {
+	if !c.wrapped && (c.parent == nil || (c.parent.Done() == nil && !isAsk)) {
 		return c.home.base.Done()
 	}
 	// Registered with the partition before it is published, so that the
@@ -421,7 +425,7 @@ func (c *turnCtx) Done() <-chan struct{} {
 	// An ask's caller watches its own ctx as it waits, and ends this one
 	// when it gives up (callerGone, timeOut): no registration with it. A
 	// hook's parent has no one watching it.
-	if !isAsk && parent.Done() != nil {
+	if !isAsk && parent != nil && parent.Done() != nil {
 		m.mu.Lock()
 		m.stop = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
 		m.mu.Unlock()
@@ -430,7 +434,7 @@ func (c *turnCtx) Done() <-chan struct{} {
 	if c.timedOut.Load() {
 		m.cancel(context.DeadlineExceeded)
 	}
-	if c.gone.Load() {
+	if c.gone.Load() && parent != nil {
 		m.cancel(parent.Err())
 	}
 	return m.done
