@@ -20,7 +20,8 @@
 // ErrMalformedEnvelope, never a panic.
 //
 // Concurrency: Queue is safe for concurrent Push from many goroutines; Drain
-// and DrainInto must be called by one consumer at a time. Partitioner is immutable and safe
-// for concurrent use. Envelope is a value. AppendEnvelope and DecodeEnvelope
-// keep no state: safe for concurrent use if the message codec is.
+// and DrainInto must be called by one consumer at a time. Partitioner is
+// immutable and safe for concurrent use. Envelope is a value. AppendEnvelope
+// and DecodeEnvelope keep no state: safe for concurrent use if the message
+// codec is.
 package queues
