@@ -290,3 +290,39 @@ func TestDeactivateFromOutsideWaitsForAReentrantGrainsLastTurn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"work", "ping", "deactivate", "after"}, e.logged())
 }
+
+// derivedCaller (reentrant), on a tell, calls the "callsBack" grain through
+// a ctx derived from its turn's, as a handler bounding a query does; that
+// grain calls back into it.
+type derivedCaller struct{ out chan<- error }
+
+func (g *derivedCaller) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if msg == "back" {
+		return "here", nil
+	}
+	bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := silo.Call[string](bounded, c.Silo(), grain.NewID("callsBack", "b"), c.ID())
+	g.out <- err
+	return nil, nil
+}
+
+type callsBack struct{}
+
+func (callsBack) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	return silo.Call[string](ctx, c.Silo(), msg.(grain.ID), "back")
+}
+
+// A call made through a ctx derived from a reentrant grain's tell ctx (an
+// ownCtx, found through the derived ctx's Value) is the grain's own call:
+// it gives up the turn token, so the callee's call back is let in at once
+// instead of waiting behind the turn until the call's deadline.
+func TestACallThroughACtxDerivedFromAReentrantTellIsTheGrains(t *testing.T) {
+	out := make(chan error, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "derivedCaller", func(grain.ID) *derivedCaller { return &derivedCaller{out} }, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "callsBack", func(grain.ID) callsBack { return callsBack{} }))
+	})
+	require.NoError(t, s.Tell(ctxT(t), grain.NewID("derivedCaller", "a"), "go"))
+	require.NoError(t, <-out, "the call back was let in while the turn waited")
+}
