@@ -19,3 +19,24 @@ func TestDeadLetterBufferIsBounded(t *testing.T) {
 		d.Cancel()
 	}
 }
+
+// A subscription made after the silo stopped is closed at once — a range
+// over it ends instead of waiting for dead letters that will never come —
+// and cancelling one of several leaves the others subscribed.
+func TestDeadLetterSubscriptionsAroundClose(t *testing.T) {
+	s := newSilo(t, silo.Config{}, nil)
+	a, b, c := s.SubscribeDeadLetters(4), s.SubscribeDeadLetters(4), s.SubscribeDeadLetters(4)
+	b.Cancel()
+	_, open := <-b.C
+	require.False(t, open, "cancelled: closed")
+	require.NoError(t, s.Close())
+	for _, d := range []*silo.DeadLetters{a, c} {
+		for range d.C { // closed with the silo, after what it had
+		}
+	}
+	late := s.SubscribeDeadLetters(4)
+	_, open = <-late.C
+	require.False(t, open, "subscribed after Close: closed at once")
+	late.Cancel() // harmless
+	a.Cancel()    // after the silo closed it: harmless
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/silo"
@@ -222,6 +223,7 @@ func TestRegisterErrors(t *testing.T) {
 	require.ErrorIs(t, silo.Register(s, "e", f, silo.WithMaxBacklog(5, silo.Overflow(7))), grain.ErrInvalidConfig, "no such policy")
 	require.ErrorIs(t, silo.Register(s, "f", f, silo.WithIdleTimeout(0)), grain.ErrInvalidConfig, "0 could mean never or at once")
 	require.NoError(t, silo.Register(s, "g", f, silo.WithIdleTimeout(-1)), "negative: never idle")
+	require.ErrorIs(t, silo.Register(s, "h", f, silo.WithSupervision(activation.Supervision{Window: -time.Second})), grain.ErrInvalidConfig)
 }
 
 func TestInvalidConfig(t *testing.T) {
@@ -234,6 +236,11 @@ func TestInvalidConfig(t *testing.T) {
 		{HandoffThreshold: time.Nanosecond}, // the watchdog would spin
 		{QueueCapacity: -1},
 		{IdleQuantum: time.Microsecond},
+		{DeactivationTimeout: -time.Second},
+		{MemoryLimit: -1},
+		{MaxBacklog: -1},
+		{LogSampling: silo.LogSampling{Tick: -time.Second}},
+		{Supervision: activation.Supervision{MinBackoff: time.Second, MaxBackoff: time.Millisecond}},
 		{Clock: (*clock.Manual)(nil)}, // declared, never made: Start would panic on it
 	} {
 		_, err := silo.New(cfg)
