@@ -109,21 +109,27 @@ func (p *partition) armTimers() {
 // fireTimers delivers the tick of every timer now due, in due order, each
 // behind whatever waits for its grain. It reports false when w no longer
 // owns the partition (a tick's turn blocked): the timers still due are then
-// the next owner's, told by an opTimer of their own.
+// the next owner's, told by an opTimer pushed before the first tick that
+// had others due after it — before, not once the blocked turn is over: that
+// held every timer of the partition until it was
+// (TestATickThatBlocksHoldsUpNoOtherTimer). If no tick blocks, this loop
+// fires them, and the opTimer finds none due.
 func (p *partition) fireTimers(w *worker) bool {
 	t := &p.timers
 	t.armed = false // this is its firing (or a stale one: the wake is armed again below)
 	now := p.s.since()
+	told := false
 	for len(t.heap) > 0 && t.heap[0].due <= now {
 		gt := heap.Pop(&t.heap).(*grainTimer)
-		more := len(t.heap) > 0 && t.heap[0].due <= now
-		if !more {
+		if len(t.heap) > 0 && t.heap[0].due <= now {
+			if !told {
+				p.q.PushControl(ctl{op: opTimer})
+				told = true
+			}
+		} else {
 			p.armTimers() // before the turn: the partition may not be this goroutine's after it
 		}
 		if !p.fire(w, gt) {
-			if more {
-				p.q.PushControl(ctl{op: opTimer})
-			}
 			return false
 		}
 	}

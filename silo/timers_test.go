@@ -257,3 +257,70 @@ func timerModelRun(t *testing.T, seed uint64) {
 	}
 	assert.Empty(t, ticks, "ticks of no timer the model started")
 }
+
+// blockingTicker starts a timer when asked; its tick blocks until release
+// is closed when the grain is "slow", and is reported on ticks.
+type blockingTicker struct {
+	slow    bool
+	release <-chan struct{}
+	ticks   chan<- string
+}
+
+func (g *blockingTicker) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case time.Duration:
+		return nil, c.StartTimer("t", m, 0, "tick")
+	case string:
+		g.ticks <- c.ID().Key()
+		if g.slow {
+			<-g.release
+		}
+	}
+	return nil, nil
+}
+
+// Timers fall due together on one partition and the first tick's turn
+// blocks: the partition is handed off, and the new owner fires the ticks
+// still due (partition.fireTimers pushes an opTimer for them), and later
+// ones when they fall due, while the blocked one goes on — another grain's
+// timer never waits for it.
+func TestATickThatBlocksHoldsUpNoOtherTimer(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	release := make(chan struct{})
+	ticks := make(chan string, 8)
+	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: -1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "bt", func(id grain.ID) *blockingTicker {
+			return &blockingTicker{slow: id.Key() == "slow", release: release, ticks: ticks}
+		}))
+	})
+	ctx := ctxT(t)
+	for key, due := range map[string]time.Duration{"slow": time.Second, "fast1": time.Second + 1, "fast2": time.Second + 2, "later": 3 * time.Second} {
+		_, err := s.Ask(ctx, grain.NewID("bt", key), due)
+		require.NoError(t, err)
+	}
+	released := false
+	defer func() {
+		if !released {
+			close(release)
+		}
+	}()
+	next := func() string {
+		t.Helper()
+		select {
+		case k := <-ticks:
+			return k
+		case <-time.After(10 * time.Second): // real time: the watchdog hands off after 5 ms
+			t.Fatal("a timer due waits for another grain's blocked tick")
+			return ""
+		}
+	}
+	clk.Advance(2 * time.Second) // all three due: slow's first
+	require.Equal(t, "slow", next())
+	got := []string{next(), next()} // while slow's tick still blocks
+	assert.ElementsMatch(t, []string{"fast1", "fast2"}, got)
+	clk.Advance(2 * time.Second) // a timer not due then falls due now: still no wait
+	require.Equal(t, "later", next())
+	close(release)
+	released = true
+	require.Positive(t, s.Stats().Handoffs)
+}
