@@ -139,6 +139,7 @@ func (p *partition) run(w, from *worker) {
 	}()
 	p.cur.Store(w)
 	p.tick(true)
+	p.takeTimers()
 	if from != nil {
 		if from.req != nil {
 			p.orphans[from.req] = struct{}{}

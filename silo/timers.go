@@ -109,24 +109,19 @@ func (p *partition) armTimers() {
 // fireTimers delivers the tick of every timer now due, in due order, each
 // behind whatever waits for its grain. It reports false when w no longer
 // owns the partition (a tick's turn blocked): the timers still due are then
-// the next owner's, told by an opTimer pushed before the first tick that
-// had others due after it — before, not once the blocked turn is over: that
-// held every timer of the partition until it was
-// (TestATickThatBlocksHoldsUpNoOtherTimer). If no tick blocks, this loop
-// fires them, and the opTimer finds none due.
+// the next owner's, which takes them as it takes the partition over
+// (takeTimers) — rather than being told once the blocked turn is over,
+// which held every timer of the partition until it was
+// (TestATickThatBlocksHoldsUpNoOtherTimer). An opTimer pushed before each
+// such tick instead fed itself: with timers that are always due, each
+// firing queued two for one (BenchmarkTimerTicks never finished).
 func (p *partition) fireTimers(w *worker) bool {
 	t := &p.timers
 	t.armed = false // this is its firing (or a stale one: the wake is armed again below)
 	now := p.s.since()
-	told := false
 	for len(t.heap) > 0 && t.heap[0].due <= now {
 		gt := heap.Pop(&t.heap).(*grainTimer)
-		if len(t.heap) > 0 && t.heap[0].due <= now {
-			if !told {
-				p.q.PushControl(ctl{op: opTimer})
-				told = true
-			}
-		} else {
+		if len(t.heap) == 0 || t.heap[0].due > now {
 			p.armTimers() // before the turn: the partition may not be this goroutine's after it
 		}
 		if !p.fire(w, gt) {
@@ -135,6 +130,22 @@ func (p *partition) fireTimers(w *worker) bool {
 	}
 	p.armTimers()
 	return true
+}
+
+// takeTimers readies the timers of a partition just taken over: a tick's
+// turn that blocked, handed off, may have left timers due, with the clock
+// timer not armed for them or for later ones (fireTimers arms it only
+// before the last tick due). Those due are fired by an opTimer — at once,
+// whatever the clock, where a clock timer armed for a time past would
+// fire on a test's manual clock only when it next moves — and the clock
+// timer is armed for the rest.
+func (p *partition) takeTimers() {
+	t := &p.timers
+	if len(t.heap) > 0 && t.heap[0].due <= p.s.since() {
+		p.q.PushControl(ctl{op: opTimer})
+		return
+	}
+	p.armTimers()
 }
 
 // fire delivers a timer's tick as a message to its grain, behind whatever
