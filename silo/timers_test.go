@@ -324,3 +324,29 @@ func TestATickThatBlocksHoldsUpNoOtherTimer(t *testing.T) {
 	released = true
 	require.Positive(t, s.Stats().Handoffs)
 }
+
+// Timers that are always due — a period shorter than a tick's turn — keep
+// their partition's owner firing ticks, and its other work still gets
+// through: asks to another grain answered, the control lane not growing
+// round by round (an opTimer queued before each tick with others due once
+// fed itself: two queued for each one fired).
+func TestTimersAlwaysDueStarveNothing(t *testing.T) {
+	var n atomic.Int64
+	s := newSilo(t, silo.Config{Partitions: 1, IdleTimeout: -1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "eager", func(grain.ID) tickCounter { return tickCounter{&n} }))
+		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 20*time.Second)
+	defer cancel()
+	for i := range 200 {
+		_, err := s.Ask(ctx, grain.NewIntID("eager", int64(i)), startEager{})
+		require.NoError(t, err)
+	}
+	for range 50 {
+		_, err := s.Ask(ctx, grain.NewID("counter", "other"), get{})
+		require.NoError(t, err)
+	}
+	depth := s.Stats().QueueDepth[0]
+	assert.Less(t, depth, 50, "the partition's queue stays short")
+	assert.Positive(t, n.Load())
+}
