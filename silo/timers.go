@@ -141,7 +141,7 @@ func (p *partition) fireTimers(w *worker) bool {
 // timer is armed for the rest.
 func (p *partition) takeTimers() {
 	t := &p.timers
-	if len(t.heap) > 0 && t.heap[0].due <= p.s.since() {
+	if len(t.heap) > 0 && t.heap[0].due <= p.now { // p.now: read as the owner began (partition.run)
 		p.q.PushControl(ctl{op: opTimer})
 		return
 	}
