@@ -100,10 +100,13 @@ func main() {
 	failed := false
 	// Runs are interleaved (run 1 of each implementation, then run 2, ...)
 	// so that a change in the machine's load over time affects every
-	// implementation alike: only ratios measured in one run count.
+	// implementation alike: only ratios measured in one run count. The
+	// order within a run rotates from one run to the next, so that no
+	// implementation always runs first, or always right after another (on
+	// a machine whose speed drifts, a fixed order biases the ratios).
 	for _, w := range names {
 		for r := 1; r <= *runs; r++ {
-			for _, im := range impls {
+			for _, im := range rotated(impls, r-1) {
 				if *impl != "" && im != *impl {
 					continue
 				}
@@ -226,6 +229,14 @@ func table(rs []Result) string {
 		}
 	}
 	return b.String()
+}
+
+// rotated returns xs rotated left by n places: run r of a workload takes
+// the implementations in the order rotated(impls, r-1), so that over
+// len(impls) runs each one runs once in each place.
+func rotated(xs []string, n int) []string {
+	n %= len(xs)
+	return append(slices.Clone(xs[n:]), xs[:n]...)
 }
 
 // implsOf lists the implementations workload w runs, in impls' order.

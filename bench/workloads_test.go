@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -162,5 +163,43 @@ func TestTheTableComparesRunsSideBySide(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("table lacks %q:\n%s", want, got)
 		}
+	}
+}
+
+// Over as many runs as there are implementations, each runs once in each
+// place of a run's order: none always first, none always after another.
+func TestTheOrderRotatesFromRunToRun(t *testing.T) {
+	place := map[string]map[int]bool{}
+	follows := map[[2]string]int{}
+	for r := range len(impls) {
+		order := rotated(impls, r)
+		if len(order) != len(impls) {
+			t.Fatalf("run %d: order %v", r+1, order)
+		}
+		for i, im := range order {
+			if place[im] == nil {
+				place[im] = map[int]bool{}
+			}
+			place[im][i] = true
+			if i > 0 {
+				follows[[2]string{order[i-1], im}]++
+			}
+		}
+	}
+	for _, im := range impls {
+		if len(place[im]) != len(impls) {
+			t.Errorf("%s runs in places %v, not in each once", im, place[im])
+		}
+	}
+	for pair, n := range follows {
+		if n == len(impls) {
+			t.Errorf("%s always runs right after %s", pair[1], pair[0])
+		}
+	}
+	if got := rotated(impls, len(impls)+1); !slices.Equal(got, rotated(impls, 1)) {
+		t.Errorf("rotated by %d: %v", len(impls)+1, got)
+	}
+	if !slices.Equal(impls, []string{"granary", "protoactor", "raw"}) {
+		t.Errorf("rotated changed impls: %v", impls)
 	}
 }
