@@ -361,7 +361,11 @@ func TestALibraryWatchingAHooksCtxLateDoesNotRaceTheNextTurn(t *testing.T) {
 // deriveKeeper derives a ctx from its turn's and hands out both.
 type deriveKeeper struct{ kept chan<- [2]context.Context }
 
-func (k deriveKeeper) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+func (k deriveKeeper) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	if errs, ok := msg.(chan error); ok { // report the ctx's Err, in the turn
+		errs <- ctx.Err()
+		return nil, nil
+	}
 	d, cancel := context.WithCancel(ctx)
 	k.kept <- [2]context.Context{ctx, d}
 	_ = cancel // ends with its parent: what the test checks
@@ -375,7 +379,8 @@ func (k deriveKeeper) Receive(ctx context.Context, _ *grain.Context, _ any) (any
 // registration at once, on a goroutine of its own, for a turn that is over.
 func TestACtxDerivedFromAnInterleavingTellsCtxEndsWithTheTurn(t *testing.T) {
 	kept := make(chan [2]context.Context, 1)
-	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+	errs := make(chan error, 1)
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "dk", func(grain.ID) deriveKeeper { return deriveKeeper{kept} }, silo.WithReentrant()))
 	})
 	ctx := ctxT(t)
@@ -401,4 +406,13 @@ func TestACtxDerivedFromAnInterleavingTellsCtxEndsWithTheTurn(t *testing.T) {
 	requireDone(after, "a ctx derived after the turn")
 	stop := context.AfterFunc(turn, func() {})
 	assert.False(t, stop(), "AfterFunc on an ended turn's ctx: f runs (or ran), no stop")
+
+	// The turns after it on the goroutine that ran it, which keeps its ctx
+	// for the next such turn (not the Done channel that ended with the
+	// turn): each finds its ctx live — the grain's own and another grain's
+	// of the kind (one partition: one goroutine runs them all).
+	for i, key := range []string{"a", "b", "a", "b"} {
+		require.NoError(t, s.Tell(ctx, grain.NewID("dk", key), errs))
+		require.NoError(t, <-errs, "tell %d after the first", i)
+	}
 }

@@ -328,9 +328,12 @@ func (a *askCtx) init(ctx context.Context, chain queues.Chain, p *partition, don
 func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *worker, interleaved bool) {
 	if c.m.Load() != nil {
 		// A worker's ctx, reused: its last turn made a merged Done channel
-		// (an OnActivate run by a tell that read Done), which ended with
-		// that turn. Kept, it was every later turn's Done and Err: each
-		// tell's handler found its ctx canceled.
+		// (an interleaving tell's turn that read Done: the worker's itc),
+		// which ended with that turn. Kept, it was every later turn's Done
+		// and Err: each tell's handler found its ctx canceled
+		// (TestACtxDerivedFromAnInterleavingTellsCtxEndsWithTheTurn; an
+		// OnActivate's ctx, which once was the worker's too, is its own
+		// now).
 		c.m.Store(nil)
 	}
 	// What Done, Err, Deadline and Value read is written only if it
