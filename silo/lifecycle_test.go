@@ -841,3 +841,31 @@ func TestOnDeactivatesCtxEndsAtItsDeadline(t *testing.T) {
 		assert.Equal(t, "ok", v)
 	})
 }
+
+// Two Shutdowns at once, as two signal handlers might call it: the second
+// waits for the stop the first began, and the first whose ctx ends closes
+// the silo for both — it returns its ctx's error, the other nil (the silo
+// did stop), and the ask waiting behind the blocked turn fails with
+// ErrSiloClosed.
+func TestConcurrentShutdownsShareOneStop(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	id := e.id("a")
+	gate := e.blockGrain(t, "a", 1)
+	defer close(gate)
+	pending := make(chan error, 1)
+	go func() { _, err := e.s.Ask(e.ctx, id, get{}); pending <- err }()
+	waitBacklog(t, e.s, 1)
+
+	patient := make(chan error, 1)
+	go func() { patient <- e.s.Shutdown(e.ctx) }() // waits as long as the test
+	for e.s.Tell(e.ctx, e.id("b"), incr{1}) == nil { // until it has begun
+		runtime.Gosched()
+	}
+	sctx, cancel := context.WithTimeout(e.ctx, 20*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, e.s.Shutdown(sctx), context.DeadlineExceeded)
+	require.NoError(t, <-patient, "the patient Shutdown: the silo stopped")
+	require.ErrorIs(t, <-pending, grain.ErrSiloClosed)
+	require.NoError(t, e.s.Shutdown(e.ctx), "a Shutdown after the stop")
+	require.ErrorIs(t, e.s.Tell(e.ctx, id, incr{1}), grain.ErrSiloClosed)
+}
