@@ -857,7 +857,7 @@ func TestConcurrentShutdownsShareOneStop(t *testing.T) {
 	waitBacklog(t, e.s, 1)
 
 	patient := make(chan error, 1)
-	go func() { patient <- e.s.Shutdown(e.ctx) }() // waits as long as the test
+	go func() { patient <- e.s.Shutdown(e.ctx) }()   // waits as long as the test
 	for e.s.Tell(e.ctx, e.id("b"), incr{1}) == nil { // until it has begun
 		runtime.Gosched()
 	}
