@@ -128,3 +128,67 @@ func TestHandlerCtxEndsAtTheDefaultCallTimeout(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "free", v)
 }
+
+// holdThenCall, a reentrant grain, holds its turn on "hold" until the gate
+// opens and then calls the tally "x" — waiting in a call, when the grain
+// lets other messages in; any other message it counts and answers.
+type holdThenCall struct {
+	handled *atomic.Int32
+	gate    <-chan struct{}
+	in      chan<- struct{}
+}
+
+func (g *holdThenCall) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if msg == "hold" {
+		g.in <- struct{}{}
+		<-g.gate
+		_, err := silo.Call[string](ctx, c.Silo(), grain.NewID("tally", "x"), "called")
+		return nil, err
+	}
+	g.handled.Add(1)
+	return "ok", nil
+}
+
+// An ask whose caller gave up while it waited for a reentrant grain is not
+// run when the grain lets it in either (its turn waiting in a call): it is
+// a dead letter with reason expired, as on the grain's ordinary path.
+func TestAnExpiredAskIsNotLetIntoAReentrantGrain(t *testing.T) {
+	var acts, handled, rHandled atomic.Int32
+	in, gate := make(chan struct{}), make(chan struct{})
+	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "tally", func(grain.ID) *tally { return &tally{acts: &acts, handled: &handled} }))
+		require.NoError(t, silo.Register(s, "r", func(grain.ID) *holdThenCall {
+			return &holdThenCall{handled: &rHandled, gate: gate, in: in}
+		}, silo.WithReentrant()))
+	})
+	ctx := ctxT(t)
+	dl := s.SubscribeDeadLetters(16)
+	defer dl.Cancel()
+	r := grain.NewID("r", "1")
+	require.NoError(t, s.Tell(ctx, r, "hold"))
+	<-in // its turn holds the partition: the ask waits in the queue
+
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	_, err := s.Ask(short, r, "late")
+	require.ErrorIs(t, err, grain.ErrTimeout)
+	close(gate) // the turn calls out: the grain lets messages in while it waits
+
+	select {
+	case d := <-dl.C:
+		assert.Equal(t, grain.ReasonExpired, d.Reason)
+		assert.Equal(t, "late", d.Msg)
+		assert.True(t, d.Ask)
+	case <-ctx.Done():
+		t.Fatal("no dead letter for the expired ask")
+	}
+	v, err := silo.Call[string](ctx, s, r, "after")
+	require.NoError(t, err)
+	assert.Equal(t, "ok", v)
+	assert.Equal(t, int32(1), rHandled.Load(), "only the call after it ran")
+	// The grain's call out was queued before the dead letter (the grain
+	// waited in it): a call to its target now comes after it.
+	_, err = silo.Call[string](ctx, s, grain.NewID("tally", "x"), "sync")
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), handled.Load(), "the grain's own call out ran, then this one")
+}
