@@ -869,3 +869,40 @@ func TestConcurrentShutdownsShareOneStop(t *testing.T) {
 	require.NoError(t, e.s.Shutdown(e.ctx), "a Shutdown after the stop")
 	require.ErrorIs(t, e.s.Tell(e.ctx, id, incr{1}), grain.ErrSiloClosed)
 }
+
+// A Stop that comes while the grain deactivates — its OnDeactivate running,
+// messages waiting to go to its next activation — draws the same line as
+// any Stop: what was sent before it is a dead letter with reason stopped,
+// what is sent after it goes to a fresh instance.
+func TestAStopDuringOnDeactivateDrawsTheLine(t *testing.T) {
+	e := newLife(t, silo.Config{})
+	hang := make(chan struct{})
+	e.tweak = func(l *life) {
+		if l.instance == 1 {
+			l.deactHang = hang
+		}
+	}
+	dl := e.s.SubscribeDeadLetters(8)
+	defer dl.Cancel()
+	id := e.id("a")
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Deactivate(e.ctx, id))
+	require.Equal(t, "a", <-e.j.deact)                // OnDeactivate runs, and waits
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{10})) // before the Stop: waits for the next activation
+	waitBacklog(t, e.s, 1)
+	require.NoError(t, e.s.Stop(e.ctx, id))
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{100})) // after it
+	got := make(chan any, 1)
+	go func() { got <- e.call(t, "a", get{}) }()
+	close(hang)
+	assert.Equal(t, 100, <-got, "the fresh instance had only what was sent after the Stop")
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
+	select {
+	case d := <-dl.C:
+		assert.Equal(t, grain.ReasonStopped, d.Reason)
+		assert.Equal(t, incr{10}, d.Msg)
+	case <-e.ctx.Done():
+		t.Fatal("no dead letter for the tell sent before the Stop")
+	}
+	assert.Equal(t, uint64(1), e.s.Stats().DeadLetters[grain.ReasonStopped])
+}
