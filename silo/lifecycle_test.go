@@ -906,3 +906,36 @@ func TestAStopDuringOnDeactivateDrawsTheLine(t *testing.T) {
 	}
 	assert.Equal(t, uint64(1), e.s.Stats().DeadLetters[grain.ReasonStopped])
 }
+
+// A grain stopped by supervision (past its restart limit) is quarantined
+// from the moment of its stop: a message that comes while its OnDeactivate
+// still runs is a dead letter with reason quarantined, as one after it is,
+// and an ask fails fast with ErrGrainStopped.
+func TestMessagesDuringASupervisionStopAreQuarantined(t *testing.T) {
+	sup := activation.Supervision{MaxRestarts: -1, Quarantine: 10 * time.Second} // no restart: the first failure stops it
+	e := newLife(t, silo.Config{}, silo.WithSupervision(sup))
+	hang := make(chan struct{})
+	e.tweak = func(l *life) { l.deactHang = hang }
+	dl := e.s.SubscribeDeadLetters(8)
+	defer dl.Cancel()
+	id := e.id("a")
+	_, err := e.s.Ask(e.ctx, id, boom{1}) // past the limit at once: stop
+	require.ErrorIs(t, err, grain.ErrPanic)
+	require.Equal(t, "a", <-e.j.deact) // OnDeactivate runs, and waits
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{1}))
+	_, err = e.s.Ask(e.ctx, id, get{})
+	require.ErrorIs(t, err, grain.ErrGrainStopped)
+	for range 2 {
+		select {
+		case d := <-dl.C:
+			assert.Equal(t, grain.ReasonQuarantined, d.Reason, "%v", d.Msg)
+		case <-e.ctx.Done():
+			t.Fatal("no dead letter")
+		}
+	}
+	close(hang)
+	_, err = e.s.Ask(e.ctx, id, get{})
+	require.ErrorIs(t, err, grain.ErrGrainStopped, "gone, and still quarantined")
+	e.clk.Advance(10 * time.Second)
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "after quarantine, a fresh activation")
+}
