@@ -71,3 +71,43 @@ func TestTurnFillingItsOwnPartitionDoesNotDeadlock(t *testing.T) {
 	}
 	assert.Equal(t, 300, total)
 }
+
+// Senders waiting for room in a full queue when the silo stops are let go:
+// a Close fails them at once with ErrSiloClosed, and a Shutdown, which stops
+// taking messages from outside as it begins, does too — none waits out its
+// ctx, and none of their messages is queued behind the stop.
+func TestSendersWaitingForRoomAreReleasedByTheStop(t *testing.T) {
+	for _, stop := range []string{"Close", "Shutdown"} {
+		t.Run(stop, func(t *testing.T) {
+			s := newSilo(t, silo.Config{Partitions: 1, QueueCapacity: 2, HandoffThreshold: time.Hour}, nil)
+			ctx := ctxT(t)
+			gate := make(chan struct{})
+			id := grain.NewID("counter", "a")
+			_, err := silo.Call[int](ctx, s, id, incr{0})
+			require.NoError(t, err)
+			require.NoError(t, s.Tell(ctx, id, hold{gate})) // the owner is busy, and no handoff
+			require.Eventually(t, func() bool { return s.Stats().QueueDepth[0] == 0 }, 5*time.Second, time.Millisecond)
+			require.NoError(t, s.Tell(ctx, id, incr{1}))
+			require.NoError(t, s.Tell(ctx, id, incr{1})) // the queue is full now
+
+			const waiters = 3
+			waited := make(chan error, waiters)
+			for range waiters { // most are waiting for room by the stop; one not yet there is refused as it comes
+				go func() { waited <- s.Tell(ctx, id, incr{1}) }()
+			}
+			stopped := make(chan error, 1)
+			if stop == "Close" {
+				// Close cancels the held turn's ctx; hold ignores it, so
+				// the gate must open for Close to finish.
+				go func() { stopped <- s.Close() }()
+			} else {
+				go func() { stopped <- s.Shutdown(ctx) }()
+			}
+			for range waiters {
+				require.ErrorIs(t, <-waited, grain.ErrSiloClosed)
+			}
+			close(gate)
+			require.NoError(t, <-stopped)
+		})
+	}
+}
