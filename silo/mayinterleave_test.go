@@ -331,3 +331,49 @@ func TestMayInterleaveKeepsTheSender(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "who/a", v)
 }
+
+// A goroutine that outlives its turn and calls Await with the turn's ctx —
+// an ask's, or an interleaving tell's — is in no turn: Await just runs wait,
+// and the grain, whose turn is over, is left as it is (its next turns run).
+func TestAwaitWithTheCtxOfATurnThatIsOverJustRunsWait(t *testing.T) {
+	kept := make(chan context.Context, 1)
+	keep := func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+		if msg == "keep" {
+			kept <- ctx
+		}
+		return "ok", nil
+	}
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "plain", func(grain.ID) grain.Func { return keep }))
+		require.NoError(t, silo.Register(s, "reentrant", func(grain.ID) grain.Func { return keep }, silo.WithReentrant()))
+	})
+	ctx := ctxT(t)
+	boom := errors.New("boom")
+	for _, c := range []struct {
+		name string
+		id   grain.ID
+		ask  bool
+	}{
+		{"an ask's", grain.NewID("plain", "a"), true},
+		{"an interleaving tell's", grain.NewID("reentrant", "a"), false},
+	} {
+		if c.ask {
+			_, err := s.Ask(ctx, c.id, "keep")
+			require.NoError(t, err)
+		} else {
+			require.NoError(t, s.Tell(ctx, c.id, "keep"))
+		}
+		turn := <-kept
+		_, err := s.Ask(ctx, c.id, "after") // the kept turn is over once this is answered
+		require.NoError(t, err)
+		handoffs := s.Stats().Handoffs
+		ran := false
+		err = silo.Await(turn, func() error { ran = true; return boom })
+		require.ErrorIs(t, err, boom, c.name)
+		assert.True(t, ran, c.name)
+		v, err := silo.Call[string](ctx, s, c.id, "next")
+		require.NoError(t, err, c.name)
+		assert.Equal(t, "ok", v, c.name)
+		assert.Equal(t, handoffs, s.Stats().Handoffs, "%s: no partition was let go for it", c.name)
+	}
+}
