@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -278,4 +279,38 @@ func TestAnActivationHasTheValuesItsTellCarried(t *testing.T) {
 	require.ErrorAs(t, d.Err, &pe)
 	assert.Equal(t, "inject", pe.Value)
 	assert.Empty(t, hooked, "the hook did not run")
+}
+
+// tenantProp is a program's own ContextPropagator type, as a tracing
+// library's adapter would be: not PropagatorFuncs.
+type tenantProp struct{ injected *atomic.Int64 }
+
+func (p *tenantProp) Extract(ctx context.Context) any {
+	if v, ok := ctx.Value(traceKey{}).(string); ok {
+		return "tenant:" + v
+	}
+	return nil
+}
+
+func (p *tenantProp) Inject(ctx context.Context, carried any) context.Context {
+	p.injected.Add(1)
+	return context.WithValue(ctx, traceKey{}, carried)
+}
+
+// A propagator of the program's own type carries a tell's values as
+// PropagatorFuncs does; a nil pointer of that type is refused at New, as a
+// nil PropagatorFuncs is (its methods would run on nil at the first tell).
+func TestAPropagatorOfTheProgramsOwnType(t *testing.T) {
+	_, err := silo.New(silo.Config{Propagator: (*tenantProp)(nil)})
+	require.ErrorIs(t, err, grain.ErrInvalidConfig)
+	assert.ErrorContains(t, err, "Propagator")
+
+	var injected atomic.Int64
+	seen := make(chan string, 2)
+	s := propSilo(t, silo.Config{Propagator: &tenantProp{injected: &injected}}, seen)
+	ctx := context.WithValue(ctxT(t), traceKey{}, "acme")
+	require.NoError(t, s.Tell(ctx, grain.NewID("relay", "a"), pass{next: []grain.ID{grain.NewID("relay", "b")}}))
+	assert.Equal(t, "a from outside: tenant:acme", <-seen)
+	assert.Equal(t, "b from a: tenant:tenant:acme", <-seen, "extracted again from the turn's ctx, as it was injected")
+	assert.Equal(t, int64(4), injected.Load(), "each tell activated its grain: OnActivate's ctx and the handler's")
 }
