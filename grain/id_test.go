@@ -106,6 +106,22 @@ func TestParseRoundTrip(t *testing.T) {
 		var idErr *grain.IDError
 		require.ErrorAs(t, err, &idErr)
 	}
+	// Nor does an ID that is not valid at all — its text would not parse
+	// back: the error is Validate's, an *IDError naming what is wrong.
+	for id, want := range map[grain.ID]error{
+		{}:                       grain.ErrEmptyKind,
+		grain.NewID("", "x"):     grain.ErrEmptyKind,
+		grain.NewID("k", ""):     grain.ErrEmptyKey,
+		grain.NewID("a/b", "c"):  grain.ErrInvalidKind,
+		grain.NewIntID("a#b", 1): grain.ErrInvalidKind,
+	} {
+		_, err = json.Marshal(map[string]grain.ID{"id": id})
+		require.ErrorIs(t, err, want, "%#v", id)
+		_, err = id.MarshalText()
+		require.ErrorIs(t, err, want, "%#v", id)
+		var idErr *grain.IDError
+		require.ErrorAs(t, err, &idErr)
+	}
 }
 
 func FuzzParseID(f *testing.F) {

@@ -46,6 +46,12 @@ func TestObserversSubscribeAndUnsubscribe(t *testing.T) {
 	require.ErrorIs(t, err, grain.ErrEmptyKey)
 	assert.Equal(t, 2, o.Len())
 	assert.Equal(t, []grain.ID{a, b}, slices.Collect(o.All()))
+	var first []grain.ID
+	for id := range o.All() { // a loop that breaks stops the iteration
+		first = append(first, id)
+		break
+	}
+	assert.Equal(t, []grain.ID{a}, first)
 
 	assert.True(t, o.Unsubscribe(a))
 	assert.False(t, o.Unsubscribe(a))
