@@ -350,3 +350,45 @@ func TestTimersAlwaysDueStarveNothing(t *testing.T) {
 	assert.Less(t, depth, 50, "the partition's queue stays short")
 	assert.Positive(t, n.Load())
 }
+
+// StartTimer refuses, in the turn that calls it, what could never tick: a
+// nil message (ErrNilMessage, as a send of one is) and a negative due time
+// or period (ErrInvalidConfig); no timer is started.
+func TestStartTimerRefusesBadInput(t *testing.T) {
+	type try struct {
+		due, period time.Duration
+		msg         any
+	}
+	ticks := make(chan any, 4)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "t", func(grain.ID) grain.Func {
+			return func(_ context.Context, c *grain.Context, msg any) (any, error) {
+				if m, ok := msg.(try); ok {
+					return nil, c.StartTimer("t", m.due, m.period, m.msg)
+				}
+				ticks <- msg
+				return nil, nil
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("t", "a")
+	for _, c := range []struct {
+		try
+		want error
+	}{
+		{try{0, 0, nil}, grain.ErrNilMessage},
+		{try{-time.Second, 0, "tick"}, grain.ErrInvalidConfig},
+		{try{0, -time.Nanosecond, "tick"}, grain.ErrInvalidConfig},
+	} {
+		_, err := s.Ask(ctx, id, c.try)
+		require.ErrorIs(t, err, c.want, "%+v", c.try)
+	}
+	_, err := s.Ask(ctx, id, try{0, 0, "tick"}) // a good one, due at once
+	require.NoError(t, err)
+	assert.Equal(t, "tick", <-ticks, "the first tick is the good timer's")
+	_, err = s.Ask(ctx, id, "barrier")
+	require.NoError(t, err)
+	assert.Equal(t, "barrier", <-ticks)
+	assert.Empty(t, ticks, "no other timer was started")
+}
