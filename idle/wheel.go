@@ -36,6 +36,13 @@ type Wheel[T any] struct {
 	slots   []Entry[T] // sentinel heads of circular lists; nil until an entry is first filed
 	cursor  int64      // last tick processed
 	n       int
+	// resume is where an Advance stopped short (AdvanceAtMost) goes on, in
+	// the slot of tick cursor+1: after this entry, the last it visited that
+	// stays there (due a turn of the wheel later), or the slot's sentinel
+	// if none did — so what stays is not visited again, and an entry filed
+	// there meanwhile, at the tail, is. nil: no Advance stopped short.
+	// unlink moves it back past an entry that leaves.
+	resume *Entry[T]
 }
 
 // NewWheel returns a wheel with the given tick length and number of slots
@@ -118,32 +125,59 @@ func (w *Wheel[T]) Each(f func(*Entry[T]) bool) {
 // Advance moves the wheel to now and appends to expired, and stops tracking,
 // every entry whose deadline is at or before now's tick. It returns expired.
 func (w *Wheel[T]) Advance(now time.Duration, expired []*Entry[T]) []*Entry[T] {
+	expired, _ = w.AdvanceAtMost(now, math.MaxInt, expired)
+	return expired
+}
+
+// AdvanceAtMost is Advance that expires at most limit entries (at least one):
+// more reports that it stopped short, with entries due by now still
+// tracked, and the next call — with this now or a later one — goes on
+// where it stopped. An owner that serves other work between the calls
+// bounds the time each takes: a million grains idle at once are a million
+// entries to expire, each a cache miss.
+func (w *Wheel[T]) AdvanceAtMost(now time.Duration, limit int, expired []*Entry[T]) (_ []*Entry[T], more bool) {
+	limit = max(limit, 1) // every call makes progress
 	to := int64(now / w.quantum)
 	if to <= w.cursor {
-		return expired
+		return expired, false
 	}
 	if w.slots == nil { // nothing was ever filed
 		w.cursor = to
-		return expired
+		return expired, false
 	}
 	from := w.cursor + 1
+	resume := w.resume
+	w.resume = nil
 	// A full turn visits every slot once. (The span in uint64: from a
 	// negative cursor to a far now, to-from overflows an int64.)
 	if uint64(to)-uint64(from) >= uint64(len(w.slots)) {
 		from = to - int64(len(w.slots)) + 1
+		resume = nil // the slot it was for comes up in the turn, from its head
 	}
+	n := 0
 	for t := from; ; t++ {
 		slot := w.slot(t)
 		h := &w.slots[slot]
-		for e := h.next; e != h; {
+		last := h // the last entry visited that stays in the slot
+		if resume != nil {
+			last, resume = resume, nil
+		}
+		for e := last.next; e != h; {
+			if n == limit {
+				w.cursor, w.resume = t-1, last
+				return expired, true
+			}
 			next := e.next
 			if dt := w.tick(e.deadline); dt <= to {
 				w.unlink(e)
 				w.n--
 				expired = append(expired, e)
+				n++
 			} else if w.slot(dt) != slot { // filed here, due elsewhere
 				w.unlink(e) // its deadline moved: re-file lazily
 				w.file(e)
+			} else {
+				last = e
 			}
 			e = next
 		}
@@ -152,7 +186,7 @@ func (w *Wheel[T]) Advance(now time.Duration, expired []*Entry[T]) []*Entry[T] {
 		}
 	}
 	w.cursor = to
-	return expired
+	return expired, false
 }
 
 // slot returns the slot of tick t: t modulo the slots, never negative (a
@@ -184,6 +218,9 @@ func (w *Wheel[T]) file(e *Entry[T]) {
 }
 
 func (w *Wheel[T]) unlink(e *Entry[T]) {
+	if e == w.resume {
+		w.resume = e.prev // visited too, or the slot's sentinel
+	}
 	e.prev.next = e.next
 	e.next.prev = e.prev
 	e.prev, e.next = nil, nil

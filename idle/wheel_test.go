@@ -1,6 +1,7 @@
 package idle_test
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -152,5 +153,96 @@ func BenchmarkWheelTouch(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		w.Touch(&es[i&1023], time.Minute+time.Duration(i))
+	}
+}
+
+// AdvanceAtMost against the same model, in slices of a few entries, with
+// entries touched (later and earlier), removed and added between the
+// slices of one advance: it never expires an entry early, never more than
+// its limit at a call, and once it reports no more, nothing due is left.
+func TestWheelAdvanceAtMostAgainstModel(t *testing.T) {
+	const q = 10 * time.Millisecond
+	for seed := range uint64(20) {
+		r := rand.New(rand.NewPCG(seed, 7))
+		w, _ := idle.NewWheel[int](q, 8, 0)
+		entries := make([]*idle.Entry[int], 300)
+		deadline := map[int]time.Duration{}
+		due := map[int]time.Duration{} // by when it must have expired
+		for i := range entries {
+			entries[i] = &idle.Entry[int]{Value: i}
+		}
+		var at, done time.Duration // now, and the now of the last Advance that finished
+		touch := func() {
+			i := r.IntN(len(entries))
+			d := at + time.Duration(r.IntN(400))*time.Millisecond
+			w.Touch(entries[i], d)
+			deadline[i] = d
+			// Never early: a deadline in a tick the wheel has passed is
+			// due at its next tick.
+			due[i] = max((d+q-1)/q*q, done/q*q+q)
+		}
+		for range 400 {
+			for range r.IntN(20) {
+				touch()
+			}
+			at += time.Duration(r.IntN(60)) * time.Millisecond
+			for more := true; more; {
+				limit := 1 + r.IntN(4)
+				var got []*idle.Entry[int]
+				got, more = w.AdvanceAtMost(at, limit, nil)
+				require.LessOrEqual(t, len(got), limit)
+				for _, e := range got {
+					dl, ok := deadline[e.Value]
+					require.True(t, ok, "seed %d: entry %d expired twice or untracked", seed, e.Value)
+					require.LessOrEqual(t, dl, at, "seed %d: expired early", seed)
+					delete(deadline, e.Value)
+					delete(due, e.Value)
+				}
+				if more { // the owner serves other work between slices
+					switch r.IntN(3) {
+					case 0:
+						touch()
+					case 1:
+						i := r.IntN(len(entries))
+						w.Remove(entries[i])
+						delete(deadline, i)
+						delete(due, i)
+					}
+				}
+			}
+			done = at
+			for v, d := range due {
+				require.Greater(t, d, at, "seed %d: entry %d missed: deadline %v now %v", seed, v, deadline[v], at)
+			}
+			require.Equal(t, len(deadline), w.Len())
+		}
+	}
+}
+
+// Expiring a burst in slices costs what expiring it at once does: a slice
+// goes on where the last stopped, past the entries that stay in the slot
+// (due a turn of the wheel later), rather than visiting them again.
+func BenchmarkWheelAdvanceInSlices(b *testing.B) {
+	const n, slots = 100_000, 512
+	for _, limit := range []int{n, 1024, 16} {
+		b.Run(fmt.Sprint(limit), func(b *testing.B) {
+			for b.Loop() {
+				b.StopTimer()
+				w, _ := idle.NewWheel[int](time.Second, slots, 0)
+				es := make([]idle.Entry[int], 2*n)
+				for i := range es {
+					d := time.Second // due at the first tick
+					if i%2 == 1 {
+						d += slots * time.Second // the same slot, a turn later: stays
+					}
+					w.Touch(&es[i], d)
+				}
+				buf := make([]*idle.Entry[int], 0, limit)
+				b.StartTimer()
+				for more := true; more; {
+					buf, more = w.AdvanceAtMost(time.Second, limit, buf[:0])
+				}
+			}
+		})
 	}
 }
