@@ -28,6 +28,7 @@ const (
 	opWaiting                       // a turn of an interleaving grain began waiting in a call
 	opDrain                         // Shutdown: the silo has settled; deactivate everything
 	opList                          // Silo.ActiveGrains: report the directory's identities
+	opIdleMore                      // the idle collection stopped short: collect the next slice
 )
 
 type ctl struct {
@@ -62,6 +63,9 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.finish(c.a, &c.res, first)
 	case opIdleTick:
 		p.collectIdle(c.ahead)
+	case opIdleMore:
+		p.idleMore = false
+		p.collectExpired()
 	case opList:
 		p.list(c.list)
 	case opRestart:
@@ -137,7 +141,34 @@ func (p *partition) collectIdle(shedPPM int) {
 		p.ready, p.rhead = reuse(p.ready, 0), 0
 	}
 	p.q.Trim()
-	exp := p.wheel.Advance(p.now, p.expired[:0])
+	if !p.idleMore { // else the collection under way goes on to this now
+		p.collectExpired()
+	}
+	if shedPPM > 0 && p.mode == modeRunning {
+		p.shed(shedPPM)
+	}
+	for id, until := range p.quarantine {
+		if until <= p.now {
+			p.unquarantine(id, p.s.kinds[id.Kind()])
+		}
+	}
+	p.forgetActivationFailures()
+	p.checkActivations()
+	p.idleLen.Store(int64(p.wheel.Len()))
+	p.noteIdleQuiet()
+}
+
+// collectExpired deactivates the grains whose idle deadline passed by
+// p.now, idleSlice of them at most: if more are due, it queues itself an
+// opIdleMore to go on after the messages that came meanwhile (one at a
+// time: the idle ticks that come meanwhile leave the collection to it). A million
+// grains idle at once — a burst of sessions, all ended — would otherwise
+// hold the partition's other grains for the whole of it: a live grain's
+// ask waited 0.25 s for a million grains on two partitions
+// (TestAMassDeactivationHoldsUpNoLiveGrain). runReady takes the
+// deactivations themselves in slices too.
+func (p *partition) collectExpired() {
+	exp, more := p.wheel.AdvanceAtMost(p.now, idleSlice, p.expired[:0])
 	for _, e := range exp {
 		a := actOf(e)
 		switch {
@@ -152,19 +183,15 @@ func (p *partition) collectIdle(shedPPM int) {
 	}
 	clear(exp)
 	p.expired = reuse(exp, len(exp))
-	if shedPPM > 0 && p.mode == modeRunning {
-		p.shed(shedPPM)
+	if more {
+		p.idleMore = true
+		p.q.PushControl(ctl{op: opIdleMore})
 	}
-	for id, until := range p.quarantine {
-		if until <= p.now {
-			p.unquarantine(id, p.s.kinds[id.Kind()])
-		}
-	}
-	p.forgetActivationFailures()
-	p.checkActivations()
-	p.idleLen.Store(int64(p.wheel.Len()))
-	p.noteIdleQuiet()
 }
+
+// idleSlice is how many expired grains collectExpired takes at a time: a
+// few hundred microseconds' work, each a cache miss or two.
+const idleSlice = 256
 
 // stopped advances a shutdown or close, and reports whether the partition
 // has finished: nothing queued, nothing active, no turn running.

@@ -47,8 +47,8 @@ func benchTurnDispatch(b *testing.B, filters []grain.Filter) {
 		id := grain.NewIntID("k", int64(i))
 		ids[i] = queues.Envelope{Target: id, Hash: id.Hash(), Msg: msg}
 		p.deliver(w, &ids[i]) // activate
-		p.runReady(w)
-		p.runReady(w)
+		p.runReady(w, len(p.ready))
+		p.runReady(w, len(p.ready))
 	}
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {

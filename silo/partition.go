@@ -55,6 +55,7 @@ type partition struct {
 	ctls       []ctl
 	cpos       int
 	expired    []*idle.Entry[struct{}]
+	idleMore   bool          // an opIdleMore is queued: the idle collection goes on (collectExpired)
 	now        time.Duration // the silo clock at this round (tick)
 	// rounds since now was last read from the clock, and nHandled then
 	clockRounds int
@@ -243,7 +244,10 @@ func (p *partition) step(w *worker) bool {
 			return false
 		}
 	}
-	if !p.runReady(w) {
+	// As many ready grains step as messages were delivered, and readyBatch
+	// at least: grains with a backlog keep pace with new messages, and a
+	// burst of deactivations goes by in slices.
+	if !p.runReady(w, max(readyBatch, p.batch.Taken())) {
 		return false
 	}
 	p.handled.Store(p.nHandled)
@@ -271,6 +275,10 @@ func (p *partition) step(w *worker) bool {
 	p.tick(parked)
 	return true
 }
+
+// readyBatch is how many ready activations a round steps at least
+// (runReady): a few milliseconds' work at most, at a deactivation's cost.
+const readyBatch = 256
 
 // How often an owner reads the clock in a run of short rounds: at least
 // every clockRounds rounds and every clockTurns messages.

@@ -43,7 +43,7 @@ func TestReadyQueueStaysBounded(t *testing.T) {
 		if rounds > 10*backlog {
 			t.Fatal("the backlog did not drain")
 		}
-		p.runReady(w)
+		p.runReady(w, len(p.ready))
 		maxLen = max(maxLen, len(p.ready))
 	}
 	if maxLen > 4*grains {
