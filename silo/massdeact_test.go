@@ -24,10 +24,10 @@ func (g endedSession) OnDeactivate(context.Context, *grain.Context) error {
 	return nil
 }
 
-// watcher tells itself again and again, noting at each turn how many
-// sessions have deactivated, until all have or it has run its turns.
+// watcher tells itself again and again, noting a count at each turn
+// (sessions gone, ticks come), until it reaches all or it has run its turns.
 type watcher struct {
-	gone   *atomic.Int64
+	count  *atomic.Int64
 	all    int64
 	turns  int
 	seen   []int64
@@ -35,7 +35,7 @@ type watcher struct {
 }
 
 func (g *watcher) Receive(ctx context.Context, c *grain.Context, _ any) (any, error) {
-	n := g.gone.Load()
+	n := g.count.Load()
 	g.seen = append(g.seen, n)
 	if n == g.all || len(g.seen) == g.turns {
 		g.report <- g.seen
@@ -59,7 +59,7 @@ func TestAMassDeactivationHoldsUpNoLiveGrain(t *testing.T) {
 	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: time.Minute, IdleQuantum: time.Second}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "session", func(grain.ID) endedSession { return endedSession{&gone} }))
 		require.NoError(t, silo.Register(s, "watcher", func(grain.ID) *watcher {
-			return &watcher{gone: &gone, all: sessions, turns: 1_000_000, report: report}
+			return &watcher{count: &gone, all: sessions, turns: 1_000_000, report: report}
 		}, silo.WithIdleTimeout(time.Hour)))
 	})
 	ctx := ctxT(t)
@@ -81,4 +81,55 @@ func TestAMassDeactivationHoldsUpNoLiveGrain(t *testing.T) {
 		}
 	}
 	assert.Positive(t, partial, "the watcher ran between slices of the collection (it ran %d turns)", len(seen))
+}
+
+// burstTicker starts a one-shot timer due in a second on its first message, and
+// counts its tick.
+type burstTicker struct{ ticks *atomic.Int64 }
+
+type burstTick struct{}
+
+func (g burstTicker) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	if _, ok := msg.(burstTick); ok {
+		g.ticks.Add(1)
+		return nil, nil
+	}
+	return nil, c.StartTimer("t", time.Second, 0, burstTick{})
+}
+
+// Timers started together tick together — a hundred thousand players
+// loaded at once, each saving every minute — and their ticks are delivered
+// in slices, between which the partition serves its other grains: a grain
+// telling itself over and over runs while the ticks come, where it used to
+// wait for all of them (200,000 ticks of nothing held a live grain's ask
+// for 88 ms; with 2 µs of work a tick, 100,000 held it for 131 ms).
+func TestABurstOfTicksHoldsUpNoLiveGrain(t *testing.T) {
+	const tickers = 5_000
+	var ticks atomic.Int64
+	report := make(chan []int64, 1)
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: -1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) burstTicker { return burstTicker{&ticks} }))
+		require.NoError(t, silo.Register(s, "watcher", func(grain.ID) *watcher {
+			return &watcher{count: &ticks, all: tickers, turns: 1_000_000, report: report}
+		}))
+	})
+	ctx := ctxT(t)
+	for i := range tickers {
+		require.NoError(t, s.Tell(ctx, grain.NewIntID("ticker", int64(i)), "start"))
+	}
+	_, err := s.Ask(ctx, grain.NewIntID("ticker", 0), "barrier") // every timer started
+	require.NoError(t, err)
+
+	require.NoError(t, s.Tell(ctx, grain.NewID("watcher", "w"), "start"))
+	clk.Advance(time.Second) // every timer due at once
+	seen := <-report
+	require.Equal(t, int64(tickers), seen[len(seen)-1], "every tick came, while the watcher ran")
+	partial := 0
+	for _, n := range seen {
+		if n > 0 && n < tickers {
+			partial++
+		}
+	}
+	assert.Positive(t, partial, "the watcher ran between slices of the ticks (it ran %d turns)", len(seen))
 }
