@@ -203,7 +203,11 @@ func (p *partition) stopped() bool {
 	if p.q.Len() > 0 {
 		return false
 	}
-	if p.mode == modeDraining {
+	// Draining: every grain that is idle now is asked to deactivate — once
+	// the ready list has gone through those asked before: a round steps a
+	// slice of it (runReady), and a pass over the directory at each round
+	// made a shutdown of a million grains take 29 s instead of 0.4.
+	if p.mode == modeDraining && p.rhead == len(p.ready) {
 		p.dir.All(func(_ grain.ID, a *act) bool {
 			if !a.busy() && a.Mailbox.Len() == 0 && !a.isReady() {
 				switch a.State() {
