@@ -70,6 +70,14 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		p.s.deadLetter(*env, reason, nil)
 		return true
 	}
+	if a.wantsDeactivate() && a.State() == activation.Active && idleReason(a.deactReason()) {
+		// Taken for idle (or shed as the most idle) and not gone yet — the
+		// ready list steps a slice a round, so a burst's last grains wait —
+		// it is not idle any more: it stays, rather than go and come back
+		// for this message (OnDeactivate, then OnActivate: a save and a
+		// load for nothing).
+		a.setDeactWant(false)
+	}
 	if a.State() == activation.Active && !a.wantsDeactivate() && !a.busy() && a.Mailbox.Len() == 0 {
 		if p.lru != nil {
 			p.lru.Get(a.ID)
@@ -119,6 +127,14 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		p.rebuild(a)
 	}
 	return true
+}
+
+// idleReason reports whether r is a deactivation for want of use, which a
+// message calls off: idleness, or shedding under memory pressure (which
+// takes the most idle). An eviction is not: the activation cap counts the
+// grain out as it is chosen.
+func idleReason(r grain.DeactivationReason) bool {
+	return r == grain.DeactivationIdle || r == grain.DeactivationMemoryPressure
 }
 
 // sentAfterStop reports whether the message being delivered (the last one

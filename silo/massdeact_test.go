@@ -2,6 +2,7 @@ package silo_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,4 +133,40 @@ func TestABurstOfTicksHoldsUpNoLiveGrain(t *testing.T) {
 		}
 	}
 	assert.Positive(t, partial, "the watcher ran between slices of the ticks (it ran %d turns)", len(seen))
+}
+
+// A grain taken for idle but not gone yet — a burst's deactivations run a
+// slice a round — that gets a message is not idle any more: it stays, its
+// state and all, instead of deactivating and activating again for the
+// message (an OnDeactivate and an OnActivate: a save and a load for
+// nothing). The others of the burst go.
+func TestAMessageCallsOffAnIdleDeactivationNotBegun(t *testing.T) {
+	const grains = 300 // more than a slice: some wait in the ready list
+	e := newLife(t, silo.Config{IdleTimeout: time.Minute, IdleQuantum: time.Second, HandoffThreshold: time.Hour})
+	keys := make([]string, grains)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("k%03d", i)
+		e.call(t, keys[i], incr{1})
+	}
+	// Hold the partition while the clock moves on, so the idle tick and
+	// the message wait in its queue together.
+	started, gate := make(chan struct{}), make(chan struct{})
+	require.NoError(t, e.s.Tell(e.ctx, e.id("holder"), tellLater{started: started, until: gate, to: e.id("holder"), msg: get{}}))
+	<-started
+	e.clk.Advance(2 * time.Minute) // all idle: taken at the tick, ahead of the message
+	require.NoError(t, e.s.Tell(e.ctx, e.id(keys[0]), incr{1}))
+	close(gate)
+
+	assert.Equal(t, 2, e.call(t, keys[0], get{}), "the same instance, with its state")
+	assert.Equal(t, 1, e.call(t, keys[0], whoAmI{}))
+	gone := map[string]bool{}
+	for len(gone) < grains-1 {
+		select {
+		case k := <-e.j.deact:
+			gone[k] = true
+		case <-e.ctx.Done():
+			t.Fatalf("%d of %d deactivated", len(gone), grains-1)
+		}
+	}
+	assert.False(t, gone[keys[0]], "the grain that got a message stayed")
 }
