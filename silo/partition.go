@@ -255,6 +255,15 @@ func (p *partition) step(w *worker) bool {
 		return false
 	}
 	p.stopsAhead = nil // they concern only the batch read with them, now done
+	if p.rhead < len(p.ready) || p.idleMore || p.timers.more {
+		// A burst of the owner's own work — deactivations, idle
+		// collection, ticks — goes on next round: let the callers this
+		// round answered run first, as when out of work (below). With the
+		// cores busy they would otherwise wait for the scheduler to preempt
+		// the owner, 10 ms at a time (BenchmarkIdleBurst: the callers of
+		// other grains waited up to 14-20 ms, now 5-10).
+		runtime.Gosched()
+	}
 	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
 	p.cpos = 0
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) && p.nHandled != p.waitedAt {

@@ -35,6 +35,7 @@ type partitionTimers struct {
 	armed bool
 	fire  func() // wake's function: pushes an opTimer, made once
 	seq   uint64
+	more  bool // fireTimers stopped short: its opTimer goes on
 }
 
 // applyTimers carries out the timer starts and stops a turn asked for.
@@ -129,11 +130,11 @@ func (p *partition) armTimers() {
 // partition until it was (TestATickThatBlocksHoldsUpNoOtherTimer).
 func (p *partition) fireTimers(w *worker) bool {
 	t := &p.timers
-	t.armed = false // this is its firing (or a stale one: the wake is armed again below)
+	t.armed, t.more = false, false // this is its firing (or a stale one: the wake is armed again below)
 	now := p.s.since()
 	for fired := 0; len(t.heap) > 0 && t.heap[0].due <= now; fired++ {
 		if fired == timerSlice {
-			t.armed, t.at = true, now // the opTimer is the wake
+			t.armed, t.at, t.more = true, now, true // the opTimer is the wake
 			p.q.PushControl(ctl{op: opTimer})
 			return true
 		}
