@@ -70,9 +70,13 @@ func (a *act) setDeactWant(on bool)    { a.setMark(markDeactWant, on) }
 func (a *act) isWorker() bool          { return a.Marks&markWorker != 0 }
 
 // wantDeactivate marks a to deactivate once no turn runs, for reason r
-// unless it was marked already: the first cause is the one reported.
+// unless it was marked already: the first cause is the one reported — but
+// for a grain taken for idleness (or shed as the most idle), which a
+// message would call off (idleReason), a request that comes before its
+// deactivation begins takes its place: a Deactivate, a Stop or a shutdown
+// is not called off, and OnDeactivate learns of it.
 func (a *act) wantDeactivate(r grain.DeactivationReason) {
-	if !a.wantsDeactivate() {
+	if !a.wantsDeactivate() || idleReason(a.deactReason()) && requestedReason(r) {
 		a.Marks = a.Marks&^reasonMask | uint8(r)<<reasonShift
 	}
 	a.setMark(markDeactWant, true)

@@ -70,12 +70,15 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		p.s.deadLetter(*env, reason, nil)
 		return true
 	}
-	if a.wantsDeactivate() && a.State() == activation.Active && idleReason(a.deactReason()) {
+	if a.wantsDeactivate() && a.State() == activation.Active && idleReason(a.deactReason()) && !a.isStopping() &&
+		(p.lru == nil || p.lru.Contains(a.ID)) {
 		// Taken for idle (or shed as the most idle) and not gone yet — the
 		// ready list steps a slice a round, so a burst's last grains wait —
 		// it is not idle any more: it stays, rather than go and come back
 		// for this message (OnDeactivate, then OnActivate: a save and a
-		// load for nothing).
+		// load for nothing). Not if it was also chosen for eviction, which
+		// counted it out of the activation cap (evict), or asked to go
+		// (wantDeactivate keeps the request's reason).
 		a.setDeactWant(false)
 	}
 	if a.State() == activation.Active && !a.wantsDeactivate() && !a.busy() && a.Mailbox.Len() == 0 {
@@ -135,6 +138,13 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 // grain out as it is chosen.
 func idleReason(r grain.DeactivationReason) bool {
 	return r == grain.DeactivationIdle || r == grain.DeactivationMemoryPressure
+}
+
+// requestedReason reports whether r is a deactivation someone asked for —
+// Silo.Deactivate or the grain's DeactivateOnIdle, a Stop, a shutdown —
+// which nothing calls off.
+func requestedReason(r grain.DeactivationReason) bool {
+	return r == grain.DeactivationRequested || r == grain.DeactivationStopped || r == grain.DeactivationShutdown
 }
 
 // sentAfterStop reports whether the message being delivered (the last one

@@ -169,3 +169,38 @@ func TestAMessageCallsOffAnIdleDeactivationNotBegun(t *testing.T) {
 	}
 	assert.False(t, gone[keys[0]], "the grain that got a message stayed")
 }
+
+// A deactivation asked for explicitly — Silo.Deactivate, Silo.Stop — of a
+// grain already taken for idle is not called off by a message that comes
+// after it: the grain goes, for the reason asked, and the message goes to
+// a fresh instance.
+func TestAMessageDoesNotCallOffAnExplicitDeactivation(t *testing.T) {
+	for _, how := range []string{"Deactivate", "Stop"} {
+		t.Run(how, func(t *testing.T) {
+			e := newLife(t, silo.Config{IdleTimeout: time.Minute, IdleQuantum: time.Second, HandoffThreshold: time.Hour})
+			e.call(t, "k", incr{1})
+			started, gate := make(chan struct{}), make(chan struct{})
+			require.NoError(t, e.s.Tell(e.ctx, e.id("holder"), tellLater{started: started, until: gate, to: e.id("holder"), msg: get{}}))
+			<-started
+			e.clk.Advance(2 * time.Minute) // k is idle: taken at the tick
+			if how == "Stop" {
+				require.NoError(t, e.s.Stop(e.ctx, e.id("k")))
+			} else {
+				require.NoError(t, e.s.Deactivate(e.ctx, e.id("k")))
+			}
+			require.NoError(t, e.s.Tell(e.ctx, e.id("k"), incr{10})) // after the request
+			close(gate)
+
+			select {
+			case k := <-e.j.deact:
+				assert.Equal(t, "k", k)
+			case <-e.ctx.Done():
+				t.Fatal("the grain never deactivated: the message called off the request")
+			}
+			assert.Equal(t, 10, e.call(t, "k", get{}), "a fresh instance has the message")
+			assert.Equal(t, 2, e.call(t, "k", whoAmI{}))
+			want := map[string]grain.DeactivationReason{"Deactivate": grain.DeactivationRequested, "Stop": grain.DeactivationStopped}[how]
+			assert.Equal(t, uint64(1), e.s.Stats().Deactivations[want], "OnDeactivate saw the reason asked for")
+		})
+	}
+}
