@@ -7,7 +7,9 @@
 // number); the entry stays in its old slot until the wheel's cursor reaches
 // that slot, and is then re-filed under its real deadline or reported as
 // expired. So the hot path never touches a list, and Advance visits only the
-// slots between the last tick and now.
+// slots between the last tick and now. AdvanceAtMost does the same work in
+// slices, going on where it stopped, so that a burst — a million entries
+// due in one tick — need not be expired all at once.
 //
 // Wheel does no I/O, starts no goroutine and reads no clock: its owner passes
 // the time in, which makes it deterministic under test. Times are offsets

@@ -29,3 +29,26 @@ func ExampleWheel() {
 	// 8s [] 1
 	// 10s [player] 0
 }
+
+// An owner that must stay responsive expires a burst a slice at a time,
+// serving its other work between the slices: five sessions idle at once,
+// two a slice.
+func ExampleWheel_AdvanceAtMost() {
+	w, _ := idle.NewWheel[string](time.Second, 0, 0)
+	for _, name := range []string{"s1", "s2", "s3", "s4", "s5"} {
+		w.Touch(&idle.Entry[string]{Value: name}, time.Minute)
+	}
+	for more := true; more; {
+		var expired []*idle.Entry[string]
+		expired, more = w.AdvanceAtMost(2*time.Minute, 2, nil)
+		var names []string
+		for _, e := range expired {
+			names = append(names, e.Value)
+		}
+		fmt.Println(names, "more:", more)
+	}
+	// Output:
+	// [s1 s2] more: true
+	// [s3 s4] more: true
+	// [s5] more: false
+}
