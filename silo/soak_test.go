@@ -111,14 +111,32 @@ func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
 	t.Run("interleaving, shutdown past its deadline, no grace", func(t *testing.T) {
 		soak(t, time.Millisecond, true, func(c *silo.Config) { c.DeactivationTimeout = time.Microsecond })
 	})
+	// Thousands of grains, no cap, the clock jumping past the idle timeout
+	// now and then: bursts of idleness larger than a slice of the idle
+	// collection and of the ready list, which the owner takes a slice a
+	// round while the messages that call some of them off come in.
+	t.Run("bursts of idleness", func(t *testing.T) {
+		soakShaped(t, soakShape{grains: 3000, jumps: true}, 2*time.Second, true, func(c *silo.Config) { c.MaxActivations = 0 })
+	})
+}
+
+// soakShape is what soakShaped loads: how many grains, and whether the
+// clock jumps past their idle timeout now and then.
+type soakShape struct {
+	grains int
+	jumps  bool
 }
 
 func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool, tweak ...func(*silo.Config)) {
+	soakShaped(t, soakShape{grains: 100}, shutdownDeadline, interleaving, tweak...)
+}
+
+func soakShaped(t *testing.T, shape soakShape, shutdownDeadline time.Duration, interleaving bool, tweak ...func(*silo.Config)) {
 	const (
 		senders = 8
 		perSend = 2500
-		grains  = 100
 	)
+	grains := shape.grains
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	handled := &sync.Map{}
 	var overlaps atomic.Int64
@@ -204,7 +222,11 @@ func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool, tweak
 			case <-stopClock:
 				return
 			default:
-				clk.Advance(time.Millisecond)
+				step := time.Millisecond
+				if shape.jumps && rand.IntN(500) == 0 {
+					step = 3 * time.Second // past the idle timeout: a burst
+				}
+				clk.Advance(step)
 				runtimeYield()
 			}
 		}
