@@ -37,7 +37,7 @@ type ctl struct {
 	res   turnResult
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
 	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick: the share to shed, in ppm (memory.go)
-	list  *listing        // opList (list.go)
+	list  chan<- []*act   // opList: where the partition's activations go (list.go)
 }
 
 type mode uint8
@@ -161,10 +161,10 @@ func (p *partition) collectIdle(shedPPM int) {
 // collectExpired deactivates the grains whose idle deadline passed by
 // p.now, idleSlice of them at most: if more are due, it queues itself an
 // opIdleMore to go on after the messages that came meanwhile (one at a
-// time: the idle ticks that come meanwhile leave the collection to it). A million
-// grains idle at once — a burst of sessions, all ended — would otherwise
-// hold the partition's other grains for the whole of it: a live grain's
-// ask waited 0.25 s for a million grains on two partitions
+// time: the idle ticks that come meanwhile leave the collection to it).
+// A million grains idle at once — a burst of sessions, all ended — would
+// otherwise hold the partition's other grains for the whole of it: a live
+// grain's ask waited 0.25 s for a million grains on two partitions
 // (TestAMassDeactivationHoldsUpNoLiveGrain). runReady takes the
 // deactivations themselves in slices too.
 func (p *partition) collectExpired() {

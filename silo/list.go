@@ -15,8 +15,8 @@ import (
 // lock on the message path, and ActiveGrains waits for them all, or until
 // ctx ends. An owner holds its other grains only for one pass over its
 // directory's array (4–12 ms for 500,000 grains); the identities are read
-// on the caller's goroutine. Called from a turn, it lets the turn's partition go on with
-// other grains meanwhile, as a call does.
+// on the caller's goroutine. Called from a turn, it lets the turn's
+// partition go on with other grains meanwhile, as a call does.
 //
 // This is Orleans' management GetActiveGrains and Akka's shard region
 // state: for operators, dashboards and broadcasts ("tell every player on
@@ -50,7 +50,7 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 	replies := make([]chan []*act, len(s.parts))
 	for i, p := range s.parts {
 		replies[i] = make(chan []*act, 1) // the owner never waits on it
-		p.q.PushControl(ctl{op: opList, list: &listing{reply: replies[i]}})
+		p.q.PushControl(ctl{op: opList, list: replies[i]})
 	}
 	if ti := turnFrom(ctx); ti != nil {
 		// Called from a turn, whose partition's owner is this goroutine:
@@ -88,15 +88,10 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 	return s.dedupeWorkers(ids), nil
 }
 
-// listing is an ActiveGrains request to one partition.
-type listing struct {
-	reply chan<- []*act
-}
-
 // list answers an ActiveGrains request with the partition's activations:
 // the directory's slots, read in one pass (directory.Table.AppendValues),
 // not the activations, whose identities the caller reads (ActiveGrains).
 // Owner only.
-func (p *partition) list(l *listing) {
-	l.reply <- p.dir.AppendValues(make([]*act, 0, p.dir.Len()))
+func (p *partition) list(reply chan<- []*act) {
+	reply <- p.dir.AppendValues(make([]*act, 0, p.dir.Len()))
 }
