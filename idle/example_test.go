@@ -52,3 +52,25 @@ func ExampleWheel_AdvanceAtMost() {
 	// [s3 s4] more: true
 	// [s5] more: false
 }
+
+// A pass over every entry, taken in slices by an owner that must stay
+// responsive — a search for the most idle grains, say, among millions:
+// five sessions, two a slice.
+func ExampleWheel_EachAtMost() {
+	w, _ := idle.NewWheel[string](time.Second, 0, 0)
+	for _, name := range []string{"s1", "s2", "s3", "s4", "s5"} {
+		w.Touch(&idle.Entry[string]{Value: name}, time.Minute)
+	}
+	for more := true; more; {
+		var names []string
+		more = w.EachAtMost(2, func(e *idle.Entry[string]) bool {
+			names = append(names, e.Value)
+			return true
+		})
+		fmt.Println(names, "more:", more)
+	}
+	// Output:
+	// [s1 s2] more: true
+	// [s3 s4] more: true
+	// [s5] more: false
+}

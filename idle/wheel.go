@@ -43,6 +43,12 @@ type Wheel[T any] struct {
 	// there meanwhile, at the tail, is. nil: no Advance stopped short.
 	// unlink moves it back past an entry that leaves.
 	resume *Entry[T]
+	// scan is where a pass of EachAtMost under way goes on: after this
+	// entry, the last it visited, or slot scanSlot's sentinel. nil: no
+	// pass under way. unlink moves it back past an entry that leaves, as
+	// it does resume.
+	scan     *Entry[T]
+	scanSlot int
 }
 
 // NewWheel returns a wheel with the given tick length and number of slots
@@ -109,8 +115,8 @@ func (w *Wheel[T]) Remove(e *Entry[T]) {
 
 // Each calls f for every tracked entry, in no particular order, until f
 // returns false. f must not Touch or Remove entries. It costs a visit of
-// every slot and entry: for the rare pass over all of them (shedding under
-// memory pressure), not for every tick.
+// every slot and entry: for the rare pass over all of them, not for every
+// tick (EachAtMost takes one in slices).
 func (w *Wheel[T]) Each(f func(*Entry[T]) bool) {
 	for i := range w.slots {
 		h := &w.slots[i]
@@ -121,6 +127,51 @@ func (w *Wheel[T]) Each(f func(*Entry[T]) bool) {
 		}
 	}
 }
+
+// EachAtMost is Each in slices, for an owner that serves other work
+// between them: it calls f for at most limit entries (at least one), going
+// on with the pass under way where the last call stopped, or beginning one
+// if none is, and reports more if the pass is not over. A pass is over when
+// it has visited every slot, when f returns false, or at EndEach.
+//
+// Between the calls the wheel may change: an entry tracked throughout the
+// pass and never re-filed is visited exactly once; one filed, re-filed
+// (Touch to an earlier slot, or Advance finding its deadline moved) or
+// removed meanwhile may be missed, or visited again (once more for each
+// change at most). f must not Touch or Remove entries.
+func (w *Wheel[T]) EachAtMost(limit int, f func(*Entry[T]) bool) (more bool) {
+	if w.slots == nil { // nothing was ever filed
+		return false
+	}
+	limit = max(limit, 1) // every call makes progress
+	last, i := w.scan, w.scanSlot
+	if last == nil {
+		last, i = &w.slots[0], 0
+	}
+	w.scan = nil
+	for n := 0; ; {
+		h := &w.slots[i]
+		for e := last.next; e != h; e = e.next {
+			if n == limit {
+				w.scan, w.scanSlot = last, i
+				return true
+			}
+			n++
+			if !f(e) {
+				return false
+			}
+			last = e
+		}
+		if i++; i == len(w.slots) {
+			return false
+		}
+		last = &w.slots[i]
+	}
+}
+
+// EndEach ends the pass of EachAtMost under way, if any: the next call
+// begins a new one.
+func (w *Wheel[T]) EndEach() { w.scan = nil }
 
 // Advance moves the wheel to now and appends to expired, and stops tracking,
 // every entry whose deadline is at or before now's tick. It returns expired.
@@ -220,6 +271,9 @@ func (w *Wheel[T]) file(e *Entry[T]) {
 func (w *Wheel[T]) unlink(e *Entry[T]) {
 	if e == w.resume {
 		w.resume = e.prev // visited too, or the slot's sentinel
+	}
+	if e == w.scan {
+		w.scan = e.prev
 	}
 	e.prev.next = e.next
 	e.next.prev = e.prev

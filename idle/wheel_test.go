@@ -246,3 +246,125 @@ func BenchmarkWheelAdvanceInSlices(b *testing.B) {
 		})
 	}
 }
+
+// A pass of EachAtMost in slices, the wheel changing between them as an
+// owner's other work changes it: every entry tracked throughout the pass
+// and left alone is visited exactly once, and nothing is visited that is
+// not tracked, or more often than once and once for each change to it.
+func TestWheelEachAtMostAgainstModel(t *testing.T) {
+	const q = 10 * time.Millisecond
+	for seed := range uint64(40) {
+		r := rand.New(rand.NewPCG(seed, 11))
+		w, _ := idle.NewWheel[int](q, 1+r.IntN(8), 0)
+		entries := make([]*idle.Entry[int], 200)
+		for i := range entries {
+			entries[i] = &idle.Entry[int]{Value: i}
+		}
+		// fresh: filed by its last Touch. Touched again while tracked, an
+		// entry may stay filed in its old slot until an Advance re-files it.
+		fresh := make([]bool, len(entries))
+		touch := func(i int, d time.Duration) {
+			fresh[i] = !entries[i].Tracked()
+			w.Touch(entries[i], d)
+		}
+		var at time.Duration
+		for range 50 {
+			for range r.IntN(200) {
+				touch(r.IntN(len(entries)), at+time.Duration(r.IntN(300))*time.Millisecond)
+			}
+			// Left alone: tracked and filed where its deadline is at the
+			// start, and not changed since.
+			alone := map[int]bool{}
+			seen, changes := map[int]int{}, map[int]int{}
+			for i, e := range entries {
+				switch {
+				case e.Tracked() && fresh[i]:
+					alone[i] = true
+				case e.Tracked():
+					changes[i] = 1 // an Advance may re-file it
+				}
+			}
+			for more := true; more; {
+				limit := 1 + r.IntN(5)
+				n := 0
+				more = w.EachAtMost(limit, func(e *idle.Entry[int]) bool {
+					require.True(t, e.Tracked(), "seed %d: entry %d visited untracked", seed, e.Value)
+					seen[e.Value]++
+					n++
+					return true
+				})
+				require.LessOrEqual(t, n, limit)
+				if !more {
+					break
+				}
+				for range r.IntN(3) { // the owner serves other work between slices
+					i := r.IntN(len(entries))
+					switch r.IntN(4) {
+					case 0:
+						touch(i, at+time.Duration(r.IntN(300))*time.Millisecond)
+					case 1:
+						w.Remove(entries[i])
+					case 2:
+						at += time.Duration(r.IntN(40)) * time.Millisecond
+						for _, e := range w.Advance(at, nil) {
+							delete(alone, e.Value)
+							changes[e.Value]++
+						}
+						continue
+					default:
+						continue
+					}
+					delete(alone, i)
+					changes[i]++
+				}
+			}
+			for v, c := range seen {
+				require.LessOrEqual(t, c, 1+changes[v], "seed %d: entry %d visited %d times", seed, v, c)
+			}
+			for v := range alone {
+				require.Equal(t, 1, seen[v], "seed %d: entry %d left alone, visited %d times", seed, v, seen[v])
+			}
+		}
+	}
+}
+
+// A pass ends when f returns false or at EndEach: the next call begins
+// another from the start.
+func TestWheelEachAtMostBeginsAgainAfterAPassEnds(t *testing.T) {
+	w, _ := idle.NewWheel[int](time.Second, 4, 0)
+	empty, _ := idle.NewWheel[int](time.Second, 4, 0)
+	assert.False(t, empty.EachAtMost(1, func(*idle.Entry[int]) bool { t.Fatal("visited"); return true }))
+	for i := range 6 {
+		w.Touch(&idle.Entry[int]{Value: i}, time.Duration(i+1)*time.Second)
+	}
+	pass := func(limit int, stopAt int) (seen []int, more bool) {
+		more = w.EachAtMost(limit, func(e *idle.Entry[int]) bool {
+			seen = append(seen, e.Value)
+			return e.Value != stopAt
+		})
+		return seen, more
+	}
+	first, more := pass(4, -1)
+	require.True(t, more)
+	require.Len(t, first, 4)
+	rest, more := pass(4, -1)
+	require.False(t, more)
+	require.ElementsMatch(t, []int{0, 1, 2, 3, 4, 5}, append(first, rest...))
+
+	// f returning false ends the pass.
+	seen, more := pass(10, first[1])
+	require.False(t, more)
+	require.Equal(t, first[:2], seen)
+	again, _ := pass(1, -1)
+	require.Equal(t, first[:1], again, "a new pass begins at the start")
+
+	w.EndEach()
+	again, _ = pass(2, -1)
+	require.Equal(t, first[:2], again, "EndEach: a new pass begins at the start")
+
+	// limit below one still visits one entry.
+	w.EndEach()
+	again, more = pass(0, -1)
+	require.True(t, more)
+	require.Equal(t, first[:1], again)
+}
