@@ -486,11 +486,26 @@ func benchShed(b *testing.B, over uint64) {
 		barrier()
 	}
 	fill()
+	// The shed goes in slices after the tick, each a round of the owner:
+	// barriers until it has taken all it will (the activations times the
+	// share, rounded up — Silo.shedShare and partition.shed).
+	want := uint64(0)
+	if over > 1000 {
+		ppm := (over-900)*1_000_000/over + 1
+		want = ((grains+1)*ppm + 999_999) / 1_000_000
+	}
 	b.ReportAllocs()
 	for b.Loop() {
 		used.Store(over)
+		target := s.Stats().Shed + want
 		clk.Advance(time.Second)
 		barrier()
+		for rounds := 0; s.Stats().Shed < target; rounds++ {
+			if rounds == 10_000 {
+				b.Fatalf("shed %d, want %d", s.Stats().Shed, target)
+			}
+			barrier()
+		}
 		b.StopTimer()
 		used.Store(0)
 		fill()

@@ -29,6 +29,7 @@ const (
 	opDrain                         // Shutdown: the silo has settled; deactivate everything
 	opList                          // Silo.ActiveGrains: report the directory's identities
 	opIdleMore                      // the idle collection stopped short: collect the next slice
+	opShedMore                      // a shed under memory pressure goes on: its next slice (memory.go)
 )
 
 type ctl struct {
@@ -66,6 +67,8 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opIdleMore:
 		p.idleMore = false
 		p.collectExpired()
+	case opShedMore:
+		p.shedMore()
 	case opList:
 		p.list(c.list)
 	case opRestart:

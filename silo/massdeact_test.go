@@ -2,7 +2,9 @@ package silo_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func (g endedSession) OnDeactivate(context.Context, *grain.Context) error {
 // watcher tells itself again and again, noting a count at each turn
 // (sessions gone, ticks come), until it reaches all or it has run its turns.
 type watcher struct {
-	count  *atomic.Int64
+	count  func() int64
 	all    int64
 	turns  int
 	seen   []int64
@@ -36,7 +38,7 @@ type watcher struct {
 }
 
 func (g *watcher) Receive(ctx context.Context, c *grain.Context, _ any) (any, error) {
-	n := g.count.Load()
+	n := g.count()
 	g.seen = append(g.seen, n)
 	if n == g.all || len(g.seen) == g.turns {
 		g.report <- g.seen
@@ -60,7 +62,7 @@ func TestAMassDeactivationHoldsUpNoLiveGrain(t *testing.T) {
 	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: time.Minute, IdleQuantum: time.Second}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "session", func(grain.ID) endedSession { return endedSession{&gone} }))
 		require.NoError(t, silo.Register(s, "watcher", func(grain.ID) *watcher {
-			return &watcher{count: &gone, all: sessions, turns: 1_000_000, report: report}
+			return &watcher{count: gone.Load, all: sessions, turns: 1_000_000, report: report}
 		}, silo.WithIdleTimeout(time.Hour)))
 	})
 	ctx := ctxT(t)
@@ -74,6 +76,38 @@ func TestAMassDeactivationHoldsUpNoLiveGrain(t *testing.T) {
 	require.NoError(t, s.Tell(ctx, grain.NewID("watcher", "w"), "start"))
 	clk.Advance(2 * time.Minute) // every session idle at once
 	requireRanBetween(t, <-report, sessions, "sessions gone")
+}
+
+// Shedding under memory pressure chooses its grains in two passes over
+// the idle wheel, each taken in slices between which the partition serves
+// its other grains: a grain telling itself over and over runs while they
+// are chosen, where it used to wait for both passes (a million grains on
+// two partitions: 7-9 ms a partition at each shedding tick).
+func TestSheddingHoldsUpNoLiveGrain(t *testing.T) {
+	const sessions = 40_000 // five slices of the first pass
+	var gone atomic.Int64
+	report := make(chan []int64, 1)
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var s *silo.Silo
+	s = newSilo(t, silo.Config{
+		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: time.Second,
+		MemoryLimit: 1000, MemoryGauge: silo.MemoryGaugeFunc(func() uint64 { return math.MaxUint64 }), // shed all
+	}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "session", func(grain.ID) endedSession { return endedSession{&gone} }))
+		require.NoError(t, silo.Register(s, "watcher", func(grain.ID) *watcher {
+			return &watcher{count: func() int64 { return int64(s.Stats().Shed) }, all: sessions, turns: 1_000_000, report: report}
+		}, silo.WithIdleTimeout(-1)))
+	})
+	ctx := ctxT(t)
+	for i := range sessions {
+		require.NoError(t, s.Tell(ctx, grain.NewIntID("session", int64(i)), "hello"))
+	}
+	_, err := s.Ask(ctx, grain.NewIntID("session", 0), "barrier")
+	require.NoError(t, err)
+
+	require.NoError(t, s.Tell(ctx, grain.NewID("watcher", "w"), "start"))
+	clk.Advance(time.Second) // an idle tick: memory far over the limit
+	requireRanBetween(t, <-report, sessions, "sessions shed")
 }
 
 // requireRanBetween checks the counts a watcher saw: the last all of them,
@@ -119,7 +153,7 @@ func TestABurstOfTicksHoldsUpNoLiveGrain(t *testing.T) {
 	s := newSilo(t, silo.Config{Clock: clk, Partitions: 1, IdleTimeout: -1}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "ticker", func(grain.ID) burstTicker { return burstTicker{&ticks} }))
 		require.NoError(t, silo.Register(s, "watcher", func(grain.ID) *watcher {
-			return &watcher{count: &ticks, all: tickers, turns: 1_000_000, report: report}
+			return &watcher{count: ticks.Load, all: tickers, turns: 1_000_000, report: report}
 		}))
 	})
 	ctx := ctxT(t)
@@ -203,4 +237,82 @@ func TestAMessageDoesNotCallOffAnExplicitDeactivation(t *testing.T) {
 			assert.Equal(t, uint64(1), e.s.Stats().Deactivations[want], "OnDeactivate saw the reason asked for")
 		})
 	}
+}
+
+// A shed taken in slices still takes the grains nearest their idle
+// deadline first: of 20,000 sessions, the 10,000 active 30 s before the
+// others are the ones that go.
+func TestASlicedShedTakesTheMostIdle(t *testing.T) {
+	const sessions = 20_000
+	gone := make(chan string, sessions)
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var used atomic.Uint64
+	s := newSilo(t, silo.Config{
+		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: time.Second,
+		MemoryLimit: 1000, MemoryGauge: silo.MemoryGaugeFunc(used.Load),
+	}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "session", func(grain.ID) *tenant { return &tenant{gone: gone} }))
+	})
+	ctx := ctxT(t)
+	for i := range sessions {
+		if i == sessions/2 {
+			clk.Advance(30 * time.Second)
+		}
+		require.NoError(t, s.Tell(ctx, grain.NewIntID("session", int64(i)), "hello"))
+	}
+	_, err := s.Ask(ctx, grain.NewIntID("session", 0), "barrier")
+	require.NoError(t, err)
+
+	// 1500 against a target of 900: 40 % of 20,000, and one more (the
+	// share is rounded up), is 8,001 sessions — all of the older half.
+	used.Store(1500)
+	clk.Advance(time.Second)
+	const want = 8_001
+	for range want {
+		k := <-gone
+		var i int
+		_, err := fmt.Sscan(k, &i)
+		require.NoError(t, err)
+		require.Less(t, i, sessions/2, "session %d, of the newer half, shed", i)
+	}
+	assert.EqualValues(t, want, s.Stats().Shed)
+}
+
+// shedStopper begins a shutdown from its turn.
+type shedStopper struct{ s **silo.Silo }
+
+func (g shedStopper) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+	if err := (*g.s).Shutdown(ctx); !errors.Is(err, silo.ErrShutdownFromTurn) {
+		return nil, err
+	}
+	return nil, nil
+}
+
+// A shutdown that begins while a shed goes on ends the shed: the shutdown
+// deactivates every grain then anyway, for a reason of its own.
+func TestAShutdownEndsAShedUnderWay(t *testing.T) {
+	const sessions = 40_000 // five slices of the first pass
+	var gone atomic.Int64
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var s *silo.Silo
+	s = newSilo(t, silo.Config{
+		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: time.Second,
+		MemoryLimit: 1000, MemoryGauge: silo.MemoryGaugeFunc(func() uint64 { return math.MaxUint64 }),
+	}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "session", func(grain.ID) endedSession { return endedSession{&gone} }))
+		require.NoError(t, silo.Register(s, "stopper", func(grain.ID) shedStopper { return shedStopper{&s} }, silo.WithIdleTimeout(-1)))
+	})
+	ctx := ctxT(t)
+	for i := range sessions {
+		require.NoError(t, s.Tell(ctx, grain.NewIntID("session", int64(i)), "hello"))
+	}
+	_, err := s.Ask(ctx, grain.NewIntID("session", 0), "barrier")
+	require.NoError(t, err)
+
+	clk.Advance(time.Second) // the shed's first slice, at the tick
+	require.NoError(t, s.Tell(ctx, grain.NewID("stopper", "x"), "stop"))
+	require.NoError(t, s.Shutdown(ctx))
+	assert.EqualValues(t, 0, s.Stats().Shed, "the shed ended while it still counted")
+	assert.EqualValues(t, sessions, gone.Load())
+	assert.EqualValues(t, sessions+1, s.Stats().Deactivations[grain.DeactivationShutdown], "the sessions and the stopper")
 }

@@ -43,6 +43,7 @@ type partition struct {
 	wheel      *idle.Wheel[struct{}]
 	lru        *simplelru.LRU[grain.ID, *act] // nil when the silo has no cap
 	shedHist   []int32                        // shed's histogram, made at its first (memory.go)
+	shedding   shedRun                        // the shed under way (memory.go)
 	limit      int
 	quarantine map[grain.ID]time.Duration
 	actFails   map[grain.ID]*actFailure // identities whose activation failed lately; nil when none
@@ -255,10 +256,11 @@ func (p *partition) step(w *worker) bool {
 		return false
 	}
 	p.stopsAhead = nil // they concern only the batch read with them, now done
-	if p.rhead < len(p.ready) || p.idleMore || p.timers.more {
+	if p.rhead < len(p.ready) || p.idleMore || p.timers.more || p.shedding.queued {
 		// A burst of the owner's own work — deactivations, idle
-		// collection, ticks — goes on next round: let the callers this
-		// round answered run first, as when out of work (below). With the
+		// collection, shedding, ticks — goes on next round: let the
+		// callers this round answered run first, as when out of work
+		// (below). With the
 		// cores busy they would otherwise wait for the scheduler to preempt
 		// the owner, 10 ms at a time (BenchmarkIdleBurst: the callers of
 		// other grains waited up to 14-20 ms, now 5-10).
