@@ -6,6 +6,11 @@
 // to, and one goroutine at a time drains that queue. That is what gives the
 // silo one turn at a time per grain without a goroutine, or a lock, per grain.
 //
+// The message lane is bounded. A sender that finds it full and waits
+// (PushOrWait) is woken by the consumer's next Drain, which holds room for
+// it: senders that push in a loop cannot starve one that waited. It tries
+// again with the channel it waited on, or gives its place up (GiveUp).
+//
 // A queue closes in two steps when its owner shuts down gracefully:
 // Restrict refuses new work while the work under way may still push
 // (PushLateOrWait), and MarkIdle lets a set of queues tell when all of them

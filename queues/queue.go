@@ -65,6 +65,13 @@ type Queue[T, C any] struct {
 	wake       chan struct{}
 	space      chan struct{} // closed by the next Drain; made when a push finds the lane full
 	drains     uint64
+	// Room for the senders that wait (PushOrWait): waiting counts those
+	// waiting on space; a Drain that closes it holds as much room for them
+	// (reserved) until each has tried again or given up. Without it, a
+	// sender that pushes in a loop refilled the lane before a woken one ran:
+	// a grain's ask beside eight such senders lost the race up to five
+	// Drains in a row (TestAWokenSenderFindsRoom).
+	waiting, reserved int
 
 	// the consumer's: segments its batches finished, not yet handed back
 	retired  *segment[T]
@@ -89,42 +96,89 @@ const (
 
 // Push appends v to the message lane, or fails with ErrClosed or ErrFull.
 func (q *Queue[T, C]) Push(v T) error {
-	_, err := q.PushOrWait(&v)
+	_, err := q.push(&v, false, false, nil)
 	return err
 }
 
-// PushOrWait is Push that, when the lane is full, also returns a channel
-// closed by the consumer's next Drain: the moment to try again. The channel
-// is taken under the same lock as the failed push, so no Drain can slip
-// between the two and leave the caller waiting for nothing. *v is copied
-// into the queue (a pointer, so a large T is copied once, not twice).
-func (q *Queue[T, C]) PushOrWait(v *T) (<-chan struct{}, error) {
-	return q.push(v, false)
+// PushOrWait is Push for a sender that waits for room: when the lane is
+// full, it also returns a channel closed by the consumer's next Drain, and
+// counts the sender among those waiting. That Drain holds room for each of
+// them, which no other push takes: the sender tries again once the channel
+// is closed, passing it as waited (nil on a first try), and finds its room
+// — or gives it up with GiveUp if it stops waiting. The channel is taken
+// under the same lock as the failed push, so no Drain can slip between the
+// two and leave the caller waiting for nothing. *v is copied into the queue
+// (a pointer, so a large T is copied once, not twice).
+func (q *Queue[T, C]) PushOrWait(v *T, waited <-chan struct{}) (<-chan struct{}, error) {
+	return q.push(v, false, true, waited)
 }
 
 // PushLateOrWait is PushOrWait for a push that a restricted queue still
 // takes (see Restrict); only Close refuses it.
-func (q *Queue[T, C]) PushLateOrWait(v *T) (<-chan struct{}, error) {
-	return q.push(v, true)
+func (q *Queue[T, C]) PushLateOrWait(v *T, waited <-chan struct{}) (<-chan struct{}, error) {
+	return q.push(v, true, true, waited)
 }
 
-func (q *Queue[T, C]) push(v *T, late bool) (<-chan struct{}, error) {
+// GiveUp gives back the place of a sender that stops waiting for room:
+// waited is the channel its last PushOrWait or PushLateOrWait returned with
+// ErrFull, closed or not.
+func (q *Queue[T, C]) GiveUp(waited <-chan struct{}) {
+	q.mu.Lock()
+	q.leave(waited)
+	q.roomFreed()
+	q.mu.Unlock()
+}
+
+// roomFreed wakes the senders waiting if room held for others is free
+// again and the lane has it: with nothing queued, no Drain would come to
+// wake them. q.mu is held.
+func (q *Queue[T, C]) roomFreed() {
+	if q.space != nil && q.n+q.reserved < q.limit {
+		q.releaseWaiters()
+	}
+}
+
+// leave counts out a sender that waited on ch: still waiting if ch is the
+// open channel, else one the room was held for. q.mu is held.
+func (q *Queue[T, C]) leave(ch <-chan struct{}) {
+	if q.space != nil && ch == (<-chan struct{})(q.space) {
+		q.waiting = max(q.waiting-1, 0)
+	} else {
+		q.reserved = max(q.reserved-1, 0)
+	}
+}
+
+func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-chan struct{}, error) {
 	if v == nil {
+		if waited != nil {
+			q.GiveUp(waited)
+		}
 		return nil, errNilItem
 	}
 	q.mu.Lock()
+	if waited != nil {
+		q.leave(waited) // its room, if held, is for this push
+	}
 	if q.gate != gateOpen {
 		if !late || q.gate == gateClosed {
+			if waited != nil {
+				q.roomFreed()
+			}
 			q.mu.Unlock()
 			return nil, ErrClosed
 		}
 		q.wakeIdle()
 	}
-	if q.limit > 0 && q.n >= q.limit {
+	if q.limit > 0 && q.n+q.reserved >= q.limit {
+		if !wait {
+			q.mu.Unlock()
+			return nil, ErrFull
+		}
 		if q.space == nil {
 			q.space = make(chan struct{})
 		}
 		space := q.space
+		q.waiting++
 		q.mu.Unlock()
 		return space, ErrFull
 	}
@@ -281,6 +335,8 @@ func (q *Queue[T, C]) releaseWaiters() {
 	if q.space != nil {
 		close(q.space)
 		q.space = nil
+		q.reserved += q.waiting
+		q.waiting = 0
 	}
 }
 

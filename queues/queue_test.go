@@ -2,6 +2,7 @@ package queues_test
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -76,9 +77,9 @@ func TestQueueLimitAndClose(t *testing.T) {
 
 	// A nil item is refused, typed, not dereferenced.
 	open := queues.New[int, int](0)
-	_, err := open.PushOrWait(nil)
+	_, err := open.PushOrWait(nil, nil)
 	require.ErrorIs(t, err, grain.ErrNilMessage)
-	_, err = open.PushLateOrWait(nil)
+	_, err = open.PushLateOrWait(nil, nil)
 	require.ErrorIs(t, err, grain.ErrNilMessage)
 	assert.Zero(t, open.Len())
 }
@@ -309,4 +310,160 @@ func TestOneMessageARoundReusesItsSegment(t *testing.T) {
 	round()
 	assert.Zero(t, testing.AllocsPerRun(100, round))
 	assert.Equal(t, 2, q.Spare(), "one handed back at the Drain, one finished since")
+}
+
+// A sender woken from its wait for room finds room, held for it by the
+// Drain that woke it: a sender pushing in a loop cannot take it first. It
+// did before, again and again: beside eight such senders, a grain's ask
+// lost the race up to five Drains in a row.
+func TestAWokenSenderFindsRoom(t *testing.T) {
+	const limit = 4
+	q := queues.New[int, int](limit)
+	for i := range limit {
+		require.NoError(t, q.Push(i))
+	}
+	v := 100
+	space, err := q.PushOrWait(&v, nil)
+	require.ErrorIs(t, err, queues.ErrFull)
+	b, _ := q.Drain(nil)
+	assert.Len(t, drain(&b), limit)
+	<-space
+	for i := range limit - 1 { // the senders that did not wait
+		require.NoError(t, q.Push(10+i))
+	}
+	require.ErrorIs(t, q.Push(99), queues.ErrFull, "the last room is held for the woken sender")
+	_, err = q.PushOrWait(&v, space)
+	require.NoError(t, err)
+	b, _ = q.Drain(nil)
+	assert.Equal(t, []int{10, 11, 12, 100}, drain(&b))
+	for i := range limit { // all the room is free again
+		require.NoError(t, q.Push(i))
+	}
+}
+
+// A sender that stops waiting gives its place back, before its Drain or
+// after: no room stays held for nobody.
+func TestGiveUpReturnsTheRoom(t *testing.T) {
+	const limit = 3
+	q := queues.New[int, int](limit)
+	fill := func() {
+		t.Helper()
+		for i := range limit {
+			require.NoError(t, q.Push(i))
+		}
+		require.ErrorIs(t, q.Push(9), queues.ErrFull)
+	}
+	fill()
+	v := 1
+	before, err := q.PushOrWait(&v, nil)
+	require.ErrorIs(t, err, queues.ErrFull)
+	q.GiveUp(before) // still waiting: counted out of those waiting
+	b, _ := q.Drain(nil)
+	drain(&b)
+	fill()
+
+	after, err := q.PushOrWait(&v, nil)
+	require.ErrorIs(t, err, queues.ErrFull)
+	b, _ = q.Drain(nil)
+	drain(&b)
+	<-after
+	q.GiveUp(after) // woken: the room held for it is given back
+	fill()
+
+	// A nil item on a retry gives the place up too.
+	b, _ = q.Drain(nil)
+	drain(&b)
+	for i := range limit {
+		require.NoError(t, q.Push(i))
+	}
+	nilRetry, err := q.PushOrWait(&v, nil)
+	require.ErrorIs(t, err, queues.ErrFull)
+	b, _ = q.Drain(nil)
+	drain(&b)
+	<-nilRetry
+	_, err = q.PushOrWait(nil, nilRetry)
+	require.ErrorIs(t, err, grain.ErrNilMessage)
+	fill()
+}
+
+// Many senders that wait for room, some giving up now and then, and a
+// consumer: every item pushed arrives once, and when all is done no room
+// is held — the lane takes its limit again.
+func TestWaitingSendersUnderLoad(t *testing.T) {
+	const senders, each, limit = 8, 3000, 16
+	q := queues.New[[2]int, struct{}](limit)
+	var wg sync.WaitGroup
+	var pushed atomic.Int64
+	for s := range senders {
+		wg.Go(func() {
+			for i := range each {
+				v := [2]int{s, i}
+				var waited <-chan struct{}
+				for {
+					space, err := q.PushOrWait(&v, waited)
+					if err == nil {
+						pushed.Add(1)
+						break
+					}
+					require.ErrorIs(t, err, queues.ErrFull)
+					if (s+i)%7 == 0 { // gives up: the item is dropped
+						q.GiveUp(space)
+						break
+					}
+					<-space
+					waited = space
+				}
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	got := 0
+	for {
+		b, _ := q.Drain(nil)
+		n := len(drain(&b))
+		got += n
+		if n > 0 {
+			continue
+		}
+		select {
+		case <-q.Wake():
+		case <-done:
+			b, _ := q.Drain(nil)
+			got += len(drain(&b))
+			require.EqualValues(t, pushed.Load(), got)
+			for i := range limit {
+				require.NoError(t, q.Push([2]int{-1, i}), "room held for nobody")
+			}
+			return
+		}
+	}
+}
+
+// Room held for woken senders that give it up instead wakes the senders
+// that came to wait meanwhile: with nothing queued, no Drain would.
+func TestRoomGivenUpWakesTheSendersWaiting(t *testing.T) {
+	const limit = 2
+	q := queues.New[int, int](limit)
+	for i := range limit {
+		require.NoError(t, q.Push(i))
+	}
+	v := 1
+	var woken []<-chan struct{}
+	for range limit {
+		space, err := q.PushOrWait(&v, nil)
+		require.ErrorIs(t, err, queues.ErrFull)
+		woken = append(woken, space)
+	}
+	b, _ := q.Drain(nil)
+	drain(&b)
+	late, err := q.PushOrWait(&v, nil) // all the room is held for the woken
+	require.ErrorIs(t, err, queues.ErrFull)
+	for _, space := range woken {
+		<-space
+		q.GiveUp(space)
+	}
+	<-late // woken by the last give-up, the lane empty
+	_, err = q.PushOrWait(&v, late)
+	require.NoError(t, err)
 }

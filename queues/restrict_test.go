@@ -1,6 +1,7 @@
 package queues_test
 
 import (
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,8 +12,12 @@ import (
 	"github.com/granary-go/granary/queues"
 )
 
+// pushLate pushes v late, and gives up its place if the lane is full.
 func pushLate(q *queues.Queue[int, int], v int) error {
-	_, err := q.PushLateOrWait(&v)
+	space, err := q.PushLateOrWait(&v, nil)
+	if errors.Is(err, queues.ErrFull) {
+		q.GiveUp(space)
+	}
 	return err
 }
 
@@ -86,17 +91,19 @@ func TestRestrictWakesWaitingSenders(t *testing.T) {
 	q := queues.New[int, int](1)
 	require.NoError(t, q.Push(1))
 	v := 2
-	space, err := q.PushOrWait(&v)
+	space, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	q.Restrict(&busy)
 	<-space
-	require.ErrorIs(t, q.Push(2), queues.ErrClosed)
-	space, err = q.PushLateOrWait(&v)
+	_, err = q.PushOrWait(&v, space)
+	require.ErrorIs(t, err, queues.ErrClosed)
+	space, err = q.PushLateOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	bat, _ := q.Drain(nil)
 	<-space
 	assert.Equal(t, []int{1}, drain(&bat))
-	require.NoError(t, pushLate(q, 2))
+	_, err = q.PushLateOrWait(&v, space)
+	require.NoError(t, err)
 }
 
 // Queues marked idle and pushed to from many goroutines: the set is quiet

@@ -530,14 +530,16 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		return &overloadError{id: env.Target}
 	}
 	late := false // a turn's send while the silo settles (settle.go)
+	var waited <-chan struct{}
 	for {
 		var space <-chan struct{}
 		var err error
 		if late {
-			space, err = p.q.PushLateOrWait(env)
+			space, err = p.q.PushLateOrWait(env, waited)
 		} else {
-			space, err = p.q.PushOrWait(env)
+			space, err = p.q.PushOrWait(env, waited)
 		}
+		waited = nil
 		switch {
 		case err == nil:
 			return nil
@@ -553,7 +555,9 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		}
 		select {
 		case <-space:
+			waited = space // the Drain that closed it held room for this send
 		case <-ctx.Done():
+			p.q.GiveUp(space)
 			s.refuse(*env, grain.ReasonOverload, nil)
 			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, context.Cause(ctx))
 		}
