@@ -123,6 +123,9 @@ func (q *Queue[T, C]) PushLateOrWait(v *T, waited <-chan struct{}) (<-chan struc
 // waited is the channel its last PushOrWait or PushLateOrWait returned with
 // ErrFull, closed or not.
 func (q *Queue[T, C]) GiveUp(waited <-chan struct{}) {
+	if waited == nil {
+		return // it held no place
+	}
 	q.mu.Lock()
 	q.leave(waited)
 	q.roomFreed()
@@ -335,7 +338,9 @@ func (q *Queue[T, C]) releaseWaiters() {
 	if q.space != nil {
 		close(q.space)
 		q.space = nil
-		q.reserved += q.waiting
+		// No more than the lane holds: those past it find it full again
+		// and wait for the next Drain.
+		q.reserved = min(q.reserved+q.waiting, max(q.limit, 0))
 		q.waiting = 0
 	}
 }

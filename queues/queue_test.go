@@ -467,3 +467,52 @@ func TestRoomGivenUpWakesTheSendersWaiting(t *testing.T) {
 	_, err = q.PushOrWait(&v, late)
 	require.NoError(t, err)
 }
+
+// More senders waiting than the lane holds: the Drain holds room for as
+// many as fit, the others find the lane full again and wait for the next.
+func TestMoreWaitingSendersThanRoom(t *testing.T) {
+	const limit = 2
+	q := queues.New[int, int](limit)
+	for i := range limit {
+		require.NoError(t, q.Push(i))
+	}
+	var spaces []<-chan struct{}
+	for i := range 5 {
+		v := 10 + i
+		space, err := q.PushOrWait(&v, nil)
+		require.ErrorIs(t, err, queues.ErrFull)
+		spaces = append(spaces, space)
+	}
+	b, _ := q.Drain(nil)
+	drain(&b)
+	var again []<-chan struct{}
+	for i, space := range spaces {
+		<-space
+		v := 10 + i
+		next, err := q.PushOrWait(&v, space)
+		if i < limit {
+			require.NoError(t, err)
+			continue
+		}
+		require.ErrorIs(t, err, queues.ErrFull)
+		again = append(again, next)
+	}
+	b, _ = q.Drain(nil)
+	assert.Equal(t, []int{10, 11}, drain(&b))
+	for i, space := range again {
+		<-space
+		if i == limit {
+			q.GiveUp(space) // stops waiting instead of trying again
+			continue
+		}
+		v := 12 + i
+		_, err := q.PushOrWait(&v, space)
+		require.NoError(t, err)
+	}
+	b, _ = q.Drain(nil)
+	assert.Equal(t, []int{12, 13}, drain(&b))
+	for i := range limit { // nothing held for nobody
+		require.NoError(t, q.Push(i))
+	}
+	q.GiveUp(nil) // no place: nothing to give back
+}
