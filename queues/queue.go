@@ -3,6 +3,7 @@ package queues
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -61,7 +62,7 @@ type Queue[T, C any] struct {
 	gate       gate
 	idle       bool          // restricted and found empty by MarkIdle; cleared by the next push
 	busy       *atomic.Int64 // the restricted queues of a set not idle (Restrict)
-	limit      int
+	limit      int // math.MaxInt: no limit
 	wake       chan struct{}
 	space      chan struct{} // closed by the next Drain; made when a push finds the lane full
 	drains     uint64
@@ -72,6 +73,7 @@ type Queue[T, C any] struct {
 	// a grain's ask beside eight such senders lost the race up to five
 	// Drains in a row (TestAWokenSenderFindsRoom).
 	waiting, reserved int
+	room              int // limit - reserved: what a push that did not wait may fill
 
 	// the consumer's: segments its batches finished, not yet handed back
 	retired  *segment[T]
@@ -82,7 +84,10 @@ type Queue[T, C any] struct {
 // (no limit if limit <= 0). The control lane has no limit: it carries the
 // runtime's own bounded traffic.
 func New[T, C any](limit int) *Queue[T, C] {
-	return &Queue[T, C]{wake: make(chan struct{}, 1), limit: limit}
+	if limit <= 0 {
+		limit = math.MaxInt
+	}
+	return &Queue[T, C]{wake: make(chan struct{}, 1), limit: limit, room: limit}
 }
 
 // gate says which pushes the message lane takes.
@@ -136,7 +141,7 @@ func (q *Queue[T, C]) GiveUp(waited <-chan struct{}) {
 // again and the lane has it: with nothing queued, no Drain would come to
 // wake them. q.mu is held.
 func (q *Queue[T, C]) roomFreed() {
-	if q.space != nil && q.n+q.reserved < q.limit {
+	if q.space != nil && q.n < q.room {
 		q.releaseWaiters()
 	}
 }
@@ -146,8 +151,9 @@ func (q *Queue[T, C]) roomFreed() {
 func (q *Queue[T, C]) leave(ch <-chan struct{}) {
 	if q.space != nil && ch == (<-chan struct{})(q.space) {
 		q.waiting = max(q.waiting-1, 0)
-	} else {
-		q.reserved = max(q.reserved-1, 0)
+	} else if q.reserved > 0 {
+		q.reserved--
+		q.room++
 	}
 }
 
@@ -172,7 +178,7 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 		}
 		q.wakeIdle()
 	}
-	if q.limit > 0 && q.n+q.reserved >= q.limit {
+	if q.n >= q.room {
 		if !wait {
 			q.mu.Unlock()
 			return nil, ErrFull
@@ -340,7 +346,8 @@ func (q *Queue[T, C]) releaseWaiters() {
 		q.space = nil
 		// No more than the lane holds: those past it find it full again
 		// and wait for the next Drain.
-		q.reserved = min(q.reserved+q.waiting, max(q.limit, 0))
+		q.reserved = min(q.reserved+q.waiting, q.limit)
+		q.room = q.limit - q.reserved
 		q.waiting = 0
 	}
 }
