@@ -62,7 +62,7 @@ type Queue[T, C any] struct {
 	gate       gate
 	idle       bool          // restricted and found empty by MarkIdle; cleared by the next push
 	busy       *atomic.Int64 // the restricted queues of a set not idle (Restrict)
-	limit      int // math.MaxInt: no limit
+	limit      int           // math.MaxInt: no limit
 	wake       chan struct{}
 	space      chan struct{} // closed by the next Drain; made when a push finds the lane full
 	drains     uint64
