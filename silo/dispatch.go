@@ -27,12 +27,9 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 			p.s.deadLetter(*env, grain.ReasonStopped, nil)
 			return true
 		}
-		if until, q := p.quarantine[env.Target]; q {
-			if p.now < until {
-				p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
-				return true
-			}
-			p.unquarantine(env.Target, k)
+		if p.inQuarantine(env.Target, k) {
+			p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
+			return true
 		}
 		if p.actFails != nil && p.refusedAfterFailures(env) {
 			return true
@@ -63,12 +60,18 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		return true
 	}
 	if a.isStopping() && !p.sentAfterStop(a) {
-		reason := grain.ReasonStopped // an explicit Stop
-		if _, q := p.quarantine[a.ID]; q {
-			reason = grain.ReasonQuarantined // a stop by supervision
+		switch {
+		case a.stoppedExplicitly():
+			p.s.deadLetter(*env, grain.ReasonStopped, nil)
+			return true
+		case p.inQuarantine(a.ID, a.k): // a stop by supervision
+			p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
+			return true
 		}
-		p.s.deadLetter(*env, reason, nil)
-		return true
+		// Stopped by supervision, its quarantine over, but not gone yet:
+		// its OnDeactivate runs on. The message waits in the mailbox for
+		// the fresh instance that follows (remove), as the quarantine
+		// promises, and as one sent after an explicit Stop does.
 	}
 	if a.wantsDeactivate() && a.State() == activation.Active && idleReason(a.deactReason()) && !a.isStopping() &&
 		(p.lru == nil || p.lru.Contains(a.ID)) {

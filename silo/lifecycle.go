@@ -127,9 +127,12 @@ func (p *partition) remove(a *act) {
 	switch {
 	case p.mode == modeClosing:
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
-	case a.isStopping() && !a.stoppedExplicitly():
+	case a.isStopping() && !a.stoppedExplicitly() && p.inQuarantine(a.ID, a.k):
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
-	default: // after an explicit Stop, only messages sent after it are left
+	default:
+		// After an explicit Stop, only messages sent after it are left;
+		// after a supervision stop, only those that came once its
+		// quarantine was over (enqueue).
 		var waiting []queues.Envelope
 		p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
 		if len(waiting) == 0 {

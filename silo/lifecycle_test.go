@@ -939,3 +939,35 @@ func TestMessagesDuringASupervisionStopAreQuarantined(t *testing.T) {
 	e.clk.Advance(10 * time.Second)
 	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "after quarantine, a fresh activation")
 }
+
+// A grain stopped by supervision whose OnDeactivate outlasts its quarantine:
+// a message that comes once the quarantine is over waits for the fresh
+// instance, as the quarantine promises — it was a dead letter (stopped)
+// for as long as the old instance was not gone.
+func TestAMessageAfterTheQuarantineWaitsForTheFreshInstance(t *testing.T) {
+	sup := activation.Supervision{MaxRestarts: -1, Quarantine: 10 * time.Second} // the first failure stops it
+	e := newLife(t, silo.Config{Partitions: 1}, silo.WithSupervision(sup))
+	hang := make(chan struct{})
+	e.tweak = func(l *life) {
+		if l.instance == 1 {
+			l.deactHang = hang
+		}
+	}
+	dl := e.s.SubscribeDeadLetters(8)
+	defer dl.Cancel()
+	id := e.id("a")
+	_, err := e.s.Ask(e.ctx, id, boom{1})
+	require.ErrorIs(t, err, grain.ErrPanic)
+	require.Equal(t, "a", <-e.j.deact) // OnDeactivate runs, and waits
+	e.clk.Advance(10 * time.Second)    // the quarantine is over; the old instance is not gone
+	require.NoError(t, e.s.Tell(e.ctx, id, incr{5}))
+	e.call(t, "b", get{}) // a barrier: the tell is delivered (one partition)
+	close(hang)
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "the fresh instance")
+	assert.Equal(t, 5, e.call(t, "a", get{}), "which had the tell sent after the quarantine")
+	select {
+	case d := <-dl.C:
+		t.Fatalf("a dead letter: %v (%v)", d.Msg, d.Reason)
+	default:
+	}
+}

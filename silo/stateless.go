@@ -66,6 +66,17 @@ func (p *partition) load() int64 {
 }
 
 // unquarantine ends id's quarantine; k is id's kind.
+// inQuarantine reports whether id is quarantined now; one whose quarantine
+// is over is let out of it.
+func (p *partition) inQuarantine(id grain.ID, k *kind) bool {
+	until, q := p.quarantine[id]
+	if q && until <= p.now {
+		p.unquarantine(id, k)
+		return false
+	}
+	return q
+}
+
 func (p *partition) unquarantine(id grain.ID, k *kind) {
 	delete(p.quarantine, id)
 	if k.workers > 1 {
