@@ -9,7 +9,9 @@
 // expired. So the hot path never touches a list, and Advance visits only the
 // slots between the last tick and now. AdvanceAtMost does the same work in
 // slices, going on where it stopped, so that a burst — a million entries
-// due in one tick — need not be expired all at once.
+// due in one tick — need not be expired all at once; EachAtMost takes a
+// pass over every entry in slices the same way (the search for the most
+// idle grains, when memory is short).
 //
 // Wheel does no I/O, starts no goroutine and reads no clock: its owner passes
 // the time in, which makes it deterministic under test. Times are offsets
