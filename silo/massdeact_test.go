@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,11 +67,7 @@ func TestAMassDeactivationHoldsUpNoLiveGrain(t *testing.T) {
 		}, silo.WithIdleTimeout(time.Hour)))
 	})
 	ctx := ctxT(t)
-	for i := range sessions {
-		require.NoError(t, s.Tell(ctx, grain.NewIntID("session", int64(i)), "hello"))
-	}
-	_, err := s.Ask(ctx, grain.NewIntID("session", 0), "barrier")
-	require.NoError(t, err)
+	askAll(t, s, "session", 0, sessions, "hello")
 	require.Equal(t, sessions, s.Stats().Activations["session"])
 
 	require.NoError(t, s.Tell(ctx, grain.NewID("watcher", "w"), "start"))
@@ -99,15 +96,40 @@ func TestSheddingHoldsUpNoLiveGrain(t *testing.T) {
 		}, silo.WithIdleTimeout(-1)))
 	})
 	ctx := ctxT(t)
-	for i := range sessions {
-		require.NoError(t, s.Tell(ctx, grain.NewIntID("session", int64(i)), "hello"))
-	}
-	_, err := s.Ask(ctx, grain.NewIntID("session", 0), "barrier")
-	require.NoError(t, err)
+	askAll(t, s, "session", 0, sessions, "hello")
 
 	require.NoError(t, s.Tell(ctx, grain.NewID("watcher", "w"), "start"))
 	clk.Advance(time.Second) // an idle tick: memory far over the limit
 	requireRanBetween(t, <-report, sessions, "sessions shed")
+}
+
+// askAll asks grains kind/from..to-1 msg, eight at a time, and returns
+// when every one has answered: each has finished its turns then, even one
+// the watchdog handed off (a barrier ask to one grain would not wait for
+// another's handed-off turn — which, still running when the clock moved,
+// kept that grain from going idle with the others).
+func askAll(t *testing.T, s *silo.Silo, kind string, from, to int, msg any) {
+	t.Helper()
+	ctx := ctxT(t)
+	var next atomic.Int64
+	next.Store(int64(from))
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for range 8 {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(to); i = next.Add(1) - 1 {
+				if _, err := s.Ask(ctx, grain.NewIntID(kind, i), msg); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
 }
 
 // requireRanBetween checks the counts a watcher saw: the last all of them,
@@ -157,11 +179,7 @@ func TestABurstOfTicksHoldsUpNoLiveGrain(t *testing.T) {
 		}))
 	})
 	ctx := ctxT(t)
-	for i := range tickers {
-		require.NoError(t, s.Tell(ctx, grain.NewIntID("ticker", int64(i)), "start"))
-	}
-	_, err := s.Ask(ctx, grain.NewIntID("ticker", 0), "barrier") // every timer started
-	require.NoError(t, err)
+	askAll(t, s, "ticker", 0, tickers, "start") // every timer started
 
 	require.NoError(t, s.Tell(ctx, grain.NewID("watcher", "w"), "start"))
 	clk.Advance(time.Second) // every timer due at once
@@ -253,15 +271,9 @@ func TestASlicedShedTakesTheMostIdle(t *testing.T) {
 	}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "session", func(grain.ID) *tenant { return &tenant{gone: gone} }))
 	})
-	ctx := ctxT(t)
-	for i := range sessions {
-		if i == sessions/2 {
-			clk.Advance(30 * time.Second)
-		}
-		require.NoError(t, s.Tell(ctx, grain.NewIntID("session", int64(i)), "hello"))
-	}
-	_, err := s.Ask(ctx, grain.NewIntID("session", 0), "barrier")
-	require.NoError(t, err)
+	askAll(t, s, "session", 0, sessions/2, "hello")
+	clk.Advance(30 * time.Second)
+	askAll(t, s, "session", sessions/2, sessions, "hello")
 
 	// 1500 against a target of 900: 40 % of 20,000, and one more (the
 	// share is rounded up), is 8,001 sessions — all of the older half.
@@ -303,11 +315,7 @@ func TestAShutdownEndsAShedUnderWay(t *testing.T) {
 		require.NoError(t, silo.Register(s, "stopper", func(grain.ID) shedStopper { return shedStopper{&s} }, silo.WithIdleTimeout(-1)))
 	})
 	ctx := ctxT(t)
-	for i := range sessions {
-		require.NoError(t, s.Tell(ctx, grain.NewIntID("session", int64(i)), "hello"))
-	}
-	_, err := s.Ask(ctx, grain.NewIntID("session", 0), "barrier")
-	require.NoError(t, err)
+	askAll(t, s, "session", 0, sessions, "hello")
 
 	clk.Advance(time.Second) // the shed's first slice, at the tick
 	require.NoError(t, s.Tell(ctx, grain.NewID("stopper", "x"), "stop"))
