@@ -312,16 +312,23 @@ func TestOneMessageARoundReusesItsSegment(t *testing.T) {
 	assert.Equal(t, 2, q.Spare(), "one handed back at the Drain, one finished since")
 }
 
+// fullQueue returns a queue of limit messages, full.
+func fullQueue(t *testing.T, limit int) *queues.Queue[int, int] {
+	t.Helper()
+	q := queues.New[int, int](limit)
+	for i := range limit {
+		require.NoError(t, q.Push(i))
+	}
+	return q
+}
+
 // A sender woken from its wait for room finds room, held for it by the
 // Drain that woke it: a sender pushing in a loop cannot take it first. It
 // did before, again and again: beside eight such senders, a grain's ask
 // lost the race up to five Drains in a row.
 func TestAWokenSenderFindsRoom(t *testing.T) {
 	const limit = 4
-	q := queues.New[int, int](limit)
-	for i := range limit {
-		require.NoError(t, q.Push(i))
-	}
+	q := fullQueue(t, limit)
 	v := 100
 	space, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
@@ -444,10 +451,7 @@ func TestWaitingSendersUnderLoad(t *testing.T) {
 // that came to wait meanwhile: with nothing queued, no Drain would.
 func TestRoomGivenUpWakesTheSendersWaiting(t *testing.T) {
 	const limit = 2
-	q := queues.New[int, int](limit)
-	for i := range limit {
-		require.NoError(t, q.Push(i))
-	}
+	q := fullQueue(t, limit)
 	v := 1
 	var woken []<-chan struct{}
 	for range limit {
@@ -472,10 +476,7 @@ func TestRoomGivenUpWakesTheSendersWaiting(t *testing.T) {
 // many as fit, the others find the lane full again and wait for the next.
 func TestMoreWaitingSendersThanRoom(t *testing.T) {
 	const limit = 2
-	q := queues.New[int, int](limit)
-	for i := range limit {
-		require.NoError(t, q.Push(i))
-	}
+	q := fullQueue(t, limit)
 	var spaces []<-chan struct{}
 	for i := range 5 {
 		v := 10 + i

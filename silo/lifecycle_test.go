@@ -169,6 +169,19 @@ func newLife(t *testing.T, cfg silo.Config, opts ...silo.KindOption) *lifeEnv {
 
 func (e *lifeEnv) id(key string) grain.ID { return grain.NewID("life", key) }
 
+// hangFirstDeactivation makes the OnDeactivate of every grain's first
+// instance wait until the channel it returns is closed; later instances
+// deactivate at once.
+func (e *lifeEnv) hangFirstDeactivation() chan struct{} {
+	hang := make(chan struct{})
+	e.tweak = func(l *life) {
+		if l.instance == 1 {
+			l.deactHang = hang
+		}
+	}
+	return hang
+}
+
 func (e *lifeEnv) call(t *testing.T, key string, msg any) any {
 	t.Helper()
 	v, err := e.s.Ask(e.ctx, e.id(key), msg)
@@ -876,12 +889,7 @@ func TestConcurrentShutdownsShareOneStop(t *testing.T) {
 // what is sent after it goes to a fresh instance.
 func TestAStopDuringOnDeactivateDrawsTheLine(t *testing.T) {
 	e := newLife(t, silo.Config{})
-	hang := make(chan struct{})
-	e.tweak = func(l *life) {
-		if l.instance == 1 {
-			l.deactHang = hang
-		}
-	}
+	hang := e.hangFirstDeactivation()
 	dl := e.s.SubscribeDeadLetters(8)
 	defer dl.Cancel()
 	id := e.id("a")
@@ -947,12 +955,7 @@ func TestMessagesDuringASupervisionStopAreQuarantined(t *testing.T) {
 func TestAMessageAfterTheQuarantineWaitsForTheFreshInstance(t *testing.T) {
 	sup := activation.Supervision{MaxRestarts: -1, Quarantine: 10 * time.Second} // the first failure stops it
 	e := newLife(t, silo.Config{Partitions: 1}, silo.WithSupervision(sup))
-	hang := make(chan struct{})
-	e.tweak = func(l *life) {
-		if l.instance == 1 {
-			l.deactHang = hang
-		}
-	}
+	hang := e.hangFirstDeactivation()
 	dl := e.s.SubscribeDeadLetters(8)
 	defer dl.Cancel()
 	id := e.id("a")

@@ -85,8 +85,7 @@ func TestSheddingHoldsUpNoLiveGrain(t *testing.T) {
 	var gone atomic.Int64
 	report := make(chan []int64, 1)
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var s *silo.Silo
-	s = newSilo(t, silo.Config{
+	s := newSilo(t, silo.Config{
 		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: time.Second,
 		MemoryLimit: 1000, MemoryGauge: silo.MemoryGaugeFunc(func() uint64 { return math.MaxUint64 }), // shed all
 	}, func(s *silo.Silo) {
@@ -306,8 +305,7 @@ func TestAShutdownEndsAShedUnderWay(t *testing.T) {
 	const sessions = 40_000 // five slices of the first pass
 	var gone atomic.Int64
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	var s *silo.Silo
-	s = newSilo(t, silo.Config{
+	s := newSilo(t, silo.Config{
 		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: time.Second,
 		MemoryLimit: 1000, MemoryGauge: silo.MemoryGaugeFunc(func() uint64 { return math.MaxUint64 }),
 	}, func(s *silo.Silo) {
