@@ -111,6 +111,12 @@ func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
 	t.Run("interleaving, shutdown past its deadline, no grace", func(t *testing.T) {
 		soak(t, time.Millisecond, true, func(c *silo.Config) { c.DeactivationTimeout = time.Microsecond })
 	})
+	// Partition queues of eight messages: senders wait for room all the
+	// time, woken by the drains that hold it for them, while Stops,
+	// Deactivates, quarantines and the shutdown race them.
+	t.Run("a small queue", func(t *testing.T) {
+		soak(t, 2*time.Second, true, func(c *silo.Config) { c.QueueCapacity = 8 })
+	})
 	// Thousands of grains, no cap, the clock jumping past the idle timeout
 	// now and then: bursts of idleness larger than a slice of the idle
 	// collection and of the ready list, which the owner takes a slice a
