@@ -32,10 +32,13 @@ func TestFullQueueMakesSendersWait(t *testing.T) {
 	require.ErrorIs(t, err, grain.ErrOverloaded)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
+	assert.EqualValues(t, 1, s.Stats().QueueWaits, "the send that waited, and gave up")
+
 	waited := make(chan error, 1)
 	go func() { waited <- s.Tell(ctx, id, incr{1}) }()
 	close(gate)
 	require.NoError(t, <-waited, "the sender got in once the queue drained")
+	assert.LessOrEqual(t, s.Stats().QueueWaits, uint64(2), "it waited once at most (the drain may have come first)")
 	n, err := silo.Call[int](ctx, s, id, get{})
 	require.NoError(t, err)
 	assert.Equal(t, 3, n, "the refused message was not queued")

@@ -86,9 +86,11 @@ type Silo struct {
 	stops     atomic.Uint64
 	slowTurns atomic.Uint64
 	shedCount atomic.Uint64
-	deacts    [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
-	shed      shedState                                   // the idle ticker's
-	gcRuns    sync.WaitGroup                              // GCs the ticker asked for (memory.go)
+	// sends that waited for room in a full partition queue (Stats().QueueWaits)
+	queueWaits atomic.Uint64
+	deacts     [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
+	shed       shedState                                   // the idle ticker's
+	gcRuns     sync.WaitGroup                              // GCs the ticker asked for (memory.go)
 
 	// Last, off the lines that sends and owners read:
 	liveTurns   atomic.Int64  // what turns counts, readable without waiting (offturns.go)
@@ -531,6 +533,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 	}
 	late := false // a turn's send while the silo settles (settle.go)
 	var waited <-chan struct{}
+	counted := false // in Stats().QueueWaits
 	for {
 		var space <-chan struct{}
 		var err error
@@ -549,6 +552,10 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 				continue
 			}
 			return grain.ErrSiloClosed
+		}
+		if !counted {
+			counted = true
+			s.queueWaits.Add(1) // once a send, at its first wait
 		}
 		if ti != nil {
 			ti.w.detach()

@@ -350,4 +350,7 @@ func soakShaped(t *testing.T, shape soakShape, shutdownDeadline time.Duration, i
 	assert.Zero(t, problems)
 	assert.Zero(t, overlaps.Load(), "turns of one activation overlapped")
 	assert.Positive(t, closedSeen.Load(), "the shutdown came in the middle of the load")
+	if cfg.QueueCapacity > 0 && cfg.QueueCapacity <= 8 {
+		assert.Positive(t, s.Stats().QueueWaits, "senders waited for room")
+	}
 }

@@ -39,6 +39,12 @@ type Stats struct {
 	// Warn, with the grain and a lower bound of its duration; sampled, as
 	// every line is, by Config.LogSampling).
 	SlowTurns uint64
+	// QueueWaits counts sends that found their partition's queue full
+	// (Config.QueueCapacity) and waited for room: senders outpacing the
+	// grains. A send counts once however long it waited, and whether it
+	// got in or its ctx ended first (then it is also an overload dead
+	// letter).
+	QueueWaits uint64
 	// Shed counts activations chosen to deactivate under memory pressure
 	// (Config.MemoryLimit), as they are chosen.
 	Shed uint64
@@ -77,6 +83,7 @@ func (s *Silo) Stats() Stats {
 		SlowTurns:       s.slowTurns.Load(),
 		FailedTells:     s.failedTells.Load(),
 		Shed:            s.shedCount.Load(),
+		QueueWaits:      s.queueWaits.Load(),
 		Observers:       int(s.observers.open.Load()),
 		DroppedLogLines: s.logs.dropped.Load(),
 	}
