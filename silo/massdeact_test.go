@@ -289,10 +289,16 @@ func TestASlicedShedTakesTheMostIdle(t *testing.T) {
 	assert.EqualValues(t, want, s.Stats().Shed)
 }
 
-// shedStopper begins a shutdown from its turn.
+// shedStopper begins a shutdown from its turn — or, told a holdUntil,
+// holds its partition until released.
 type shedStopper struct{ s **silo.Silo }
 
-func (g shedStopper) Receive(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+func (g shedStopper) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	if h, ok := msg.(holdUntil); ok {
+		close(h.started)
+		<-h.release
+		return nil, nil
+	}
 	if err := (*g.s).Shutdown(ctx); !errors.Is(err, silo.ErrShutdownFromTurn) {
 		return nil, err
 	}
@@ -308,6 +314,7 @@ func TestAShutdownEndsAShedUnderWay(t *testing.T) {
 	s := newSilo(t, silo.Config{
 		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: time.Second,
 		MemoryLimit: 1000, MemoryGauge: silo.MemoryGaugeFunc(func() uint64 { return math.MaxUint64 }),
+		HandoffThreshold: time.Hour, // the holder below keeps the partition
 	}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "session", func(grain.ID) endedSession { return endedSession{&gone} }))
 		require.NoError(t, silo.Register(s, "stopper", func(grain.ID) shedStopper { return shedStopper{&s} }, silo.WithIdleTimeout(-1)))
@@ -315,10 +322,18 @@ func TestAShutdownEndsAShedUnderWay(t *testing.T) {
 	ctx := ctxT(t)
 	askAll(t, s, "session", 0, sessions, "hello")
 
-	clk.Advance(time.Second) // the shed's first slice, at the tick
+	// The tick and the stopper's message wait together behind a held turn:
+	// the owner takes the tick (the shed's first slice), then the message
+	// (the shutdown, queued behind the shed's next slice), whatever the
+	// scheduler does meanwhile.
+	started, release := make(chan struct{}), make(chan struct{})
+	require.NoError(t, s.Tell(ctx, grain.NewID("stopper", "holder"), holdUntil{started, release}))
+	<-started
+	clk.Advance(time.Second) // the idle tick, asking for a shed
 	require.NoError(t, s.Tell(ctx, grain.NewID("stopper", "x"), "stop"))
+	close(release)
 	require.NoError(t, s.Shutdown(ctx))
 	assert.EqualValues(t, 0, s.Stats().Shed, "the shed ended while it still counted")
 	assert.EqualValues(t, sessions, gone.Load())
-	assert.EqualValues(t, sessions+1, s.Stats().Deactivations[grain.DeactivationShutdown], "the sessions and the stopper")
+	assert.EqualValues(t, sessions+2, s.Stats().Deactivations[grain.DeactivationShutdown], "the sessions, the stopper and the holder")
 }
