@@ -293,9 +293,10 @@ func (p *partition) shed(ppm int) {
 }
 
 // shedRun is a shed under way (shed): the state its slices share.
+// Between two owner rounds a shed is on exactly while an opShedMore of it
+// is queued: each slice queues the next or ends the shed.
 type shedRun struct {
 	on      bool
-	queued  bool          // an opShedMore is queued for the next slice
 	picking bool          // the count is done: the second pass asks them
 	want    int           // how many to shed
 	at      time.Duration // slack is measured from this now, the shed's start
@@ -314,7 +315,6 @@ const shedSlice = 8192
 // every grain goes then anyway.
 func (p *partition) shedMore() {
 	r := &p.shedding
-	r.queued = false
 	if !r.on {
 		return
 	}
@@ -376,10 +376,7 @@ func (p *partition) shedMore() {
 	p.endShed()
 }
 
-func (p *partition) queueShed() {
-	p.shedding.queued = true
-	p.q.PushControl(ctl{op: opShedMore})
-}
+func (p *partition) queueShed() { p.q.PushControl(ctl{op: opShedMore}) }
 
 // endShed ends the shed under way, its wheel pass with it. Called by its
 // last slice, when no opShedMore of it is queued.
