@@ -243,12 +243,15 @@ func serve(ctx context.Context, addr string, match time.Duration) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "serving the game on http://%s (GET / lists the API); interrupt to stop\n", ln.Addr())
-	return serveOn(ctx, ln, match, slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	return serveOn(ctx, ln, match, slog.New(slog.NewTextHandler(os.Stderr, nil)), os.Stderr)
 }
 
 // serveOn is serve on a listener it closes, the silo logging to logger.
-func serveOn(ctx context.Context, ln net.Listener, match time.Duration, logger *slog.Logger) error {
-	s, meter, err := newGame(match, logger, newMemRecords())
+// Stopped gracefully, it writes to out what the shutdown did: the grains
+// it deactivated and the records the players saved as they went.
+func serveOn(ctx context.Context, ln net.Listener, match time.Duration, logger *slog.Logger, out io.Writer) error {
+	records := newMemRecords()
+	s, meter, err := newGame(match, logger, records)
 	if err != nil {
 		ln.Close()
 		return err
@@ -269,5 +272,11 @@ func serveOn(ctx context.Context, ln net.Listener, match time.Duration, logger *
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	return errors.Join(srv.Shutdown(sctx), s.Shutdown(sctx))
+	if err := errors.Join(srv.Shutdown(sctx), s.Shutdown(sctx)); err != nil {
+		return err
+	}
+	players, wins, losses := records.totals()
+	fmt.Fprintf(out, "stopped: %d grains deactivated by the shutdown; %d players' records saved (wins: %d, losses: %d)\n",
+		s.Stats().Deactivations[grain.DeactivationShutdown], players, wins, losses)
+	return nil
 }

@@ -297,7 +297,7 @@ func simulateWith(ctx context.Context, cfg silo.Config, lobby []silo.KindOption,
 	}
 	// Every player saved its record as the silo shut down (OnDeactivate):
 	// the records hold every match too.
-	if sum.Saved, _ = records.totals(); sum.Saved != sum.Matches {
+	if _, sum.Saved, _ = records.totals(); sum.Saved != sum.Matches {
 		return sum, fmt.Errorf("the players' saved records have %d wins, for %d matches", sum.Saved, sum.Matches)
 	}
 	if events != nil {

@@ -253,7 +253,7 @@ func TestServeShutsDownWithAStreamOpen(t *testing.T) {
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	served := make(chan error, 1)
-	go func() { served <- serveOn(ctx, ln, 5*time.Millisecond, slog.New(slog.DiscardHandler)) }()
+	go func() { served <- serveOn(ctx, ln, 5*time.Millisecond, slog.New(slog.DiscardHandler), io.Discard) }()
 
 	stream, err := http.Get("http://" + ln.Addr().String() + "/players/alice/events")
 	require.NoError(t, err)
@@ -263,6 +263,27 @@ func TestServeShutsDownWithAStreamOpen(t *testing.T) {
 	require.NoError(t, <-served, "a stream held the server's Shutdown to its deadline")
 	_, err = io.ReadAll(stream.Body)
 	require.NoError(t, err, "the stream ended cleanly")
+}
+
+// Interrupted, the server says what its shutdown did: the players active
+// then deactivated, saving their records.
+func TestServeReportsWhatItsShutdownSaved(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	var out bytes.Buffer
+	served := make(chan error, 1)
+	go func() { served <- serveOn(ctx, ln, 5*time.Millisecond, slog.New(slog.DiscardHandler), &out) }()
+
+	for _, name := range []string{"alice", "bob"} {
+		resp, err := http.Get("http://" + ln.Addr().String() + "/players/" + name)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
+	cancel()
+	require.NoError(t, <-served)
+	assert.Equal(t, "stopped: 2 grains deactivated by the shutdown; 2 players' records saved (wins: 0, losses: 0)\n", out.String())
 }
 
 // A CPU profile taken while players play splits the time by grain kind:

@@ -44,13 +44,14 @@ func (r *memRecords) Save(_ context.Context, st PlayerStats) error {
 	return nil
 }
 
-// totals returns the wins and losses of every record.
-func (r *memRecords) totals() (wins, losses int) {
+// totals returns how many records there are, and their wins and losses.
+func (r *memRecords) totals() (players, wins, losses int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	players = len(r.m)
 	for _, st := range r.m {
 		wins += st.Wins
 		losses += st.Losses
 	}
-	return wins, losses
+	return players, wins, losses
 }
