@@ -204,15 +204,23 @@ func (p *partition) makeReady(a *act) {
 	p.ready = append(p.ready, a)
 }
 
-// runReady gives each activation that was ready when it started one step,
-// up to budget of them: the rest wait for the next round, behind the
+// runReady steps the ready activations in turn, one step each, up to
+// budget steps: what is left waits for the next round, behind the
 // messages that came meanwhile. A burst of lifecycle work — half a million
 // grains idle at once, each to deactivate — would otherwise hold every
 // other grain of the partition for the whole of it (a live grain's ask
 // waited 0.25 s for a million grains, 2.4 s when each had an OnDeactivate:
 // TestAMassDeactivationHoldsUpNoLiveGrain).
+//
+// A grain whose backlog is not drained by its step is ready again, behind
+// the others, and steps again in this round if the budget allows: the
+// budget is at least the messages the round delivered, so the backlogs
+// keep pace with them. Stepped once a round instead, a hot grain that fell
+// behind once (a lobby whose turn was handed off while its players joined)
+// stayed behind while it was sent more than a message a round, until its
+// backlog limit refused them (TestABackloggedGrainKeepsPace).
 func (p *partition) runReady(w *worker, budget int) bool {
-	for n := min(len(p.ready)-p.rhead, budget); n > 0; n-- {
+	for ; budget > 0 && p.rhead < len(p.ready); budget-- {
 		a := p.ready[p.rhead]
 		p.ready[p.rhead] = nil
 		p.rhead++
@@ -260,7 +268,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 			p.setOverfull(a, false)
 		}
 		if a.Mailbox.Len() > 0 {
-			p.makeReady(a) // one turn per round, so every ready grain gets a turn
+			p.makeReady(a) // one turn a step, so every ready grain gets its turns
 		}
 		return p.runTurn(w, a, tkMessage, &env)
 	case activation.Backoff:

@@ -245,9 +245,9 @@ func (p *partition) step(w *worker) bool {
 			return false
 		}
 	}
-	// As many ready grains step as messages were delivered, and readyBatch
-	// at least: grains with a backlog keep pace with new messages, and a
-	// burst of deactivations goes by in slices.
+	// Ready grains take as many steps as messages were delivered, and
+	// readyBatch at least: grains with a backlog keep pace with new
+	// messages, and a burst of deactivations goes by in slices.
 	if !p.runReady(w, max(readyBatch, p.batch.Taken())) {
 		return false
 	}
@@ -287,7 +287,7 @@ func (p *partition) step(w *worker) bool {
 	return true
 }
 
-// readyBatch is how many ready activations a round steps at least
+// readyBatch is how many steps of ready activations a round takes at least
 // (runReady): a few milliseconds' work at most, at a deactivation's cost.
 const readyBatch = 256
 
