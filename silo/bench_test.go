@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -386,6 +387,71 @@ func BenchmarkNestedCallPartitions(b *testing.B) {
 			b.ReportMetric(float64(s.Stats().Handoffs-before)/float64(b.N), "handoffs/op")
 		})
 	}
+}
+
+// callOwn calls the benchGrain of its own key: a turn that calls a grain
+// of either partition.
+type callOwn struct{}
+
+func (callOwn) Receive(ctx context.Context, c *grain.Context, _ any) (any, error) {
+	n, _ := c.ID().IntKey()
+	return silo.Call[int](ctx, c.Silo(), grain.NewIntID("b", n), 0)
+}
+
+// BenchmarkNestedCallCrowded: 64 callers, each calling a grain of its own
+// that calls another grain, per call — with 1,000 other goroutines
+// runnable all the time (each yielding in a loop), as in a busy service,
+// where a goroutine that yields waits for each of them to run. A turn that
+// calls another partition must not yield then, holding its partition: it
+// hands the partition off at once.
+func BenchmarkNestedCallCrowded(b *testing.B) {
+	s, err := silo.New(silo.Config{Partitions: 2})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
+		b.Fatal(err)
+	}
+	if err := silo.Register(s, "callown", func(grain.ID) callOwn { return callOwn{} }); err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	stop := make(chan struct{})
+	var crowd sync.WaitGroup
+	for range 1000 {
+		crowd.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	defer crowd.Wait()
+	defer close(stop)
+	var next atomic.Int64
+	b.ResetTimer()
+	var callers sync.WaitGroup
+	for i := range 64 {
+		callers.Go(func() {
+			id := grain.NewIntID("callown", int64(i))
+			for next.Add(1) <= int64(b.N) {
+				if _, err := silo.Call[int](ctx, s, id, 0); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	callers.Wait()
 }
 
 // bouncer tells its peer the ball until the count runs out: a tell made

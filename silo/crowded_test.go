@@ -1,0 +1,104 @@
+package silo
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+)
+
+// onOtherPartitions returns a relay and a callee on different partitions.
+func onOtherPartitions(t *testing.T, s *Silo) (relay, callee grain.ID) {
+	t.Helper()
+	callee = grain.NewID("callee", "c")
+	at := s.locator.LocateHash(callee.Hash()).Partition
+	for i := range 64 {
+		relay = grain.NewIntID("relay", int64(i))
+		if s.locator.LocateHash(relay.Hash()).Partition != at {
+			return relay, callee
+		}
+	}
+	t.Fatal("no relay on another partition")
+	return
+}
+
+// With the scheduler crowded, a turn that calls a grain of another
+// partition hands its partition off at once: yielding first — for the
+// answer to come while it yields, and save the handoff — it would hold the
+// partition until every runnable goroutine had run.
+func TestACrowdedSchedulerMakesACallHandOffAtOnce(t *testing.T) {
+	// The monitor never looks (an hour's threshold): crowded stays as set.
+	s, err := New(Config{Partitions: 2, HandoffThreshold: time.Hour})
+	require.NoError(t, err)
+	var relay, callee grain.ID
+	require.NoError(t, Register(s, "callee", func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) { return 1, nil }
+	}))
+	require.NoError(t, Register(s, "relay", func(grain.ID) grain.Func {
+		return func(ctx context.Context, gc *grain.Context, _ any) (any, error) {
+			return Call[int](ctx, gc.Silo(), callee, 0)
+		}
+	}))
+	require.NoError(t, s.Start())
+	defer s.Close()
+	relay, callee = onOtherPartitions(t, s)
+	ctx := context.Background()
+	_, err = Call[int](ctx, s, relay, 0) // both active
+	require.NoError(t, err)
+
+	s.dog.crowded.Store(true)
+	const calls = 200
+	before := s.Stats().Handoffs
+	for range calls {
+		_, err := Call[int](ctx, s, relay, 0)
+		require.NoError(t, err)
+	}
+	require.Equal(t, uint64(calls), s.Stats().Handoffs-before, "calls that handed their partition off")
+}
+
+// The handoff monitor sees the scheduler crowded while goroutines keep
+// waiting for a core, and not once they are gone.
+func TestTheWatchdogSeesACrowdedScheduler(t *testing.T) {
+	s, err := New(Config{Partitions: 1, HandoffThreshold: time.Millisecond})
+	require.NoError(t, err)
+	var stopLoop sync.Once
+	loop := make(chan struct{})
+	require.NoError(t, Register(s, "loop", func(grain.ID) grain.Func {
+		return func(ctx context.Context, gc *grain.Context, _ any) (any, error) {
+			select {
+			case <-loop:
+				return nil, nil
+			default: // tell itself on: the owner stays awake, so the monitor looks
+				return nil, gc.Silo().Tell(ctx, gc.ID(), 0)
+			}
+		}
+	}))
+	require.NoError(t, s.Start())
+	defer s.Close()
+	defer stopLoop.Do(func() { close(loop) })
+	require.NoError(t, s.Tell(context.Background(), grain.NewID("loop", "l"), 0))
+
+	stop := make(chan struct{})
+	var crowd sync.WaitGroup
+	for range 4 * crowdedPerP * runtime.GOMAXPROCS(0) {
+		crowd.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					runtime.Gosched()
+				}
+			}
+		})
+	}
+	require.Eventually(t, s.dog.crowded.Load, 10*time.Second, time.Millisecond, "crowded, with goroutines waiting")
+	close(stop)
+	crowd.Wait()
+	require.Eventually(t, func() bool { return !s.dog.crowded.Load() }, 10*time.Second, time.Millisecond, "crowded, the crowd gone")
+}
