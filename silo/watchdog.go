@@ -29,7 +29,7 @@ type watchdog struct {
 	now atomic.Int64
 	// crowded: at the monitor's last look, more goroutines were waiting
 	// for a core than crowdedPerP for each: a goroutine that yields
-	// (runtime.Gosched) goes behind all of them (see Silo.ask)
+	// (runtime.Gosched) goes behind all of them (see Silo.Ask)
 	crowded atomic.Bool
 }
 
