@@ -454,6 +454,38 @@ func BenchmarkNestedCallCrowded(b *testing.B) {
 	callers.Wait()
 }
 
+// BenchmarkCallBesideCPUBoundGoroutines: a Call round trip while the
+// program runs two CPU-bound goroutines a P, each holding its core until
+// the scheduler preempts it. A yield — the caller's before it parks, the
+// owner's out of work — would wait out one of their time slices (10 ms);
+// the silo sees that from a yield's length and stops yielding (yield.go).
+func BenchmarkCallBesideCPUBoundGoroutines(b *testing.B) {
+	s := benchSilo(b, silo.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	var stop atomic.Bool
+	var hogs sync.WaitGroup
+	for range 2 * runtime.GOMAXPROCS(0) {
+		hogs.Go(func() {
+			x := 0
+			for !stop.Load() {
+				for i := range 10_000 {
+					x += i
+				}
+			}
+			_ = x
+		})
+	}
+	defer hogs.Wait()
+	defer stop.Store(true)
+	id := grain.NewID("b", "x")
+	for b.Loop() {
+		if _, err := silo.Call[int](ctx, s, id, 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // bouncer tells its peer the ball until the count runs out: a tell made
 // from a turn.
 type bouncer struct{ peer grain.ID }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,12 +28,25 @@ func onOtherPartitions(t *testing.T, s *Silo) (relay, callee grain.ID) {
 	return
 }
 
-// With the scheduler crowded, a turn that calls a grain of another
-// partition hands its partition off at once: yielding first — for the
-// answer to come while it yields, and save the handoff — it would hold the
-// partition until every runnable goroutine had run.
+// With the scheduler crowded or hogged, a turn that calls a grain of
+// another partition hands its partition off at once: yielding first — for
+// the answer to come while it yields, and save the handoff — it would hold
+// the partition until every runnable goroutine had run, or a CPU-bound one
+// had used up its time slice.
 func TestACrowdedSchedulerMakesACallHandOffAtOnce(t *testing.T) {
-	// The monitor never looks (an hour's threshold): crowded stays as set.
+	for _, tc := range []struct {
+		name string
+		set  func(*watchdog)
+	}{
+		{"crowded", func(d *watchdog) { d.crowded.Store(true) }},
+		{"hogged", func(d *watchdog) { d.hogged.Store(1) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testCallHandsOffAtOnce(t, tc.set) })
+	}
+}
+
+func testCallHandsOffAtOnce(t *testing.T, set func(*watchdog)) {
+	// The monitor never looks (an hour's threshold): the marks stay as set.
 	s, err := New(Config{Partitions: 2, HandoffThreshold: time.Hour})
 	require.NoError(t, err)
 	var relay, callee grain.ID
@@ -51,7 +65,7 @@ func TestACrowdedSchedulerMakesACallHandOffAtOnce(t *testing.T) {
 	_, err = Call[int](ctx, s, relay, 0) // both active
 	require.NoError(t, err)
 
-	s.dog.crowded.Store(true)
+	set(&s.dog)
 	const calls = 200
 	before := s.Stats().Handoffs
 	for range calls {
@@ -101,4 +115,53 @@ func TestTheWatchdogSeesACrowdedScheduler(t *testing.T) {
 	close(stop)
 	crowd.Wait()
 	require.Eventually(t, func() bool { return !s.dog.crowded.Load() }, 10*time.Second, time.Millisecond, "crowded, the crowd gone")
+}
+
+// hog spins until stop: a CPU-bound goroutine, which holds its core until
+// the scheduler preempts it.
+func hog(stop *atomic.Bool) {
+	x := 0
+	for !stop.Load() {
+		for i := range 10_000 {
+			x += i
+		}
+	}
+	_ = x
+}
+
+// A program's CPU-bound goroutines stop the silo's yields: a yield waits
+// for a whole time slice of one of them. The silo sees it from a yield's
+// length, and yields again once the mark has run down.
+func TestAProgramsCPUBoundGoroutinesStopTheYields(t *testing.T) {
+	s, err := New(Config{Partitions: 1})
+	require.NoError(t, err)
+	require.NoError(t, Register(s, "g", func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) { return 1, nil }
+	}))
+	require.NoError(t, s.Start())
+	defer s.Close()
+	var stop atomic.Bool
+	var hogs sync.WaitGroup
+	defer hogs.Wait()
+	defer stop.Store(true)
+	for range 2 * runtime.GOMAXPROCS(0) {
+		hogs.Go(func() { hog(&stop) })
+	}
+	ctx := context.Background()
+	id := grain.NewID("g", "a")
+	require.Eventually(t, func() bool {
+		for range 100 { // each call yields, as its caller and as the owner out of work
+			if _, err := Call[int](ctx, s, id, 0); err != nil {
+				return false
+			}
+		}
+		return s.dog.hogged.Load() > 0
+	}, 20*time.Second, time.Millisecond, "a yield behind the CPU-bound goroutines")
+
+	stop.Store(true)
+	hogs.Wait()
+	require.Eventually(t, func() bool {
+		_, err := Call[int](ctx, s, id, 0) // an owner awake: the monitor looks, and counts down
+		return err == nil && s.dog.hogged.Load() == 0
+	}, 20*time.Second, time.Millisecond, "the mark run down")
 }

@@ -2,7 +2,6 @@ package silo
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -263,8 +262,10 @@ func (p *partition) step(w *worker) bool {
 		// (below). With the
 		// cores busy they would otherwise wait for the scheduler to preempt
 		// the owner, 10 ms at a time (BenchmarkIdleBurst: the callers of
-		// other grains waited up to 14-20 ms, now 5-10).
-		runtime.Gosched()
+		// other grains waited up to 14-20 ms, now 5-10). Not behind a
+		// CPU-bound goroutine, whose whole time slice the owner would wait
+		// for at each slice of the burst (yield.go).
+		p.s.yield()
 	}
 	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
 	p.cpos = 0
@@ -272,9 +273,9 @@ func (p *partition) step(w *worker) bool {
 		// Out of work after a busy round: the callers it answered are
 		// runnable now, likely on this P. Let them run before parking, so
 		// their next requests arrive as one batch instead of waking the
-		// owner once each.
+		// owner once each. (Not behind a CPU-bound goroutine: yield.go.)
 		p.waitedAt = p.nHandled
-		runtime.Gosched()
+		p.s.yield()
 		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 	}
 	parked := false

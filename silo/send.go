@@ -173,7 +173,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		return nil, err
 	}
 	if ti != nil {
-		if p != ti.w.p && !mayReenter && !s.dog.crowded.Load() {
+		if p != ti.w.p && !mayReenter && s.mayYieldHolding() {
 			// A grain of another partition may answer while this one
 			// yields: then the turn goes on without having handed its
 			// partition off (a new owner's goroutine, a worker, and the
@@ -181,12 +181,13 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			// grain of its own partition cannot run before it does; and a
 			// call that let others interleave hands off at once, since
 			// taking the turn token back may wait for them. Nor does a
-			// turn yield with the scheduler crowded: it would hold its
-			// partition — still its own while it yields — until every
-			// goroutine waiting for a core had run (the example game with
-			// 3,000 bots: 20,000 such yields in 3 s, 150–250 µs each on
-			// average, up to 15 ms — the partitions held two thirds of
-			// the time; handing off at once, it played twice the matches).
+			// turn yield with the scheduler crowded or hogged (yield.go):
+			// it would hold its partition — still its own while it yields
+			// — until every goroutine waiting for a core had run (the
+			// example game with 3,000 bots: 20,000 such yields in 3 s,
+			// 150–250 µs each on average, up to 15 ms — the partitions
+			// held two thirds of the time; handing off at once, it played
+			// twice the matches).
 			runtime.Gosched()
 			select {
 			case r := <-done:
@@ -200,8 +201,8 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	// Give the owner a moment before parking: a reply that comes while this
 	// goroutine yields is taken without the select's park and wake-up,
 	// which cost more than the turn itself (Call round trip 820 → 540 ns,
-	// ask workload +15–20 %).
-	runtime.Gosched()
+	// ask workload +15–20 %). Not behind a CPU-bound goroutine (yield.go).
+	s.yield()
 	select {
 	case r := <-done:
 		return s.answered(ti, ask, done, r)

@@ -31,6 +31,10 @@ type watchdog struct {
 	// for a core than crowdedPerP for each: a goroutine that yields
 	// (runtime.Gosched) goes behind all of them (see Silo.Ask)
 	crowded atomic.Bool
+	// hogged: the monitor's looks left during which the silo yields
+	// nowhere, a yield having waited out a goroutine's whole time slice
+	// (yield.go); counted down at each look
+	hogged atomic.Int32
 }
 
 // crowdedPerP is how many runnable goroutines a P the monitor takes for a
@@ -89,6 +93,9 @@ func (s *Silo) watch() {
 		}
 		if s.realClk {
 			d.now.Store(int64(s.since()))
+		}
+		if h := d.hogged.Load(); h > 0 {
+			d.hogged.CompareAndSwap(h, h-1) // a yield that marks it again wins
 		}
 		metrics.Read(runnable) // 0.4 µs with 3,000 goroutines runnable
 		if v := runnable[0].Value; v.Kind() == metrics.KindUint64 {
