@@ -15,7 +15,8 @@ import (
 // one that runs until the scheduler preempts it: a CPU-bound goroutine of
 // the program holds its core for a whole time slice (10 ms), and a yield
 // waits for it. Two CPU-bound goroutines a core took a lone caller's Call
-// from 1 µs to 40 ms (TestAProgramsCPUBoundGoroutinesStopTheYields,
+// from about a microsecond to 2.5 ms on average, 40 ms at times
+// (TestAProgramsCPUBoundGoroutinesStopTheYields,
 // BenchmarkCallBesideCPUBoundGoroutines).
 //
 // So the silo watches its yields on the handoff monitor's clock (the
