@@ -2,7 +2,9 @@ package silo
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -164,4 +166,41 @@ func TestAProgramsCPUBoundGoroutinesStopTheYields(t *testing.T) {
 		_, err := Call[int](ctx, s, id, 0) // an owner awake: the monitor looks, and counts down
 		return err == nil && s.dog.hogged.Load() == 0
 	}, 20*time.Second, time.Millisecond, "the mark run down")
+}
+
+// A slow turn reported while the scheduler is crowded says so: its
+// goroutine may have waited for a core rather than run.
+func TestASlowTurnOnACrowdedSchedulerSaysSo(t *testing.T) {
+	var logs strings.Builder
+	var mu sync.Mutex
+	// The monitor never looks (an hour's threshold): crowded stays as set.
+	s, err := New(Config{Partitions: 1, HandoffThreshold: time.Hour, Logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logs}, nil))})
+	require.NoError(t, err)
+	require.NoError(t, s.Start())
+	defer s.Close()
+	a := &act{}
+	a.ID = grain.NewID("g", "slow")
+
+	s.parts[0].reportSlow(a, 10*time.Millisecond)
+	s.dog.crowded.Store(true)
+	s.parts[0].reportSlow(a, 10*time.Millisecond)
+	s.WaitLogged()
+	mu.Lock()
+	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")
+	mu.Unlock()
+	require.Len(t, lines, 2)
+	require.NotContains(t, lines[0], "scheduler_crowded")
+	require.Contains(t, lines[1], "scheduler_crowded=true")
+	require.Equal(t, uint64(2), s.Stats().SlowTurns)
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
