@@ -421,22 +421,7 @@ func BenchmarkNestedCallCrowded(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	stop := make(chan struct{})
-	var crowd sync.WaitGroup
-	for range 1000 {
-		crowd.Go(func() {
-			for {
-				select {
-				case <-stop:
-					return
-				default:
-					runtime.Gosched()
-				}
-			}
-		})
-	}
-	defer crowd.Wait()
-	defer close(stop)
+	defer silo.StartCrowd(1000)()
 	var next atomic.Int64
 	b.ResetTimer()
 	var callers sync.WaitGroup
@@ -463,21 +448,7 @@ func BenchmarkCallBesideCPUBoundGoroutines(b *testing.B) {
 	s := benchSilo(b, silo.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	var stop atomic.Bool
-	var hogs sync.WaitGroup
-	for range 2 * runtime.GOMAXPROCS(0) {
-		hogs.Go(func() {
-			x := 0
-			for !stop.Load() {
-				for i := range 10_000 {
-					x += i
-				}
-			}
-			_ = x
-		})
-	}
-	defer hogs.Wait()
-	defer stop.Store(true)
+	defer silo.StartHogs(2 * runtime.GOMAXPROCS(0))()
 	id := grain.NewID("b", "x")
 	for b.Loop() {
 		if _, err := silo.Call[int](ctx, s, id, 0); err != nil {

@@ -99,10 +99,19 @@ func TestTheWatchdogSeesACrowdedScheduler(t *testing.T) {
 	defer stopLoop.Do(func() { close(loop) })
 	require.NoError(t, s.Tell(context.Background(), grain.NewID("loop", "l"), 0))
 
+	end := startCrowd(4 * crowdedPerP * runtime.GOMAXPROCS(0))
+	require.Eventually(t, s.dog.crowded.Load, 10*time.Second, time.Millisecond, "crowded, with goroutines waiting")
+	end()
+	require.Eventually(t, func() bool { return !s.dog.crowded.Load() }, 10*time.Second, time.Millisecond, "crowded, the crowd gone")
+}
+
+// startCrowd starts n goroutines that yield in a loop — always runnable,
+// each running briefly — and returns what stops them and waits for them.
+func startCrowd(n int) (end func()) {
 	stop := make(chan struct{})
-	var crowd sync.WaitGroup
-	for range 4 * crowdedPerP * runtime.GOMAXPROCS(0) {
-		crowd.Go(func() {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
 			for {
 				select {
 				case <-stop:
@@ -113,22 +122,26 @@ func TestTheWatchdogSeesACrowdedScheduler(t *testing.T) {
 			}
 		})
 	}
-	require.Eventually(t, s.dog.crowded.Load, 10*time.Second, time.Millisecond, "crowded, with goroutines waiting")
-	close(stop)
-	crowd.Wait()
-	require.Eventually(t, func() bool { return !s.dog.crowded.Load() }, 10*time.Second, time.Millisecond, "crowded, the crowd gone")
+	return func() { close(stop); wg.Wait() }
 }
 
-// hog spins until stop: a CPU-bound goroutine, which holds its core until
-// the scheduler preempts it.
-func hog(stop *atomic.Bool) {
-	x := 0
-	for !stop.Load() {
-		for i := range 10_000 {
-			x += i
-		}
+// startHogs starts n CPU-bound goroutines, each holding its core until the
+// scheduler preempts it, and returns what stops them and waits for them.
+func startHogs(n int) (end func()) {
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			x := 0
+			for !stop.Load() {
+				for i := range 10_000 {
+					x += i
+				}
+			}
+			_ = x
+		})
 	}
-	_ = x
+	return func() { stop.Store(true); wg.Wait() }
 }
 
 // A program's CPU-bound goroutines stop the silo's yields: a yield waits
@@ -142,13 +155,8 @@ func TestAProgramsCPUBoundGoroutinesStopTheYields(t *testing.T) {
 	}))
 	require.NoError(t, s.Start())
 	defer s.Close()
-	var stop atomic.Bool
-	var hogs sync.WaitGroup
-	defer hogs.Wait()
-	defer stop.Store(true)
-	for range 2 * runtime.GOMAXPROCS(0) {
-		hogs.Go(func() { hog(&stop) })
-	}
+	endHogs := startHogs(2 * runtime.GOMAXPROCS(0))
+	defer endHogs()
 	ctx := context.Background()
 	id := grain.NewID("g", "a")
 	require.Eventually(t, func() bool {
@@ -160,8 +168,7 @@ func TestAProgramsCPUBoundGoroutinesStopTheYields(t *testing.T) {
 		return s.dog.hogged.Load() > 0
 	}, 20*time.Second, time.Millisecond, "a yield behind the CPU-bound goroutines")
 
-	stop.Store(true)
-	hogs.Wait()
+	endHogs()
 	require.Eventually(t, func() bool {
 		_, err := Call[int](ctx, s, id, 0) // an owner awake: the monitor looks, and counts down
 		return err == nil && s.dog.hogged.Load() == 0

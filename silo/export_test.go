@@ -26,3 +26,10 @@ func (s *Silo) WorkersMade() uint64 {
 // its race with the owner and its handing the first message back. Set it
 // before Start.
 func (s *Silo) OnFailedActivation(f func()) { s.testFailedActivation = f }
+
+// StartCrowd and StartHogs start goroutines that keep the scheduler busy —
+// a crowd yielding in a loop, CPU-bound hogs — for benchmarks (crowded_test.go).
+var (
+	StartCrowd = startCrowd
+	StartHogs  = startHogs
+)
