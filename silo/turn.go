@@ -124,16 +124,16 @@ func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.En
 // handed the partition off: it took at least d. The silo times turns this
 // way, at the watchdog's granularity, so the hot path reads no clock.
 func (p *partition) reportSlow(a *act, d time.Duration) {
+	args := []any{"grain", a.ID.String(), "at_least", d}
 	if p.s.dog.crowded.Load() {
 		// With goroutines waiting for every core, the turn's own may have
 		// waited among them rather than run (the example game's referee,
 		// a hash, reported at 15 ms under a thousand HTTP clients): the
 		// partition was held all the same, and the line says why it may
 		// have been.
-		p.s.log(slog.LevelWarn, "granary: slow turn held its partition", "grain", a.ID.String(), "at_least", d, "scheduler_crowded", true)
-	} else {
-		p.s.log(slog.LevelWarn, "granary: slow turn held its partition", "grain", a.ID.String(), "at_least", d)
+		args = append(args, "scheduler_crowded", true)
 	}
+	p.s.log(slog.LevelWarn, "granary: slow turn held its partition", args...)
 	p.s.slowTurns.Add(1)
 }
 
