@@ -15,6 +15,10 @@ type Activation struct {
 	// writes it. It sits where padding would be, as does Turns: an
 	// activation record is kept small because a silo holds millions.
 	Marks uint8
+	// Round is a stamp the runtime owns, in what would otherwise be
+	// padding too: Granary's partition owner writes there the round in
+	// which the grain last ran a turn as its message came.
+	Round uint16
 	// Turns counts the activation's turns in flight (more than one only
 	// when the runtime interleaves turns). The runtime keeps it.
 	Turns int32

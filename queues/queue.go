@@ -288,6 +288,19 @@ func (q *Queue[T, C]) DrainInto(b *Batch[T, C], ctl []C) []C {
 	return gotCtl
 }
 
+// DrainControl takes the control lane only, leaving the messages queued:
+// a consumer that cannot take more messages for now (a grain it serves
+// has a full backlog) still takes its control items, while senders of
+// messages find the lane filling and, with PushOrWait, wait for room. ctl
+// is as for Drain.
+func (q *Queue[T, C]) DrainControl(ctl []C) []C {
+	q.mu.Lock()
+	gotCtl := q.ctl
+	q.ctl = ctl[:0]
+	q.mu.Unlock()
+	return gotCtl
+}
+
 // Len returns the number of queued messages and control items.
 func (q *Queue[T, C]) Len() int {
 	q.mu.Lock()

@@ -63,6 +63,38 @@ func TestDrainIntoReplacesTheBatch(t *testing.T) {
 	assert.Empty(t, ctl)
 }
 
+// DrainControl takes the control items and leaves the messages, which fill
+// the lane: a push past its limit is refused, and a sender that waits for
+// room is woken by the next Drain.
+func TestDrainControlLeavesTheMessages(t *testing.T) {
+	q := queues.New[int, string](2)
+	require.NoError(t, q.Push(1))
+	q.PushControl("a")
+	require.NoError(t, q.Push(2))
+	q.PushControl("b")
+	assert.Equal(t, []string{"a", "b"}, q.DrainControl(nil))
+	assert.Equal(t, 2, q.Len())
+	require.ErrorIs(t, q.Push(3), queues.ErrFull)
+	v := 3
+	space, err := q.PushOrWait(&v, nil)
+	require.ErrorIs(t, err, queues.ErrFull)
+	require.NotNil(t, space, "the lane is full: the sender waits")
+	assert.Empty(t, q.DrainControl(nil))
+	select {
+	case <-space:
+		t.Fatal("a DrainControl made no room")
+	default:
+	}
+	b, ctl := q.Drain(nil)
+	assert.Equal(t, []int{1, 2}, drain(&b))
+	assert.Empty(t, ctl)
+	<-space // the Drain made room
+	_, err = q.PushOrWait(&v, space)
+	require.NoError(t, err)
+	b, _ = q.Drain(nil)
+	assert.Equal(t, []int{3}, drain(&b))
+}
+
 func TestQueueLimitAndClose(t *testing.T) {
 	q := queues.New[int, int](2)
 	require.NoError(t, q.Push(1))

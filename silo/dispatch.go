@@ -40,6 +40,7 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 		// The activation turn runs the first message too, so it needs no
 		// mailbox: most grains never have one.
 		a = p.activate(k, env.Target, env.Hash)
+		a.Round = p.round
 		return p.runTurn(w, a, tkActivate, env)
 	}
 	if a.isWorker() {
@@ -84,11 +85,19 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		// (wantDeactivate keeps the request's reason).
 		a.setDeactWant(false)
 	}
+	deferred := false
 	if a.State() == activation.Active && !a.wantsDeactivate() && !a.busy() && a.Mailbox.Len() == 0 {
-		if p.lru != nil {
-			p.lru.Get(a.ID)
+		if a.Round != p.round || !p.sliceOver(p.sliceAt) {
+			a.Round = p.round
+			if p.lru != nil {
+				p.lru.Get(a.ID)
+			}
+			return p.runTurn(w, a, tkMessage, env)
 		}
-		return p.runTurn(w, a, tkMessage, env)
+		// It ran this round, which has had its slice: the message waits
+		// for the grain's step, behind the partition's other work
+		// (slice.go).
+		deferred = true
 	}
 	// A busy grain that lets env in (a reentrant kind, or one whose
 	// WithMayInterleave predicate took env; its first turn included:
@@ -111,6 +120,31 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			return true
 		}
 	}
+	if a.Mailbox.Len()+1 >= a.k.maxBacklog {
+		p.backlogFull(a)
+	}
+	p.mbPush(a, *env)
+	if deferred {
+		p.makeReady(a)
+	}
+	if p.mode != modeRunning && a.State() == activation.Backoff {
+		// A Shutdown waits out no backoff (see restart): a message that
+		// comes for a grain in one while the silo settles restarts it.
+		p.rebuild(a)
+	}
+	return true
+}
+
+// backlogFull applies a's backlog limit to the message about to join its
+// mailbox, which would fill it (or is past it).
+func (p *partition) backlogFull(a *act) {
+	if p.served(a) {
+		// Its turns run, one a step, but slower than it is sent messages:
+		// the partition takes no more for now, and its senders wait for
+		// room (slice.go).
+		p.hold(a)
+		return
+	}
 	if a.Mailbox.Len() >= a.k.maxBacklog {
 		switch a.k.overflow {
 		case DropOldest:
@@ -123,16 +157,9 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			// limit by what was in flight, which the queue capacity bounds.
 			p.setOverfull(a, true)
 		}
-	} else if a.k.overflow == RejectNewest && a.Mailbox.Len()+1 >= a.k.maxBacklog {
+	} else if a.k.overflow == RejectNewest {
 		p.setOverfull(a, true) // before the push: once the backlog shows full, senders are refused
 	}
-	p.mbPush(a, *env)
-	if p.mode != modeRunning && a.State() == activation.Backoff {
-		// A Shutdown waits out no backoff (see restart): a message that
-		// comes for a grain in one while the silo settles restarts it.
-		p.rebuild(a)
-	}
-	return true
 }
 
 // idleReason reports whether r is a deactivation for want of use, which a
@@ -220,7 +247,14 @@ func (p *partition) makeReady(a *act) {
 // stayed behind while it was sent more than a message a round, until its
 // backlog limit refused them (TestABackloggedGrainKeepsPace).
 func (p *partition) runReady(w *worker, budget int) bool {
-	for ; budget > 0 && p.rhead < len(p.ready); budget-- {
+	if p.rhead == len(p.ready) {
+		return true
+	}
+	at := p.s.dog.looks.Load()
+	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
+		if n > 0 && p.sliceOver(at) {
+			break // a slice of steps: what came meanwhile goes next (slice.go)
+		}
 		a := p.ready[p.rhead]
 		p.ready[p.rhead] = nil
 		p.rhead++

@@ -50,6 +50,9 @@ type partition struct {
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
 	ready      []*act
 	rhead      int
+	round      uint16 // counts rounds; a grain's Round is the last in which a message ran as it came
+	sliceAt    uint32 // the monitor's looks when the round began delivering (sliceOver)
+	holders    []*act // served grains whose full backlog holds the queue (hold)
 	batch      queues.Batch[queues.Envelope, ctl]
 	multiP     bool // GOMAXPROCS > 1 at Start: prefetchAhead pays (see prefetchMin)
 	ctls       []ctl
@@ -234,6 +237,8 @@ func (p *partition) step(w *worker) bool {
 		}
 	}
 	// Messages are read in place (see runTurn for why that is safe).
+	p.round++
+	p.sliceAt = p.s.dog.looks.Load()
 	ahead := p.multiP || p.dir.Len() >= prefetchMin
 	grains := p.dir.Len() >= grainPrefetchMin
 	for env := p.batch.Next(); env != nil; env = p.batch.Next() {
@@ -267,7 +272,11 @@ func (p *partition) step(w *worker) bool {
 		// for at each slice of the burst (yield.go).
 		p.s.yield()
 	}
-	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
+	if len(p.holders) > 0 && p.holding() {
+		p.ctls = p.q.DrainControl(p.ctls[:0]) // the messages wait (slice.go)
+	} else {
+		p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
+	}
 	p.cpos = 0
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) && p.nHandled != p.waitedAt {
 		// Out of work after a busy round: the callers it answered are

@@ -35,6 +35,9 @@ type watchdog struct {
 	// nowhere, a yield having waited out a goroutine's whole time slice
 	// (yield.go); counted down at each look
 	hogged atomic.Int32
+	// looks counts the monitor's looks: an owner's round that has seen
+	// sliceLooks of them has had its time slice (partition.sliceOver)
+	looks atomic.Uint32
 }
 
 // crowdedPerP is how many runnable goroutines a P the monitor takes for a
@@ -91,6 +94,7 @@ func (s *Silo) watch() {
 			return
 		case <-t.C:
 		}
+		d.looks.Add(1)
 		if s.realClk {
 			d.now.Store(int64(s.since()))
 		}

@@ -1,0 +1,113 @@
+package silo_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// flooded does a slow turn for each message and counts them where a test
+// and other grains can read the count.
+type flooded struct {
+	done *atomic.Int64
+	work time.Duration
+}
+
+func (f flooded) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if _, ok := msg.(string); ok {
+		return f.done.Load(), nil
+	}
+	busyWork(f.work)
+	f.done.Add(1)
+	return nil, nil
+}
+
+// A flood of messages to one grain holds its partition's other grains for
+// a time slice, not for the whole flood. The partition's owner ran every
+// message for an idle grain as it came to it, so the flood's thousands of
+// turns ran one after the other while an ask to another grain of the
+// partition, sent just behind them, waited for all of them (Orleans runs
+// an activation's messages for a quantum, then the next activation's).
+func TestAFloodToOneGrainHoldsItsPartitionASliceNotTheWholeFlood(t *testing.T) {
+	const (
+		flood = 2_000
+		work  = 200 * time.Microsecond // the flood: 0.4 s of turns
+	)
+	var done atomic.Int64
+	s := newSilo(t, silo.Config{Partitions: 1, QueueCapacity: 1 << 14}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "flooded", func(grain.ID) flooded { return flooded{&done, work} }))
+	})
+	ctx := ctxT(t)
+	hot, other := grain.NewID("flooded", "hot"), grain.NewID("flooded", "other")
+	for range flood {
+		require.NoError(t, s.Tell(ctx, hot, struct{}{}))
+	}
+	// other answers how many of the flood's turns ran before its own.
+	ahead, err := silo.Call[int64](ctx, s, other, "how many ran before me")
+	require.NoError(t, err)
+	t.Logf("%d of the flood's %d turns ran before the other grain's", ahead, flood)
+	require.Less(t, ahead, int64(flood/2), "the other grain waited for the flood")
+
+	// The flood is all handled, in order, behind the other grain's turn.
+	n, err := silo.Call[int64](ctx, s, hot, "all of it")
+	require.NoError(t, err)
+	require.EqualValues(t, flood, n)
+	require.Empty(t, s.Stats().DeadLetters)
+}
+
+// A flood past the backlog limit of a grain whose turns run — slower than
+// it is sent messages, but running — loses nothing: its senders wait for
+// room in the partition's queue, as they did when its turns held the
+// partition, under either overflow policy. Sliced, the flood's messages
+// wait in the grain's backlog; refused there, or the oldest dropped, a
+// loop of 300,000 tells to a counter lost its 10,000th and on under the
+// race detector. Meanwhile the partition's other grains are served.
+func TestAFloodPastTheBacklogLimitOfAServedGrainWaitsForRoom(t *testing.T) {
+	for _, policy := range []silo.Overflow{silo.RejectNewest, silo.DropOldest} {
+		t.Run(policyName(policy), func(t *testing.T) {
+			const (
+				flood = 3_000
+				limit = 50
+				work  = 50 * time.Microsecond
+			)
+			var done atomic.Int64
+			s := newSilo(t, silo.Config{Partitions: 1, QueueCapacity: 1024}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "flooded", func(grain.ID) flooded { return flooded{&done, work} },
+					silo.WithMaxBacklog(limit, policy)))
+			})
+			ctx := ctxT(t)
+			hot := grain.NewID("flooded", "hot")
+			other := make(chan int64, 1)
+			go func() {
+				// asked while the flood goes on: the partition serves it
+				n, err := silo.Call[int64](ctx, s, grain.NewID("flooded", "other"), "")
+				if err != nil {
+					n = -1
+				}
+				other <- n
+			}()
+			for i := range flood {
+				require.NoError(t, s.Tell(ctx, hot, struct{}{}), "tell %d", i)
+			}
+			n, err := silo.Call[int64](ctx, s, hot, "all of it")
+			require.NoError(t, err)
+			require.EqualValues(t, flood, n)
+			require.GreaterOrEqual(t, <-other, int64(0))
+			require.Empty(t, s.Stats().DeadLetters)
+			require.NotZero(t, s.Stats().QueueWaits, "the senders waited for room")
+		})
+	}
+}
+
+func policyName(o silo.Overflow) string {
+	if o == silo.DropOldest {
+		return "DropOldest"
+	}
+	return "RejectNewest"
+}
