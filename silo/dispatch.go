@@ -145,7 +145,11 @@ func (p *partition) backlogFull(a *act) {
 		p.hold(a)
 		return
 	}
-	if a.Mailbox.Len() >= a.k.maxBacklog {
+	n := a.Mailbox.Len()
+	if len(p.holders) > 0 {
+		n -= p.heldBase(a) // what it held while served does not count (hold)
+	}
+	if n >= a.k.maxBacklog {
 		switch a.k.overflow {
 		case DropOldest:
 			old, _ := p.mbPop(a)
@@ -157,7 +161,7 @@ func (p *partition) backlogFull(a *act) {
 			// limit by what was in flight, which the queue capacity bounds.
 			p.setOverfull(a, true)
 		}
-	} else if a.k.overflow == RejectNewest {
+	} else if a.k.overflow == RejectNewest && n+1 >= a.k.maxBacklog {
 		p.setOverfull(a, true) // before the push: once the backlog shows full, senders are refused
 	}
 }

@@ -18,7 +18,10 @@
 // parallel. When a turn blocks (a Call, I/O, a sleep) for longer than
 // Config.HandoffThreshold, or calls another grain, the partition is handed to
 // a new goroutine while the blocked grain's own later messages wait for it in
-// order. See docs/architecture.md and docs/calls.md.
+// order. A grain sent a flood of messages shares its partition a time slice
+// (a few milliseconds) at a time, so the partition's other grains do not
+// wait for the whole flood; its senders wait for room once its backlog is
+// full. See docs/architecture.md and docs/calls.md.
 //
 // A grain runs one turn at a time unless its kind says otherwise, and then
 // only while a turn waits — in a Call, or in Await: WithReentrant lets every

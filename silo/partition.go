@@ -50,9 +50,9 @@ type partition struct {
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
 	ready      []*act
 	rhead      int
-	round      uint16 // counts rounds; a grain's Round is the last in which a message ran as it came
-	sliceAt    uint32 // the monitor's looks when the round began delivering (sliceOver)
-	holders    []*act // served grains whose full backlog holds the queue (hold)
+	round      uint16      // counts rounds; a grain's Round is the last in which a message ran as it came
+	sliceAt    uint32      // the monitor's looks when the round began delivering (sliceOver)
+	holders    []heldGrain // served grains whose full backlog holds the queue (hold)
 	batch      queues.Batch[queues.Envelope, ctl]
 	multiP     bool // GOMAXPROCS > 1 at Start: prefetchAhead pays (see prefetchMin)
 	ctls       []ctl

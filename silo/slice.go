@@ -45,6 +45,19 @@ func (p *partition) served(a *act) bool {
 		!a.wantsDeactivate() && !a.isStopping()
 }
 
+// heldGrain is a served grain whose full backlog holds (or held) its
+// partition's queue.
+type heldGrain struct {
+	a *act
+	// off: a turn of the grain went off the partition since (handed off:
+	// blocked, or its goroutine preempted for a look of the monitor), so
+	// its queue is not held; base is its backlog then, which it had taken
+	// while served: its backlog limit counts what comes past it
+	// (backlogFull)
+	off  bool
+	base int
+}
+
 // hold stops the partition taking messages from its queue while a, served
 // but sent messages faster than it handles them, has a full backlog. A
 // grain that ran each message as it came kept up by holding the partition
@@ -54,30 +67,65 @@ func (p *partition) served(a *act) bool {
 // lose messages the same program never lost before: a loop of 300,000
 // tells to a counter, under the race detector, was refused at its
 // 10,000th. So its senders still wait for room in the queue, bounded by
-// their ctx, while the partition's grains work through what it took; a
-// grain whose turns do not run — one blocked in a turn, or deactivating —
-// overflows by its policy instead (backlogFull).
+// their ctx, while the partition's grains work through what it took.
+//
+// A grain whose turns do not run overflows by its policy instead
+// (backlogFull) — one blocked in a turn, where a held queue would hold
+// every grain of the partition for as long (and the message its turn waits
+// for, if it calls a grain there). One that held the queue and then went
+// off the partition counts toward its limit only what came after: a turn
+// handed off because its goroutine waited for a core — on a loaded
+// machine, any turn may be — left it with the backlog it held, and the
+// next message would have been refused.
 func (p *partition) hold(a *act) {
-	for _, h := range p.holders {
-		if h == a {
+	for i := range p.holders {
+		if h := &p.holders[i]; h.a == a {
+			h.off = false
 			return
 		}
 	}
-	p.holders = append(p.holders, a)
+	p.holders = append(p.holders, heldGrain{a: a})
 }
 
-// holding drops the holds whose grains have room in their backlog again,
-// or are no longer served (its turn blocks: it may be waiting for a
-// message in the queue; or it goes), and reports whether one remains:
-// then the owner takes only its control items from the queue.
+// holding updates the holds and reports whether one holds the queue now:
+// then the owner takes only its control items. A hold goes when its grain
+// has room in its backlog again while served, or goes away; it lets the
+// queue go, kept for its base, while a turn of the grain is off the
+// partition.
 func (p *partition) holding() bool {
-	kept := p.holders[:0]
-	for _, a := range p.holders {
-		if p.served(a) && a.Mailbox.Len() >= a.k.maxBacklog {
-			kept = append(kept, a)
+	kept, held := p.holders[:0], false
+	for _, h := range p.holders {
+		a := h.a
+		switch {
+		case p.mode != modeRunning || a.State() != activation.Active || a.wantsDeactivate() || a.isStopping():
+			continue
+		case a.busy():
+			if !h.off {
+				h.off, h.base = true, a.Mailbox.Len()
+			}
+		case a.Mailbox.Len() >= a.k.maxBacklog:
+			h.off = false
+			held = true
+		default:
+			continue // room again
 		}
+		kept = append(kept, h)
 	}
 	clear(p.holders[len(kept):])
 	p.holders = kept
-	return len(kept) > 0
+	return held
+}
+
+// heldBase returns the backlog a grain that held its partition's queue had
+// when its turn went off the partition, and 0 for any other grain.
+func (p *partition) heldBase(a *act) int {
+	for i := range p.holders {
+		if h := &p.holders[i]; h.a == a {
+			if !h.off {
+				h.off, h.base = true, a.Mailbox.Len()
+			}
+			return h.base
+		}
+	}
+	return 0
 }
