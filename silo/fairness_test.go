@@ -134,3 +134,51 @@ func policyName(o silo.Overflow) string {
 	}
 	return "RejectNewest"
 }
+
+// A grain refused for a full backlog while its turn was blocked takes
+// messages again as soon as its turns run, though its backlog is still
+// full: its senders then wait for room, as for any grain served (hold).
+// Refused until its backlog went below the limit, a loop of tells to a
+// counter whose turn had been handed off for want of a core lost half its
+// messages on a loaded machine.
+func TestAGrainServedAgainTakesMessagesThoughItsBacklogIsFull(t *testing.T) {
+	const limit = 5
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "printer", func(grain.ID) *printer { return &printer{} },
+			silo.WithMaxBacklog(limit, silo.RejectNewest)))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("printer", "p")
+	started1, release1 := make(chan struct{}), make(chan struct{})
+	started2, release2 := make(chan struct{}), make(chan struct{})
+	var closed1, closed2 bool
+	t.Cleanup(func() { // before the silo closes, should the test fail
+		if !closed1 {
+			close(release1)
+		}
+		if !closed2 {
+			close(release2)
+		}
+	})
+	require.NoError(t, s.Tell(ctx, id, holdUntil{started1, release1}))
+	<-started1
+	// Queued behind the held turn before it is handed off, all taken: the
+	// backlog passes its limit by what was in flight.
+	require.NoError(t, s.Tell(ctx, id, holdUntil{started2, release2}))
+	const more = 3 * limit
+	for range more {
+		require.NoError(t, s.Tell(ctx, id, printDoc{}))
+	}
+	waitBacklog(t, s, more+1) // handed off, its backlog delivered
+	require.ErrorIs(t, s.Tell(ctx, id, printDoc{}), silo.ErrOverloaded, "full while its turn is blocked")
+
+	close(release1)
+	closed1 = true
+	<-started2 // its turns run again; the backlog is still past its limit
+	require.NoError(t, s.Tell(ctx, id, printDoc{}), "served again: taken")
+	close(release2)
+	closed2 = true
+	jobs, err := silo.Call[int](ctx, s, id, printDoc{})
+	require.NoError(t, err)
+	require.Equal(t, more+2, jobs)
+}

@@ -227,6 +227,16 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	if a.wantsDeactivate() || a.Mailbox.Len() > 0 {
 		p.makeReady(a)
 	}
+	if a.isOverfull() && p.served(a) {
+		// Filled while its turn was off the partition, and served again:
+		// its senders wait for room now, not refused (slice.go). Refused
+		// until its backlog went below the limit, a loop of tells to a
+		// counter whose turn was handed off for want of a core lost half.
+		p.setOverfull(a, false)
+		if a.Mailbox.Len() >= a.k.maxBacklog {
+			p.hold(a)
+		}
+	}
 }
 
 // resolve answers an ask whose turn finish has just counted. The count is
