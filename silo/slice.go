@@ -19,8 +19,8 @@ import "github.com/granary-go/granary/activation"
 // grain ready, instead of running then; the other grains' messages still
 // run as they come, and the ready grains then take their steps in turn —
 // the flood's grain one message a step — for a slice of their own
-// (runReady). The flood's backlog counts against the grain's backlog limit
-// from then on, as any backlog does (WithMaxBacklog).
+// (runReady). Once the flood's backlog is full, the partition takes no
+// more messages until it has room, and the senders wait for room (hold).
 //
 // The monitor's looks are the clock: reading one is an atomic load, and
 // only a grain's second message in a round pays it. The monitor looks on
