@@ -87,7 +87,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	}
 	deferred := false
 	if a.State() == activation.Active && !a.wantsDeactivate() && !a.busy() && a.Mailbox.Len() == 0 {
-		if a.Round != p.round || !p.sliceOver(p.sliceAt) {
+		if a.Round != p.round || !p.sliceOver(p.sliceAt, deliverLooks) {
 			a.Round = p.round
 			if p.lru != nil {
 				p.lru.Get(a.ID)
@@ -256,7 +256,7 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	}
 	at := p.s.dog.looks.Load()
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n > 0 && p.sliceOver(at) {
+		if n > 0 && p.sliceOver(at, stepLooks) {
 			break // a slice of steps: what came meanwhile goes next (slice.go)
 		}
 		a := p.ready[p.rhead]

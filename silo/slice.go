@@ -13,12 +13,12 @@ import "github.com/granary-go/granary/activation"
 // behind the flood waited for all of it (2,000 turns of 200 µs: an ask to
 // another grain of the partition waited 0.4 s; TestAFloodToOneGrainHolds
 // ItsPartitionASliceNotTheWholeFlood). So a round has a slice: once the
-// handoff monitor has looked sliceLooks times since the round began
+// handoff monitor has looked deliverLooks times since the round began
 // delivering (one to two HandoffThresholds: 5–10 ms by default), a message
 // for a grain that already ran a turn this round waits in its mailbox, the
 // grain ready, instead of running then; the other grains' messages still
 // run as they come, and the ready grains then take their steps in turn —
-// the flood's grain one message a step — for a slice of their own
+// the flood's grain one message a step — until the monitor's next look
 // (runReady). Once the flood's backlog is full, the partition takes no
 // more messages until it has room, and the senders wait for room (hold).
 //
@@ -27,14 +27,24 @@ import "github.com/granary-go/granary/activation"
 // real time while any owner is awake, so a round that takes its time is
 // sliced, whatever clock the silo's grains see.
 
-// sliceLooks is how many of the monitor's looks a round's deliveries, and
-// then its ready grains' steps, run for before they yield to what waits.
-const sliceLooks = 2
+// How many of the monitor's looks a round's deliveries (deliverLooks),
+// and then its ready grains' steps (stepLooks), run for before they yield
+// to what waits. Two looks make sure the deliveries have run a whole
+// HandoffThreshold: at one, a round of ordinary length that a look fell
+// in — one in a few, in `tell` — deferred its grains' second messages,
+// each to a mailbox made for it (`tell` and `zipf` a third slower). The
+// steps stop at the next look: the rounds of a flood fall in step with
+// the looks, and at two a grain of the partition waited 10 ms a round for
+// the flood's steps, at one 5.
+const (
+	deliverLooks = 2
+	stepLooks    = 1
+)
 
-// sliceOver reports whether the monitor has looked sliceLooks times since
-// its looks numbered at.
-func (p *partition) sliceOver(at uint32) bool {
-	return p.s.dog.looks.Load()-at >= sliceLooks
+// sliceOver reports whether the monitor has looked n times since its looks
+// numbered at.
+func (p *partition) sliceOver(at, n uint32) bool {
+	return p.s.dog.looks.Load()-at >= n
 }
 
 // served reports whether a's turns run as the partition comes to them — it

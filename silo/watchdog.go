@@ -36,7 +36,7 @@ type watchdog struct {
 	// (yield.go); counted down at each look
 	hogged atomic.Int32
 	// looks counts the monitor's looks: an owner's round that has seen
-	// sliceLooks of them has had its time slice (partition.sliceOver)
+	// deliverLooks of them has had its time slice (partition.sliceOver)
 	looks atomic.Uint32
 }
 
