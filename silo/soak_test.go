@@ -124,6 +124,14 @@ func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
 	t.Run("bursts of idleness", func(t *testing.T) {
 		soakShaped(t, soakShape{grains: 3000, jumps: true}, 2*time.Second, true, func(c *silo.Config) { c.MaxActivations = 0 })
 	})
+	// One message in three to one grain: its rounds run past their time
+	// slice, its messages wait in its backlog, which fills and holds the
+	// partition's queue while its turns run, and overflows while one is
+	// handed off — with Stops, Deactivates and the shutdown racing, and
+	// senders waiting for room in queues of eight.
+	t.Run("a flood to one grain", func(t *testing.T) {
+		soakShaped(t, soakShape{grains: 100, hot: true}, 2*time.Second, true, func(c *silo.Config) { c.QueueCapacity = 8 })
+	})
 }
 
 // soakShape is what soakShaped loads: how many grains, and whether the
@@ -131,6 +139,7 @@ func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
 type soakShape struct {
 	grains int
 	jumps  bool
+	hot    bool // one message in three to grain 0
 }
 
 func soak(t *testing.T, shutdownDeadline time.Duration, interleaving bool, tweak ...func(*silo.Config)) {
@@ -265,6 +274,9 @@ func soakShaped(t *testing.T, shape soakShape, shutdownDeadline time.Duration, i
 					m.await, m.peek = r.IntN(10) == 0, r.IntN(3) == 0
 				}
 				target := grain.NewIntID("soak", int64(r.IntN(grains)))
+				if shape.hot && r.IntN(3) == 0 {
+					target = grain.NewIntID("soak", 0)
+				}
 				if r.IntN(5) == 0 { // one message in five to a stateless worker
 					target = grain.NewIntID("soakw", int64(r.IntN(grains/10)))
 				}
