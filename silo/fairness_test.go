@@ -125,6 +125,7 @@ func TestAFloodPastTheBacklogLimitOfAServedGrainWaitsForRoom(t *testing.T) {
 			}
 			require.Zero(t, refused)
 			require.Zero(t, dropped)
+			require.NotZero(t, st.BacklogHolds, "its full backlog held the queue")
 		})
 	}
 }
@@ -137,13 +138,15 @@ func policyName(o silo.Overflow) string {
 
 // A grain refused for a full backlog while its turn was blocked takes
 // messages again as soon as its turns run, though its backlog is still
-// full: its senders then wait for room, as for any grain served (hold).
+// full: its senders then wait for room, as for any grain served (hold),
+// and the hold is counted and logged.
 // Refused until its backlog went below the limit, a loop of tells to a
 // counter whose turn had been handed off for want of a core lost half its
 // messages on a loaded machine.
 func TestAGrainServedAgainTakesMessagesThoughItsBacklogIsFull(t *testing.T) {
 	const limit = 5
-	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+	var logs syncBuffer
+	s := newSilo(t, silo.Config{Partitions: 1, Logger: newTextLogger(&logs)}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "printer", func(grain.ID) *printer { return &printer{} },
 			silo.WithMaxBacklog(limit, silo.RejectNewest)))
 	})
@@ -181,4 +184,10 @@ func TestAGrainServedAgainTakesMessagesThoughItsBacklogIsFull(t *testing.T) {
 	jobs, err := silo.Call[int](ctx, s, id, printDoc{})
 	require.NoError(t, err)
 	require.Equal(t, more+2, jobs)
+	// Served with its backlog full, it held its partition's queue: counted
+	// and logged, naming it.
+	require.NotZero(t, s.Stats().BacklogHolds)
+	s.WaitLogged()
+	require.Contains(t, logs.String(), `msg="granary: a grain's backlog is full while its turns run`)
+	require.Contains(t, logs.String(), "grain=printer/p")
 }

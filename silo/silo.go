@@ -88,9 +88,11 @@ type Silo struct {
 	shedCount atomic.Uint64
 	// sends that waited for room in a full partition queue (Stats().QueueWaits)
 	queueWaits atomic.Uint64
-	deacts     [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
-	shed       shedState                                   // the idle ticker's
-	gcRuns     sync.WaitGroup                              // GCs the ticker asked for (memory.go)
+	// holds a grain's full backlog put on its partition's queue (Stats().BacklogHolds)
+	backlogHolds atomic.Uint64
+	deacts       [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
+	shed         shedState                                   // the idle ticker's
+	gcRuns       sync.WaitGroup                              // GCs the ticker asked for (memory.go)
 
 	// Last, off the lines that sends and owners read:
 	liveTurns   atomic.Int64  // what turns counts, readable without waiting (offturns.go)

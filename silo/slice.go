@@ -1,6 +1,10 @@
 package silo
 
-import "github.com/granary-go/granary/activation"
+import (
+	"log/slog"
+
+	"github.com/granary-go/granary/activation"
+)
 
 // Time slices: a grain sent a flood of messages shares its partition with
 // the partition's other grains, as Orleans' scheduler runs an activation's
@@ -90,11 +94,24 @@ type heldGrain struct {
 func (p *partition) hold(a *act) {
 	for i := range p.holders {
 		if h := &p.holders[i]; h.a == a {
-			h.off = false
+			if h.off {
+				h.off = false
+				p.holdBegins(a)
+			}
 			return
 		}
 	}
 	p.holders = append(p.holders, heldGrain{a: a})
+	p.holdBegins(a)
+}
+
+// holdBegins counts and logs a hold of the queue by a: the grain a program
+// sends more than it handles, which its senders' waits alone would not
+// name.
+func (p *partition) holdBegins(a *act) {
+	p.s.backlogHolds.Add(1)
+	p.s.log(slog.LevelWarn, "granary: a grain's backlog is full while its turns run: its partition takes no more messages until it has room",
+		"grain", a.ID.String(), "backlog", a.Mailbox.Len(), "limit", a.k.maxBacklog)
 }
 
 // holding updates the holds and reports whether one holds the queue now:
