@@ -1,6 +1,8 @@
 package silo
 
 import (
+	"time"
+
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -255,9 +257,13 @@ func (p *partition) runReady(w *worker, budget int) bool {
 		return true
 	}
 	at := p.s.dog.looks.Load()
+	var from time.Time // the steps' clock (slice.go: stepShare), read from the second step on
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
 		if n > 0 && p.sliceOver(at, stepLooks) {
 			break // a slice of steps: what came meanwhile goes next (slice.go)
+		}
+		if n%stepCheck == 1 && p.othersWait(&from) {
+			break
 		}
 		a := p.ready[p.rhead]
 		p.ready[p.rhead] = nil

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/granary-go/granary/activation"
 )
@@ -22,14 +23,16 @@ import (
 // for a grain that already ran a turn this round waits in its mailbox, the
 // grain ready, instead of running then; the other grains' messages still
 // run as they come, and the ready grains then take their steps in turn —
-// the flood's grain one message a step — until the monitor's next look
-// (runReady). Once the flood's backlog is full, the partition takes no
+// the flood's grain one message a step — until the monitor's next look,
+// or for 1 ms while messages wait in the queue (runReady). Once the
+// flood's backlog is full, the partition takes no
 // more messages until it has room, and the senders wait for room (hold).
 //
-// The monitor's looks are the clock: reading one is an atomic load, and
-// only a grain's second message in a round pays it. The monitor looks on
-// real time while any owner is awake, so a round that takes its time is
-// sliced, whatever clock the silo's grains see.
+// The monitor's looks are the deliveries' clock: reading one is an atomic
+// load, and only a grain's second message in a round pays it. The monitor
+// looks on real time while any owner is awake, and the steps read the
+// real clock, so a round that takes its time is sliced, whatever clock
+// the silo's grains see.
 
 // How many of the monitor's looks a round's deliveries (deliverLooks),
 // and then its ready grains' steps (stepLooks), run for before they yield
@@ -44,6 +47,28 @@ const (
 	deliverLooks = 2
 	stepLooks    = 1
 )
+
+// While messages wait in the queue, the ready grains' steps stop sooner:
+// once they have run stepShare, read on the real clock every stepCheck
+// steps from the second (a round of one step reads none). A flood's
+// neighbours would otherwise wait for the monitor's next look, 5 ms at
+// the median.
+const (
+	stepShare = time.Millisecond
+	stepCheck = 4
+)
+
+// othersWait reports whether the ready grains' steps have run stepShare
+// since *from (set at the first call) and messages or control items wait
+// in the queue meanwhile.
+func (p *partition) othersWait(from *time.Time) bool {
+	now := time.Now()
+	if from.IsZero() {
+		*from = now
+		return false
+	}
+	return now.Sub(*from) >= stepShare && p.q.Len() > 0
+}
 
 // sliceOver reports whether the monitor has looked n times since its looks
 // numbered at.
