@@ -22,6 +22,9 @@ type countGrain struct {
 
 func (g *countGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
 	m := msg.(*bmsg)
+	if m.work {
+		spin(floodWork)
+	}
 	if m.count {
 		g.n++
 	}
@@ -87,6 +90,8 @@ func (t *granaryTarget) Caller() func(int64, *bmsg) (int, error) {
 		return silo.Call[int](ctx, t.s, grain.NewIntID("c", key), m)
 	}
 }
+
+func (t *granaryTarget) neighbours(n int) []int64 { return keysInPartition("c", 0, n) }
 
 func (t *granaryTarget) Signals() int64     { return t.sig.Load() }
 func (t *granaryTarget) StateSize() uintptr { return unsafe.Sizeof(countGrain{}) }

@@ -22,6 +22,9 @@ type paCounter struct {
 
 func (a *paCounter) Receive(c actor.Context) {
 	if m, ok := c.Message().(*bmsg); ok {
+		if m.work {
+			spin(floodWork)
+		}
 		if m.count {
 			a.n++
 		}

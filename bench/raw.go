@@ -125,6 +125,9 @@ func (s *rawSystem) close() {
 }
 
 func countHandler(sys *rawSystem, st *rawState, e *rawEnv) {
+	if e.m.work {
+		spin(floodWork)
+	}
 	if e.m.count {
 		st.n++
 	}
@@ -152,6 +155,17 @@ func (t *rawTarget) Ask(key int64, m *bmsg) (int, error) {
 }
 
 func (t *rawTarget) Caller() func(int64, *bmsg) (int, error) { return t.Ask }
+
+// neighbours returns n keys of one partition.
+func (t *rawTarget) neighbours(n int) []int64 {
+	var keys []int64
+	for k := int64(0); len(keys) < n; k++ {
+		if t.sys.part(k) == t.sys.part(0) {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
 
 func (t *rawTarget) Signals() int64     { return t.sys.sig.Load() }
 func (t *rawTarget) StateSize() uintptr { return unsafe.Sizeof(rawState{}) }

@@ -16,6 +16,7 @@ type bmsg struct {
 	reply  bool // reply with the count
 	count  bool // increment
 	signal bool // also count in the runtime's handled-signal counter
+	work   bool // spend floodWork of CPU first (the flood workload)
 }
 
 var (
@@ -23,6 +24,7 @@ var (
 	askMsg    = &bmsg{count: true, reply: true}
 	peekMsg   = &bmsg{reply: true}
 	signalMsg = &bmsg{count: true, signal: true}
+	floodMsg  = &bmsg{count: true, signal: true, work: true}
 )
 
 // target is what the generic workloads need of an implementation: a counting
@@ -93,6 +95,7 @@ var workloads = map[string]map[string]workloadFunc{
 	"activate": generic(runActivate),
 	"pingpong": {"granary": pingGranary, "protoactor": pingProto, "raw": pingRaw},
 	"blocked":  {"granary": blockedGranary, "raw": blockedRaw},
+	"flood":    generic(runFlood),
 }
 
 var sizes = map[string][2]params{
@@ -102,10 +105,11 @@ var sizes = map[string][2]params{
 	"activate": {{msgs: 1_000_000}, {msgs: 100_000}},
 	"zipf":     {{grains: 100_000, producers: 2, msgs: 10_000_000}, {grains: 100_000, producers: 2, msgs: 400_000}},
 	"blocked":  {{grains: 1000, msgs: 20_000, block: 2 * time.Second}, {grains: 1000, msgs: 2_000, block: 200 * time.Millisecond}},
+	"flood":    {{grains: 100, msgs: 10_000}, {grains: 100, msgs: 1_000}},
 }
 
 func workloadNames() []string {
-	return []string{"tell", "ask", "pingpong", "activate", "zipf", "blocked"}
+	return []string{"tell", "ask", "pingpong", "activate", "zipf", "blocked", "flood"}
 }
 
 func runChild(workload, impl string, quick bool) Result {

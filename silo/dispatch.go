@@ -1,8 +1,6 @@
 package silo
 
 import (
-	"time"
-
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -257,13 +255,15 @@ func (p *partition) runReady(w *worker, budget int) bool {
 		return true
 	}
 	at := p.s.dog.looks.Load()
-	var from time.Time // the steps' clock (slice.go: stepShare), read from the second step on
+	// Every grain ready now steps before the steps' share applies: that
+	// share is for the grains that step again (a flood's), not a cut in
+	// the ready grains' turn — cut there, a partition that fell behind
+	// with many grains ready (`tell` on a slow machine) stayed behind.
+	first := len(p.ready) - p.rhead
+	clk := stepClock{next: 1}
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n > 0 && p.sliceOver(at, stepLooks) {
+		if n > 0 && (p.sliceOver(at, stepLooks) || n >= first && p.othersWait(&clk, n)) {
 			break // a slice of steps: what came meanwhile goes next (slice.go)
-		}
-		if n%stepCheck == 1 && p.othersWait(&from) {
-			break
 		}
 		a := p.ready[p.rhead]
 		p.ready[p.rhead] = nil

@@ -8,21 +8,32 @@ import (
 )
 
 // othersWait stops a run of ready steps once they have run stepShare and
-// something waits in the queue: neither alone.
+// something waits in the queue: neither alone. It reads the clock after
+// each step while steps are slow, and less often while they are cheap.
 func TestOthersWaitNeedsBothTheShareAndWaitingWork(t *testing.T) {
 	s, err := New(Config{Partitions: 1})
 	require.NoError(t, err)
 	p := s.parts[0] // not started: nothing drains its queue
-	var from time.Time
-	require.False(t, p.othersWait(&from), "the first call starts the clock")
-	require.False(t, from.IsZero())
-	require.False(t, p.othersWait(&from), "nothing waits, and the share has not run")
+	c := stepClock{next: 1}
+	require.False(t, p.othersWait(&c, 0), "not its step to read")
+	require.False(t, c.started)
+	require.False(t, p.othersWait(&c, 1), "the first reading starts the clock")
+	require.True(t, c.started)
+	require.Equal(t, 2, c.next)
 
 	p.q.PushControl(ctl{})
-	require.False(t, p.othersWait(&from), "something waits, but the share has not run")
-	from = from.Add(-stepShare)
-	require.True(t, p.othersWait(&from), "the share has run, and something waits")
+	c.from = time.Now().Add(-stepShare / 2) // one slow step
+	require.False(t, p.othersWait(&c, 2), "something waits, but the share has not run")
+	require.Equal(t, 3, c.next, "slow steps: read after the next")
+	c.from = time.Now().Add(-stepShare)
+	require.True(t, p.othersWait(&c, 3), "the share has run, and something waits")
 
 	p.ctls = p.q.DrainControl(p.ctls[:0])
-	require.False(t, p.othersWait(&from), "the share has run, but nothing waits")
+	require.False(t, p.othersWait(&c, 3), "the share has run, but nothing waits")
+
+	cheap := stepClock{next: 1}
+	require.False(t, p.othersWait(&cheap, 1))
+	require.False(t, p.othersWait(&cheap, 1+maxStride)) // however fast it ran
+	require.Greater(t, cheap.next, 1+maxStride+1, "cheap steps: read less often")
+	require.LessOrEqual(t, cheap.next, 1+2*maxStride)
 }
