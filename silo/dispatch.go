@@ -255,14 +255,13 @@ func (p *partition) runReady(w *worker, budget int) bool {
 		return true
 	}
 	at := p.s.dog.looks.Load()
-	// Every grain ready now steps before the steps' share applies: that
-	// share is for the grains that step again (a flood's), not a cut in
-	// the ready grains' turn — cut there, a partition that fell behind
-	// with many grains ready (`tell` on a slow machine) stayed behind.
+	// Every grain ready now steps before the steps' share applies, and it
+	// applies to a few grains stepping again (a flood's) only: a cut in a
+	// partition behind with many grains ready kept it behind (slice.go).
 	first := len(p.ready) - p.rhead
 	clk := stepClock{next: 1}
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n > 0 && (p.sliceOver(at, stepLooks) || n >= first && p.othersWait(&clk, n)) {
+		if n > 0 && (p.sliceOver(at, stepLooks) || n >= first && len(p.ready)-p.rhead <= shareFew && p.othersWait(&clk, n)) {
 			break // a slice of steps: what came meanwhile goes next (slice.go)
 		}
 		a := p.ready[p.rhead]
