@@ -255,14 +255,16 @@ func (p *partition) runReady(w *worker, budget int) bool {
 		return true
 	}
 	at := p.s.dog.looks.Load()
-	// Every grain ready now steps before the steps' share applies, and it
-	// applies to a few grains stepping again (a flood's) only: a cut in a
-	// partition behind with many grains ready kept it behind (slice.go).
+	// Every grain ready now steps before a slice can end the steps, and
+	// only a grain with a deep backlog stepping again (a flood's) ends it:
+	// a cut in a partition behind with many grains ready kept it behind
+	// (slice.go).
 	first := len(p.ready) - p.rhead
 	clk := stepClock{next: 1}
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n > 0 && (p.sliceOver(at, stepLooks) || n >= first && len(p.ready)-p.rhead <= shareFew && p.othersWait(&clk, n)) {
-			break // a slice of steps: what came meanwhile goes next (slice.go)
+		if n >= first && n > 0 && p.ready[p.rhead].Mailbox.Len() >= floodDepth &&
+			(p.sliceOver(at, stepLooks) || p.othersWait(&clk, n)) {
+			break // a flood's slice of steps: what came meanwhile goes next (slice.go)
 		}
 		a := p.ready[p.rhead]
 		p.ready[p.rhead] = nil

@@ -24,8 +24,8 @@ import (
 // grain ready, instead of running then; the other grains' messages still
 // run as they come, and the ready grains then take their steps in turn —
 // the flood's grain one message a step — until the monitor's next look,
-// or, for a grain stepping again, for 200 µs while messages wait in the
-// queue (runReady). Once the flood's backlog is full, the partition takes
+// or for 200 µs of the flood's steps while messages wait in the queue
+// (runReady). Once the flood's backlog is full, the partition takes
 // no more messages until it has room, and the senders wait for room
 // (hold).
 //
@@ -36,8 +36,8 @@ import (
 // the silo's grains see.
 
 // How many of the monitor's looks a round's deliveries (deliverLooks),
-// and then its ready grains' steps (stepLooks), run for before they yield
-// to what waits. Two looks make sure the deliveries have run a whole
+// and then a flood's steps (stepLooks), run for before they yield to what
+// waits. Two looks make sure the deliveries have run a whole
 // HandoffThreshold: at one, a round of ordinary length that a look fell
 // in — one in a few, in `tell` — deferred its grains' second messages,
 // each to a mailbox made for it (`tell` and `zipf` a third slower). The
@@ -49,28 +49,30 @@ const (
 	stepLooks    = 1
 )
 
-// While messages wait in the queue, the steps of a few grains that step
-// again in a round (every grain ready at its start has had its step, and
-// shareFew or fewer are ready: a flood's grain, not a partition behind
-// with thousands of grains ready; runReady) stop sooner: once they have
-// run stepShare on the real clock. Cut for any number of grains, the
-// steps of a partition that fell behind in `tell` — a round slow on a
-// busy machine, its grains' second messages deferred — got 200 µs a
-// round while each grain was sent more than a message a round: every
-// message went through a mailbox from then on, for good (4.4 million of
-// the 10 million took a step; 3.7–4.3 M/s against 9–12). runReady
-// reads the clock at the first such step, and then about every stepGrain
-// of steps — after each step when they are slow (a flood's turns of some
-// work), after up to maxStride when they are cheap, where a read would
-// cost a tenth of one. A flood's neighbours waited for the monitor's next
-// look, 5 ms at the median; with a share of 1 ms read every fourth step,
-// 0.7 ms (the bench's `flood`); now 0.28 ms, the flood's own rate
-// unchanged.
+// A flood's steps — a grain with floodDepth messages or more waiting,
+// stepping again in a round once every grain ready at the round's start
+// has had its step (runReady) — stop at the monitor's next look, and,
+// while messages wait in the queue, once they have run stepShare on the
+// real clock. runReady reads the clock at the first such step, and then
+// about every stepGrain of steps — after each step when they are slow (a
+// flood's turns of some work), after up to maxStride when they are cheap,
+// where a read would cost a tenth of one. A flood's neighbours waited for
+// the monitor's next look, 5 ms at the median; with a share of 1 ms read
+// every fourth step, 0.7 ms (the bench's `flood`); now 0.28 ms, the
+// flood's own rate unchanged.
+//
+// Only a deep backlog ends the steps: a slice for any steps kept a
+// partition behind for good once it fell behind with many grains ready —
+// in `tell`, a round slow on a busy machine deferred its grains' second
+// messages; with the steps cut while each grain was sent more than a
+// message a round, every message went through a mailbox from then on
+// (4.4 million of the 10 million took a step: 3.7–4.3 M/s against 9–12;
+// beside two CPU-bound goroutines, 2.8 against 5.4).
 const (
-	shareFew  = 8
-	stepShare = 200 * time.Microsecond
-	stepGrain = 20 * time.Microsecond
-	maxStride = 64
+	floodDepth = 16
+	stepShare  = 200 * time.Microsecond
+	stepGrain  = 20 * time.Microsecond
+	maxStride  = 64
 )
 
 // stepClock is runReady's reading of the real clock: when its steps began
