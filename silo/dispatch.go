@@ -262,7 +262,7 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	first := len(p.ready) - p.rhead
 	clk := stepClock{next: 1}
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n >= first && n > 0 && p.ready[p.rhead].Mailbox.Len() >= floodDepth &&
+		if n >= first && p.ready[p.rhead].Mailbox.Len() >= floodDepth &&
 			(p.sliceOver(at, stepLooks) || p.othersWait(&clk, n)) {
 			break // a flood's slice of steps: what came meanwhile goes next (slice.go)
 		}

@@ -16,8 +16,9 @@ import (
 // messages to one grain — thousands sent in a loop, each turn doing some
 // work — ran turn after turn while everything its partition was sent
 // behind the flood waited for all of it (2,000 turns of 200 µs: an ask to
-// another grain of the partition waited 0.4 s; TestAFloodToOneGrainHolds
-// ItsPartitionASliceNotTheWholeFlood). So a round has a slice: once the
+// another grain of the partition waited 0.4 s;
+// TestAFloodToOneGrainHoldsItsPartitionASliceNotTheWholeFlood). So a round
+// has a slice: once the
 // handoff monitor has looked deliverLooks times since the round began
 // delivering (one to two HandoffThresholds: 5–10 ms by default), a message
 // for a grain that already ran a turn this round waits in its mailbox, the
