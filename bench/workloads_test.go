@@ -93,7 +93,7 @@ func (c *counter) Close()                                  {}
 // count stops moving. It never hangs.
 func TestALostMessageFailsTheRun(t *testing.T) {
 	runs := map[string]func(target, params) (Result, error){
-		"tell": runTell, "zipf": runZipf, "ask": runAsk, "activate": runActivate,
+		"tell": runTell, "zipf": runZipf, "ask": runAsk, "activate": runActivate, "flood": runFlood,
 	}
 	for name, run := range runs {
 		t.Run(name, func(t *testing.T) {
