@@ -129,7 +129,8 @@ type Config struct {
 	// with ErrCallTooDeep. Default DefaultMaxCallDepth; negative means no
 	// limit.
 	MaxCallDepth int
-	// MaxBacklog is the default per-grain backlog limit of a kind.
+	// MaxBacklog is the default per-grain backlog limit of a kind
+	// (WithMaxBacklog; Overflow says what a full backlog does).
 	MaxBacklog int
 	// QueueCapacity is the most messages each partition queue holds.
 	QueueCapacity int

@@ -13,7 +13,13 @@ import (
 	"github.com/granary-go/granary/grain"
 )
 
-// Overflow is what a grain does with a message that finds its backlog full.
+// Overflow is what a grain does with a message that finds its backlog full
+// while no turn of the grain can run: one blocked in a turn (handed off),
+// activating, or on its way out. A grain whose turns run — sent messages
+// faster than it handles them — does neither: its partition takes no more
+// messages until the backlog has room, and senders wait for room in the
+// partition queue, bounded by their ctx (Stats().BacklogHolds counts such
+// holds).
 type Overflow uint8
 
 const (
@@ -109,7 +115,8 @@ func WithSupervision(s activation.Supervision) KindOption {
 	}
 }
 
-// WithMaxBacklog sets the kind's per-grain backlog limit and overflow policy.
+// WithMaxBacklog sets the kind's per-grain backlog limit and overflow policy
+// (see Overflow for when the policy applies).
 func WithMaxBacklog(n int, o Overflow) KindOption {
 	return func(k *kind) { k.maxBacklog, k.overflow = n, o }
 }
