@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -278,6 +279,51 @@ func ExampleSilo_Stop() {
 	// dead letter: {a} stopped
 	// dead letter: {b} stopped
 	// jobs of the fresh instance: 1
+}
+
+// A backlog limit refuses what comes for a grain whose turn is blocked
+// once its backlog is full (RejectNewest, the default policy): the caller
+// hears ErrOverloaded at once, and the refused message is a dead letter.
+// Once its turns run again it takes messages again; a grain whose turns
+// run but that is sent more than it handles makes its senders wait for
+// room instead.
+func ExampleWithMaxBacklog() {
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "printer", func(grain.ID) *printer { return &printer{} },
+		silo.WithMaxBacklog(2, silo.RejectNewest))
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	id := grain.NewID("printer", "office")
+	started, release := make(chan struct{}), make(chan struct{})
+	_ = s.Tell(ctx, id, holdUntil{started, release})
+	<-started // the printer jams in a turn
+	_ = s.Tell(ctx, id, printDoc{"a"})
+	_ = s.Tell(ctx, id, printDoc{"b"})
+	for backlog(s) < 2 { // both wait for it: its backlog is full
+		runtime.Gosched()
+	}
+	err := s.Tell(ctx, id, printDoc{"c"})
+	fmt.Println("refused:", errors.Is(err, silo.ErrOverloaded))
+	close(release) // unjammed: it prints what waits, and takes messages again
+	n, err := silo.Call[int](ctx, s, id, printDoc{"d"})
+	for errors.Is(err, silo.ErrOverloaded) { // not yet: a caller may try again
+		runtime.Gosched()
+		n, err = silo.Call[int](ctx, s, id, printDoc{"d"})
+	}
+	fmt.Println("jobs printed:", n, err)
+	// Output:
+	// refused: true
+	// jobs printed: 3 <nil>
+}
+
+// backlog is the number of messages waiting in grains' mailboxes.
+func backlog(s *silo.Silo) (n int) {
+	for _, b := range s.Stats().Backlog {
+		n += b
+	}
+	return n
 }
 
 // A transfer grain that, inside its turn, asks its peer to confirm.
