@@ -16,7 +16,8 @@ type Stats struct {
 	QueueDepth []int
 	// Backlog is the number of messages, per partition, that reached their
 	// grain and wait in its mailbox (behind a running turn, an activation,
-	// a restart or a deactivation).
+	// a restart or a deactivation, or behind the other grains of the
+	// partition while the grain is sent a flood: a round's time slice).
 	Backlog []int
 	// DeadLetters counts dead letters by reason. A dead letter is counted
 	// before an ask's caller gets its error, or a Tell its ErrOverloaded.
