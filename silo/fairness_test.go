@@ -55,7 +55,7 @@ func TestAFloodToOneGrainHoldsItsPartitionASliceNotTheWholeFlood(t *testing.T) {
 	t.Logf("%d of the flood's %d turns ran before the other grain's", ahead, flood)
 	require.Less(t, ahead, int64(flood/2), "the other grain waited for the flood")
 
-	// The flood is all handled, in order, behind the other grain's turn.
+	// The flood is all handled, behind the other grain's turn.
 	n, err := silo.Call[int64](ctx, s, hot, "all of it")
 	require.NoError(t, err)
 	require.EqualValues(t, flood, n)
