@@ -79,10 +79,9 @@ const (
 // stepClock is runReady's reading of the real clock: when its steps began
 // (read after the first) and at which step it reads next.
 type stepClock struct {
-	from    time.Time
-	n0      int
-	next    int
-	started bool
+	from time.Time // zero until the first reading
+	n0   int
+	next int
 }
 
 // othersWait reads the clock at step n, if it is c's next, and reports
@@ -93,8 +92,8 @@ func (p *partition) othersWait(c *stepClock, n int) bool {
 		return false
 	}
 	now := time.Now()
-	if !c.started {
-		c.from, c.n0, c.next, c.started = now, n, n+1, true
+	if c.from.IsZero() {
+		c.from, c.n0, c.next = now, n, n+1
 		return false
 	}
 	ran := now.Sub(c.from)
@@ -134,6 +133,14 @@ type heldGrain struct {
 	// (backlogFull)
 	off  bool
 	base int
+}
+
+// goOff records that a turn of h's grain went off the partition, with
+// the backlog it held then, unless that is known already.
+func (h *heldGrain) goOff() {
+	if !h.off {
+		h.off, h.base = true, h.a.Mailbox.Len()
+	}
 }
 
 // hold stops the partition taking messages from its queue while a, served
@@ -191,9 +198,7 @@ func (p *partition) holding() bool {
 		case p.mode != modeRunning || a.State() != activation.Active || a.wantsDeactivate() || a.isStopping():
 			continue
 		case a.busy():
-			if !h.off {
-				h.off, h.base = true, a.Mailbox.Len()
-			}
+			h.goOff()
 		case a.Mailbox.Len() >= a.k.maxBacklog:
 			h.off = false
 			held = true
@@ -212,9 +217,7 @@ func (p *partition) holding() bool {
 func (p *partition) heldBase(a *act) int {
 	for i := range p.holders {
 		if h := &p.holders[i]; h.a == a {
-			if !h.off {
-				h.off, h.base = true, a.Mailbox.Len()
-			}
+			h.goOff()
 			return h.base
 		}
 	}

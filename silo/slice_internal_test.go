@@ -16,9 +16,9 @@ func TestOthersWaitNeedsBothTheShareAndWaitingWork(t *testing.T) {
 	p := s.parts[0] // not started: nothing drains its queue
 	c := stepClock{next: 1}
 	require.False(t, p.othersWait(&c, 0), "not its step to read")
-	require.False(t, c.started)
+	require.True(t, c.from.IsZero())
 	require.False(t, p.othersWait(&c, 1), "the first reading starts the clock")
-	require.True(t, c.started)
+	require.False(t, c.from.IsZero())
 	require.Equal(t, 2, c.next)
 
 	p.q.PushControl(ctl{})
