@@ -254,7 +254,6 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	if p.rhead == len(p.ready) {
 		return true
 	}
-	at := p.s.dog.looks.Load()
 	// Every grain ready now steps before a slice can end the steps, and
 	// only a grain with a deep backlog stepping again (a flood's) ends it:
 	// a cut in a partition behind with many grains ready kept it behind
@@ -262,8 +261,7 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	first := len(p.ready) - p.rhead
 	clk := stepClock{next: 1}
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n >= first && p.ready[p.rhead].Mailbox.Len() >= floodDepth &&
-			(p.sliceOver(at, stepLooks) || p.othersWait(&clk, n)) {
+		if n >= first && p.ready[p.rhead].Mailbox.Len() >= floodDepth && p.othersWait(&clk, n) {
 			break // a flood's slice of steps: what came meanwhile goes next (slice.go)
 		}
 		a := p.ready[p.rhead]

@@ -52,6 +52,7 @@ type partition struct {
 	rhead      int
 	round      uint16      // counts rounds; a grain's Round is the last in which a message ran as it came
 	sliceAt    uint32      // the monitor's looks when the round began delivering (sliceOver)
+	deliverAt  time.Time   // when the round began delivering, read if grains waited ready from the round before (othersWait)
 	holders    []heldGrain // served grains whose full backlog holds the queue (hold)
 	batch      queues.Batch[queues.Envelope, ctl]
 	multiP     bool // GOMAXPROCS > 1 at Start: prefetchAhead pays (see prefetchMin)
@@ -239,6 +240,10 @@ func (p *partition) step(w *worker) bool {
 	// Messages are read in place (see runTurn for why that is safe).
 	p.round++
 	p.sliceAt = p.s.dog.looks.Load()
+	p.deliverAt = time.Time{}
+	if p.rhead < len(p.ready) {
+		p.deliverAt = time.Now()
+	}
 	ahead := p.multiP || p.dir.Len() >= prefetchMin
 	grains := p.dir.Len() >= grainPrefetchMin
 	for env := p.batch.Next(); env != nil; env = p.batch.Next() {

@@ -24,8 +24,8 @@ import (
 // for a grain that already ran a turn this round waits in its mailbox, the
 // grain ready, instead of running then; the other grains' messages still
 // run as they come, and the ready grains then take their steps in turn —
-// the flood's grain one message a step — until the monitor's next look,
-// or for 200 µs of the flood's steps while messages wait in the queue
+// the flood's grain one message a step — while messages wait in the
+// queue, for as long as the round's deliveries ran, 200 µs at least
 // (runReady). Once the flood's backlog is full, the partition takes
 // no more messages until it has room, and the senders wait for room
 // (hold).
@@ -36,31 +36,37 @@ import (
 // real clock, so a round that takes its time is sliced, whatever clock
 // the silo's grains see.
 
-// How many of the monitor's looks a round's deliveries (deliverLooks),
-// and then a flood's steps (stepLooks), run for before they yield to what
-// waits. Two looks make sure the deliveries have run a whole
-// HandoffThreshold: at one, a round of ordinary length that a look fell
-// in — one in a few, in `tell` — deferred its grains' second messages,
-// each to a mailbox made for it (`tell` and `zipf` a third slower). The
-// steps stop at the next look: the rounds of a flood fall in step with
-// the looks, and at two a grain of the partition waited 10 ms a round for
-// the flood's steps, at one 5.
-const (
-	deliverLooks = 2
-	stepLooks    = 1
-)
+// How many of the monitor's looks a round's deliveries run for before a
+// grain's further messages wait for its step. Two looks make sure the
+// deliveries have run a whole HandoffThreshold: at one, a round of
+// ordinary length that a look fell in — one in a few, in `tell` — deferred
+// its grains' second messages, each to a mailbox made for it (`tell` and
+// `zipf` a third slower).
+const deliverLooks = 2
 
 // A flood's steps — a grain with floodDepth messages or more waiting,
 // stepping again in a round once every grain ready at the round's start
-// has had its step (runReady) — stop at the monitor's next look, and,
-// while messages wait in the queue, once they have run stepShare on the
-// real clock. runReady reads the clock at the first such step, and then
-// about every stepGrain of steps — after each step when they are slow (a
-// flood's turns of some work), after up to maxStride when they are cheap,
-// where a read would cost a tenth of one. A flood's neighbours waited for
-// the monitor's next look, 5 ms at the median; with a share of 1 ms read
-// every fourth step, 0.7 ms (the bench's `flood`); now 0.28 ms, the
-// flood's own rate unchanged.
+// has had its step (runReady) — stop, while messages wait in the queue,
+// once they have run their share on the real clock: as long as the
+// round's deliveries ran before them, at least stepShare and at most a
+// HandoffThreshold. runReady reads the clock at the first such step, and
+// then about every stepGrain of steps — after each step when they are
+// slow (a flood's turns of some work), after up to maxStride when they are
+// cheap, where a read would cost a tenth of one.
+//
+// The floor is the flood's neighbours' wait: stopped at the monitor's next
+// look, they waited 5 ms at the median; with a share of 1 ms, 0.7 ms (the
+// bench's `flood`); at 200 µs, 0.28 ms, the flood's own rate unchanged.
+// The share as long as the deliveries is the flood's own: with a fixed
+// 200 µs, a hot grain of a busy partition — `zipf`'s first key, an eighth
+// of the messages, each turn cheap — was given 200 µs of steps for every
+// few milliseconds of a full queue's deliveries, fell behind for good, and
+// held its queue at its backlog limit: 32–41 holds a run, each logged as a
+// warning, and 0.3–0.7 million of the 10 million messages through a
+// mailbox; now none, and 0.002–0.02 million (the rate even, within the
+// machine's noise). Matching the deliveries, a flood takes at most half
+// its partition while other grains are sent messages, and all of it while
+// they are not.
 //
 // Only a deep backlog ends the steps: a slice for any steps kept a
 // partition behind for good once it fell behind with many grains ready —
@@ -77,16 +83,20 @@ const (
 )
 
 // stepClock is runReady's reading of the real clock: when its steps began
-// (read after the first) and at which step it reads next.
+// (read after the first), the share they may run, and at which step it
+// reads next.
 type stepClock struct {
-	from time.Time // zero until the first reading
-	n0   int
-	next int
+	from  time.Time // zero until the first reading
+	share time.Duration
+	n0    int
+	next  int
 }
 
 // othersWait reads the clock at step n, if it is c's next, and reports
-// whether the steps have run stepShare since c began and messages or
-// control items wait in the queue meanwhile.
+// whether the steps have run their share since c began and messages or
+// control items wait in the queue meanwhile. The share is set at the first
+// reading: the time since the round's deliveries began, if it was read
+// (partition.deliverAt), within [stepShare, HandoffThreshold].
 func (p *partition) othersWait(c *stepClock, n int) bool {
 	if n < c.next {
 		return false
@@ -94,10 +104,14 @@ func (p *partition) othersWait(c *stepClock, n int) bool {
 	now := time.Now()
 	if c.from.IsZero() {
 		c.from, c.n0, c.next = now, n, n+1
+		c.share = stepShare
+		if !p.deliverAt.IsZero() {
+			c.share = min(max(stepShare, now.Sub(p.deliverAt)), max(stepShare, p.s.cfg.HandoffThreshold))
+		}
 		return false
 	}
 	ran := now.Sub(c.from)
-	if ran >= stepShare && p.q.Len() > 0 {
+	if ran >= c.share && p.q.Len() > 0 {
 		return true
 	}
 	stride := maxStride

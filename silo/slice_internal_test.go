@@ -37,3 +37,37 @@ func TestOthersWaitNeedsBothTheShareAndWaitingWork(t *testing.T) {
 	require.Greater(t, cheap.next, 1+maxStride+1, "cheap steps: read less often")
 	require.LessOrEqual(t, cheap.next, 1+2*maxStride)
 }
+
+// A flood's steps may run as long as the round's deliveries ran before them
+// (partition.deliverAt, read when grains waited ready from the round
+// before), within [stepShare, HandoffThreshold]: a hot grain of a busy
+// partition is not held to 200 µs of steps for every few milliseconds of
+// the other grains' deliveries.
+func TestAFloodsShareIsAsLongAsTheDeliveries(t *testing.T) {
+	s, err := New(Config{Partitions: 1})
+	require.NoError(t, err)
+	p := s.parts[0] // not started: nothing drains its queue
+	p.q.PushControl(ctl{})
+	share := func(delivered time.Duration) time.Duration {
+		p.deliverAt = time.Time{}
+		if delivered > 0 {
+			p.deliverAt = time.Now().Add(-delivered)
+		}
+		c := stepClock{next: 1}
+		require.False(t, p.othersWait(&c, 1), "the first reading starts the clock")
+		return c.share
+	}
+	require.Equal(t, stepShare, share(0), "deliveries not timed: the floor")
+	require.Equal(t, stepShare, share(stepShare/4), "short deliveries: the floor")
+	require.GreaterOrEqual(t, share(2*time.Millisecond), 2*time.Millisecond)
+	require.Less(t, share(2*time.Millisecond), s.cfg.HandoffThreshold)
+	require.Equal(t, s.cfg.HandoffThreshold, share(time.Second), "a threshold at most")
+
+	c := stepClock{next: 1}
+	p.deliverAt = time.Now().Add(-2 * time.Millisecond)
+	require.False(t, p.othersWait(&c, 1))
+	c.from = time.Now().Add(-stepShare)
+	require.False(t, p.othersWait(&c, 2), "something waits, but the steps have run less than the deliveries")
+	c.from = time.Now().Add(-c.share)
+	require.True(t, p.othersWait(&c, c.next), "the steps have run as long as the deliveries, and something waits")
+}
