@@ -40,7 +40,7 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 		// The activation turn runs the first message too, so it needs no
 		// mailbox: most grains never have one.
 		a = p.activate(k, env.Target, env.Hash)
-		a.Round = p.round
+		p.ranInline(a)
 		return p.runTurn(w, a, tkActivate, env)
 	}
 	if a.isWorker() {
@@ -87,16 +87,16 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	}
 	deferred := false
 	if a.State() == activation.Active && !a.wantsDeactivate() && !a.busy() && a.Mailbox.Len() == 0 {
-		if a.Round != p.round || !p.sliceOver(p.sliceAt, deliverLooks) {
-			a.Round = p.round
+		if !p.overSlice(a) {
+			p.ranInline(a)
 			if p.lru != nil {
 				p.lru.Get(a.ID)
 			}
 			return p.runTurn(w, a, tkMessage, env)
 		}
-		// It ran this round, which has had its slice: the message waits
-		// for the grain's step, behind the partition's other work
-		// (slice.go).
+		// It ran this round, when the monitor looked, and the round has
+		// had its slice: the message waits for the grain's step, behind
+		// the partition's other work (slice.go).
 		deferred = true
 	}
 	// A busy grain that lets env in (a reentrant kind, or one whose

@@ -191,3 +191,47 @@ func TestAGrainServedAgainTakesMessagesThoughItsBacklogIsFull(t *testing.T) {
 	require.Contains(t, logs.String(), `msg="granary: a grain's backlog is full while its turns run`)
 	require.Contains(t, logs.String(), "grain=printer/p")
 }
+
+// A hot key of a busy partition — an eighth of its messages to one grain,
+// each turn cheap, the rest spread over a thousand grains — keeps pace.
+// Once a round has run long enough to defer the hot grain's messages to
+// its mailbox, its steps had 200 µs for every few milliseconds of the
+// other grains' deliveries: it fell further behind each round until its
+// backlog was full and held the queue (every sender waiting, a warning
+// logged), dozens of times a run of the bench's `zipf`. Its steps now run
+// as long as the deliveries did, and it catches up.
+func TestAHotKeyOfABusyPartitionKeepsPace(t *testing.T) {
+	const (
+		senders = 2
+		each    = 100_000
+		keys    = 1_000
+	)
+	s := newSilo(t, silo.Config{Partitions: 1}, nil)
+	ctx := ctxT(t)
+	hot := grain.NewID("counter", "hot")
+	errs := make(chan error, senders)
+	for range senders {
+		go func() {
+			for i := range each {
+				id := hot
+				if i%8 != 0 {
+					id = grain.NewIntID("counter", int64(i%keys))
+				}
+				if err := s.Tell(ctx, id, incr{1}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range senders {
+		require.NoError(t, <-errs)
+	}
+	n, err := silo.Call[int](ctx, s, hot, get{})
+	require.NoError(t, err)
+	require.Equal(t, senders*each/8, n, "the hot grain counted every message")
+	st := s.Stats()
+	require.Zero(t, st.BacklogHolds, "the hot grain fell behind until its backlog held the queue")
+	require.Empty(t, st.DeadLetters, "%v", st.DeadLetters)
+}

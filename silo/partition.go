@@ -50,7 +50,9 @@ type partition struct {
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
 	ready      []*act
 	rhead      int
-	round      uint16      // counts rounds; a grain's Round is the last in which a message ran as it came
+	round      uint16      // counts rounds, by two; a grain's Round is the last in which a message ran as it came (ranInline)
+	lookSeen   uint32      // the monitor's looks when the last message ran as it came (ranInline)
+	lastRan    *act        // the grain of that message, this round; nil before the first
 	sliceAt    uint32      // the monitor's looks when the round began delivering (sliceOver)
 	deliverAt  time.Time   // when the round began delivering, read if grains waited ready from the round before (othersWait)
 	holders    []heldGrain // served grains whose full backlog holds the queue (hold)
@@ -238,8 +240,9 @@ func (p *partition) step(w *worker) bool {
 		}
 	}
 	// Messages are read in place (see runTurn for why that is safe).
-	p.round++
+	p.round += 2 // the low bit of a grain's Round marks it blamed (ranInline)
 	p.sliceAt = p.s.dog.looks.Load()
+	p.lastRan = nil
 	p.deliverAt = time.Time{}
 	if p.rhead < len(p.ready) {
 		p.deliverAt = time.Now()

@@ -18,23 +18,32 @@ import (
 // behind the flood waited for all of it (2,000 turns of 200 µs: an ask to
 // another grain of the partition waited 0.4 s;
 // TestAFloodToOneGrainHoldsItsPartitionASliceNotTheWholeFlood). So a round
-// has a slice: once the
-// handoff monitor has looked deliverLooks times since the round began
-// delivering (one to two HandoffThresholds: 5–10 ms by default), a message
-// for a grain that already ran a turn this round waits in its mailbox, the
-// grain ready, instead of running then; the other grains' messages still
-// run as they come, and the ready grains then take their steps in turn —
-// the flood's grain one message a step — while messages wait in the
-// queue, for as long as the round's deliveries ran, 200 µs at least
-// (runReady). Once the flood's backlog is full, the partition takes
-// no more messages until it has room, and the senders wait for room
-// (hold).
+// has a slice: once the handoff monitor has looked deliverLooks times
+// since the round began delivering (one to two HandoffThresholds: 5–10 ms
+// by default), a message for a grain that was running a turn of this round
+// when the monitor looked (ranInline: the grain the round's time went to)
+// waits in its mailbox, the grain ready, instead of running then; the
+// other grains' messages still run as they come, and the ready grains then
+// take their steps in turn — the flood's grain one message a step — while
+// messages wait in the queue, for as long as the round's deliveries ran,
+// 200 µs at least (runReady). Once the flood's backlog is full, the
+// partition takes no more messages until it has room, and the senders wait
+// for room (hold).
+//
+// Deferring every grain that ran a turn in a long round, as the first
+// version did, sent a busy partition's whole traffic through mailboxes:
+// after a round of a full queue's cheap turns, hundreds of grains were
+// ready, each stepping about as often as it was sent a message, and a hot
+// grain among them — an eighth of the messages, one step in hundreds —
+// fell behind until its backlog held the queue
+// (TestAHotKeyOfABusyPartitionKeepsPace). Blamed by the looks, a round of
+// cheap turns defers a grain or two.
 //
 // The monitor's looks are the deliveries' clock: reading one is an atomic
-// load, and only a grain's second message in a round pays it. The monitor
-// looks on real time while any owner is awake, and the steps read the
-// real clock, so a round that takes its time is sliced, whatever clock
-// the silo's grains see.
+// load, one a message that runs as it came. The monitor looks on real
+// time while any owner is awake, and the steps read the real clock, so a
+// round that takes its time is sliced, whatever clock the silo's grains
+// see.
 
 // How many of the monitor's looks a round's deliveries run for before a
 // grain's further messages wait for its step. Two looks make sure the
@@ -48,8 +57,7 @@ const deliverLooks = 2
 // stepping again in a round once every grain ready at the round's start
 // has had its step (runReady) — stop, while messages wait in the queue,
 // once they have run their share on the real clock: as long as the
-// round's deliveries ran before them, at least stepShare and at most a
-// HandoffThreshold. runReady reads the clock at the first such step, and
+// round's deliveries ran before them, stepShare at least. runReady reads the clock at the first such step, and
 // then about every stepGrain of steps — after each step when they are
 // slow (a flood's turns of some work), after up to maxStride when they are
 // cheap, where a read would cost a tenth of one.
@@ -96,7 +104,7 @@ type stepClock struct {
 // whether the steps have run their share since c began and messages or
 // control items wait in the queue meanwhile. The share is set at the first
 // reading: the time since the round's deliveries began, if it was read
-// (partition.deliverAt), within [stepShare, HandoffThreshold].
+// (partition.deliverAt), stepShare at least.
 func (p *partition) othersWait(c *stepClock, n int) bool {
 	if n < c.next {
 		return false
@@ -106,7 +114,7 @@ func (p *partition) othersWait(c *stepClock, n int) bool {
 		c.from, c.n0, c.next = now, n, n+1
 		c.share = stepShare
 		if !p.deliverAt.IsZero() {
-			c.share = min(max(stepShare, now.Sub(p.deliverAt)), max(stepShare, p.s.cfg.HandoffThreshold))
+			c.share = max(stepShare, now.Sub(p.deliverAt))
 		}
 		return false
 	}
@@ -120,6 +128,32 @@ func (p *partition) othersWait(c *stepClock, n int) bool {
 	}
 	c.next = n + stride
 	return false
+}
+
+// ranInline records that a runs a message as it came, this round, and
+// blames the grain whose message ran before it if the monitor has looked
+// since that one began: the grain the round's time was going to then. A
+// look falls in a turn in proportion to the turn's length, so in a round
+// of cheap turns it blames one grain a look, at random; in a flood's, the
+// flood's grain, look after look.
+func (p *partition) ranInline(a *act) {
+	if l := p.s.dog.looks.Load(); l != p.lookSeen {
+		p.lookSeen = l
+		if b := p.lastRan; b != nil && b.Round == p.round {
+			b.Round = p.round | 1
+		}
+	}
+	if a.Round&^1 != p.round {
+		a.Round = p.round
+	}
+	p.lastRan = a
+}
+
+// overSlice reports whether a message for a, which could run as it came,
+// waits for a's step instead: a ran a message this round when the monitor
+// looked, and the round has had its slice.
+func (p *partition) overSlice(a *act) bool {
+	return a.Round == p.round|1 && p.sliceOver(p.sliceAt, deliverLooks)
 }
 
 // sliceOver reports whether the monitor has looked n times since its looks
