@@ -68,7 +68,7 @@ func (c *kindCache) remember(name string, k *kind) {
 // copies all 48 bytes with 16-byte loads, which wait for the 8-byte stores
 // that spilled the ID moments before (no store forwarding across them):
 // reading the one field in place made `tell` 5–11 % faster on two Ps and
-// 2.5 % on one, `zipf` 6–7 % (docs/performance.md, item 31). The kind is
+// 2.5 % on one, `zipf` 6–7 % (docs/performance-log.md, item 31). The kind is
 // grain.ID's first field, a string (grain's TestTheKindIsTheIDsFirstField
 // keeps it there).
 func kindName(id *grain.ID) string { return *(*string)(unsafe.Pointer(id)) }

@@ -14,7 +14,7 @@ import (
 // A partition keeps its grains' timers in one heap, earliest due first, and
 // one clock timer armed for the earliest (partitionTimers): a clock timer
 // for each grain timer held a runtime timer and a closure for as long as it
-// ran, and made a fresh pair every period (docs/performance.md, item 34).
+// ran, and made a fresh pair every period (docs/performance-log.md, item 34).
 type grainTimer struct {
 	a      *act
 	period time.Duration
