@@ -50,12 +50,12 @@ type partition struct {
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
 	ready      []*act
 	rhead      int
-	round      uint16      // counts rounds, by two; a grain's Round is the last in which a message ran as it came (ranInline)
-	lookSeen   uint32      // the monitor's looks when the last message ran as it came (ranInline)
-	lastRan    *act        // the grain of that message, this round; nil before the first
-	sliceAt    uint32      // the monitor's looks when the round began delivering (sliceOver)
-	deliverAt  time.Time   // when the round began delivering, read if grains waited ready from the round before (othersWait)
-	holders    []heldGrain // served grains whose full backlog holds the queue (hold)
+	round      uint16        // counts rounds, by two; a grain's Round is the last in which a message ran as it came (ranInline)
+	lookSeen   uint32        // the monitor's looks when the last message ran as it came (ranInline)
+	lastRan    *act          // the grain of that message, this round; nil before the first
+	sliceAt    uint32        // the monitor's looks when the round began delivering (sliceOver)
+	delivered  time.Duration // how long the round's deliveries took, timed if grains waited ready from the round before (othersWait)
+	holders    []heldGrain   // served grains whose full backlog holds the queue (hold)
 	batch      queues.Batch[queues.Envelope, ctl]
 	multiP     bool // GOMAXPROCS > 1 at Start: prefetchAhead pays (see prefetchMin)
 	ctls       []ctl
@@ -243,9 +243,9 @@ func (p *partition) step(w *worker) bool {
 	p.round += 2 // the low bit of a grain's Round marks it blamed (ranInline)
 	p.sliceAt = p.s.dog.looks.Load()
 	p.lastRan = nil
-	p.deliverAt = time.Time{}
+	var deliverAt time.Time
 	if p.rhead < len(p.ready) {
-		p.deliverAt = time.Now()
+		deliverAt = time.Now() // a backlog is being worked down: its steps' share is the deliveries' time
 	}
 	ahead := p.multiP || p.dir.Len() >= prefetchMin
 	grains := p.dir.Len() >= grainPrefetchMin
@@ -256,6 +256,10 @@ func (p *partition) step(w *worker) bool {
 		if !p.deliver(w, env) {
 			return false
 		}
+	}
+	p.delivered = 0
+	if !deliverAt.IsZero() {
+		p.delivered = time.Since(deliverAt)
 	}
 	// Ready grains take as many steps as messages were delivered, and
 	// readyBatch at least: grains with a backlog keep pace with new

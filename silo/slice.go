@@ -103,8 +103,11 @@ type stepClock struct {
 // othersWait reads the clock at step n, if it is c's next, and reports
 // whether the steps have run their share since c began and messages or
 // control items wait in the queue meanwhile. The share is set at the first
-// reading: the time since the round's deliveries began, if it was read
-// (partition.deliverAt), stepShare at least.
+// reading: the time the round's deliveries took, if they were timed
+// (partition.delivered), stepShare at least — not the time since they
+// began, which counts the ready grains' first steps too: a flood's own
+// first step, 200 µs, made its share 400 µs and its neighbours' wait half
+// as long again.
 func (p *partition) othersWait(c *stepClock, n int) bool {
 	if n < c.next {
 		return false
@@ -113,9 +116,7 @@ func (p *partition) othersWait(c *stepClock, n int) bool {
 	if c.from.IsZero() {
 		c.from, c.n0, c.next = now, n, n+1
 		c.share = stepShare
-		if !p.deliverAt.IsZero() {
-			c.share = max(stepShare, now.Sub(p.deliverAt))
-		}
+		c.share = max(stepShare, p.delivered)
 		return false
 	}
 	ran := now.Sub(c.from)

@@ -39,7 +39,7 @@ func TestOthersWaitNeedsBothTheShareAndWaitingWork(t *testing.T) {
 }
 
 // A flood's steps may run as long as the round's deliveries ran before them
-// (partition.deliverAt, read when grains waited ready from the round
+// (partition.delivered, timed when grains waited ready from the round
 // before), stepShare at least: a hot grain of a busy partition is not held
 // to 200 µs of steps for every few milliseconds of the other grains'
 // deliveries.
@@ -49,10 +49,7 @@ func TestAFloodsShareIsAsLongAsTheDeliveries(t *testing.T) {
 	p := s.parts[0] // not started: nothing drains its queue
 	p.q.PushControl(ctl{})
 	share := func(delivered time.Duration) time.Duration {
-		p.deliverAt = time.Time{}
-		if delivered > 0 {
-			p.deliverAt = time.Now().Add(-delivered)
-		}
+		p.delivered = delivered
 		c := stepClock{next: 1}
 		require.False(t, p.othersWait(&c, 1), "the first reading starts the clock")
 		return c.share
@@ -64,7 +61,7 @@ func TestAFloodsShareIsAsLongAsTheDeliveries(t *testing.T) {
 	require.Less(t, d, time.Second)
 
 	c := stepClock{next: 1}
-	p.deliverAt = time.Now().Add(-2 * time.Millisecond)
+	p.delivered = 2 * time.Millisecond
 	require.False(t, p.othersWait(&c, 1))
 	c.from = time.Now().Add(-stepShare)
 	require.False(t, p.othersWait(&c, 2), "something waits, but the steps have run less than the deliveries")
