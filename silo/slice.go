@@ -57,24 +57,21 @@ const deliverLooks = 2
 // stepping again in a round once every grain ready at the round's start
 // has had its step (runReady) — stop, while messages wait in the queue,
 // once they have run their share on the real clock: as long as the
-// round's deliveries ran before them, stepShare at least. runReady reads the clock at the first such step, and
-// then about every stepGrain of steps — after each step when they are
-// slow (a flood's turns of some work), after up to maxStride when they are
-// cheap, where a read would cost a tenth of one.
+// round's deliveries took, stepShare at least. runReady reads the clock at
+// the first such step, and then about every stepGrain of steps — after
+// each step when they are slow (a flood's turns of some work), after up to
+// maxStride when they are cheap, where a read would cost a tenth of one.
 //
 // The floor is the flood's neighbours' wait: stopped at the monitor's next
 // look, they waited 5 ms at the median; with a share of 1 ms, 0.7 ms (the
 // bench's `flood`); at 200 µs, 0.28 ms, the flood's own rate unchanged.
 // The share as long as the deliveries is the flood's own: with a fixed
 // 200 µs, a hot grain of a busy partition — `zipf`'s first key, an eighth
-// of the messages, each turn cheap — was given 200 µs of steps for every
-// few milliseconds of a full queue's deliveries, fell behind for good, and
-// held its queue at its backlog limit: 32–41 holds a run, each logged as a
-// warning, and 0.3–0.7 million of the 10 million messages through a
-// mailbox; now none, and 0.002–0.02 million (the rate even, within the
-// machine's noise). Matching the deliveries, a flood takes at most half
-// its partition while other grains are sent messages, and all of it while
-// they are not.
+// of the messages, each turn cheap — once deferred was given 200 µs of
+// steps for every few milliseconds of a full queue's deliveries, and fell
+// behind until its backlog held the queue (docs/performance-log.md, item
+// 41). Matching the deliveries, a flood takes at most half its partition
+// while other grains are sent messages, and all of it while they are not.
 //
 // Only a deep backlog ends the steps: a slice for any steps kept a
 // partition behind for good once it fell behind with many grains ready —
@@ -115,7 +112,6 @@ func (p *partition) othersWait(c *stepClock, n int) bool {
 	now := time.Now()
 	if c.from.IsZero() {
 		c.from, c.n0, c.next = now, n, n+1
-		c.share = stepShare
 		c.share = max(stepShare, p.delivered)
 		return false
 	}
