@@ -17,7 +17,8 @@ type Activation struct {
 	Marks uint8
 	// Round is a stamp the runtime owns, in what would otherwise be
 	// padding too: Granary's partition owner writes there the round in
-	// which the grain last ran a turn as its message came.
+	// which the grain last ran a turn as its message came, and whether its
+	// handoff monitor looked during one of them (the low bit).
 	Round uint16
 	// Turns counts the activation's turns in flight (more than one only
 	// when the runtime interleaves turns). The runtime keeps it.
