@@ -20,6 +20,13 @@ import (
 // messages until the backlog has room, and senders wait for room in the
 // partition queue, bounded by their ctx (Stats().BacklogHolds counts such
 // holds).
+//
+// The silo cannot tell a turn that blocks from one whose goroutine waits
+// for a core: on a machine whose cores are all busy — the program's own
+// goroutines sending in a loop will do — a turn held past
+// Config.HandoffThreshold counts as blocked, and a grain at its limit
+// overflows until the turn is back (a scheduler time slice, 10 ms or so).
+// A sender that must not lose a tell retries on ErrOverloaded.
 type Overflow uint8
 
 const (
