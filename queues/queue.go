@@ -222,10 +222,13 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 // PushControl appends c to the control lane, which the consumer drains ahead
 // of the message lane. The control lane never closes: the runtime's own
 // messages (a finished turn, a timer) must reach the consumer until it stops.
+// The first item since a drain wakes the consumer even with messages
+// queued: one that takes only control items for now (DrainControl) waits
+// with messages in the queue.
 func (q *Queue[T, C]) PushControl(c C) {
 	q.mu.Lock()
 	q.wakeIdle()
-	signal := q.n == 0 && len(q.ctl) == 0
+	signal := len(q.ctl) == 0
 	q.ctl = append(q.ctl, c)
 	q.mu.Unlock()
 	if signal {
@@ -242,7 +245,7 @@ func (q *Queue[T, C]) PushControl(c C) {
 func (q *Queue[T, C]) PushControlAt(mk func(ahead int) C) {
 	q.mu.Lock()
 	q.wakeIdle()
-	signal := q.n == 0 && len(q.ctl) == 0
+	signal := len(q.ctl) == 0 // as PushControl
 	q.ctl = append(q.ctl, mk(q.n))
 	q.mu.Unlock()
 	if signal {
@@ -299,6 +302,15 @@ func (q *Queue[T, C]) DrainControl(ctl []C) []C {
 	q.ctl = ctl[:0]
 	q.mu.Unlock()
 	return gotCtl
+}
+
+// SendersWait reports whether a sender waits for room in the message lane:
+// a PushOrWait or PushLateOrWait found it full since the last Drain.
+func (q *Queue[T, C]) SendersWait() bool {
+	q.mu.Lock()
+	w := q.space != nil
+	q.mu.Unlock()
+	return w
 }
 
 // Len returns the number of queued messages and control items.

@@ -79,15 +79,31 @@ func TestDrainControlLeavesTheMessages(t *testing.T) {
 	space, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	require.NotNil(t, space, "the lane is full: the sender waits")
+	assert.True(t, q.SendersWait())
 	assert.Empty(t, q.DrainControl(nil))
 	select {
 	case <-space:
 		t.Fatal("a DrainControl made no room")
 	default:
 	}
+	// A consumer that takes only control items may wait with messages
+	// queued: a control item wakes it all the same.
+	select {
+	case <-q.Wake(): // the pushes' wake-up, not taken yet
+	default:
+	}
+	q.PushControl("c")
+	select {
+	case <-q.Wake():
+	default:
+		t.Fatal("a control item pushed with messages queued woke no consumer")
+	}
+	assert.Equal(t, []string{"c"}, q.DrainControl(nil))
+	assert.True(t, q.SendersWait(), "still waiting")
 	b, ctl := q.Drain(nil)
 	assert.Equal(t, []int{1, 2}, drain(&b))
 	assert.Empty(t, ctl)
+	assert.False(t, q.SendersWait())
 	<-space // the Drain made room
 	_, err = q.PushOrWait(&v, space)
 	require.NoError(t, err)

@@ -30,6 +30,7 @@ const (
 	opList                          // Silo.ActiveGrains: report the directory's identities
 	opIdleMore                      // the idle collection stopped short: collect the next slice
 	opShedMore                      // a shed under memory pressure goes on: its next slice (memory.go)
+	opGraceOver                     // a held grain's grace may be over (holdgrace.go)
 )
 
 type ctl struct {
@@ -61,7 +62,10 @@ func (p *partition) control(w *worker, c ctl) bool {
 		if c.first.Msg != nil {
 			first = &c.first
 		}
+		p.endGrace(c.a)
 		p.finish(c.a, &c.res, first)
+	case opGraceOver:
+		p.graceOver()
 	case opIdleTick:
 		p.collectIdle(c.ahead)
 	case opIdleMore:
@@ -232,6 +236,7 @@ func (p *partition) stopped() bool {
 	if p.mode == modeDraining && p.inflight > 0 || p.firstsOut.Load() > 0 {
 		return false
 	}
+	p.stopGrace()
 	close(p.done)
 	return true
 }

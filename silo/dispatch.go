@@ -138,10 +138,11 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 // backlogFull applies a's backlog limit to the message about to join its
 // mailbox, which would fill it (or is past it).
 func (p *partition) backlogFull(a *act) {
-	if p.served(a) {
+	if p.served(a) || p.graced(a) {
 		// Its turns run, one a step, but slower than it is sent messages:
 		// the partition takes no more for now, and its senders wait for
-		// room (slice.go).
+		// room (slice.go) — in a grace too, its turn maybe only waiting
+		// for a core (holdgrace.go).
 		p.hold(a)
 		return
 	}

@@ -23,10 +23,14 @@ import (
 //
 // The silo cannot tell a turn that blocks from one whose goroutine waits
 // for a core: on a machine whose cores are all busy — the program's own
-// goroutines sending in a loop will do — a turn held past
-// Config.HandoffThreshold counts as blocked, and a grain at its limit
-// overflows until the turn is back (a scheduler time slice, 10 ms or so).
-// A sender that must not lose a tell retries on ErrOverloaded.
+// goroutines sending in a loop will do — a turn can be held past
+// Config.HandoffThreshold and handed off. A grain whose senders were
+// waiting when that happened (its backlog held the queue, or the queue was
+// full) keeps them waiting for a grace of two HandoffThresholds, in which
+// a preempted turn is back; a turn still off then counts as blocked, and
+// the policy applies to what the grain was sent past its limit. A grain
+// that kept up overflows at once. A sender that must not lose a tell
+// retries on ErrOverloaded.
 type Overflow uint8
 
 const (

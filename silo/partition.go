@@ -71,6 +71,7 @@ type partition struct {
 	mode        mode
 	timers      partitionTimers // owner: its grains' timers (timers.go)
 	done        chan struct{}   // closed when the partition has stopped for good
+	grace       holdGrace       // a held grain whose turn the monitor took (holdgrace.go)
 	over        chan struct{}   // closed at birth: the Done of a turn's ctx that is over (ownCtx)
 
 	// shared
@@ -152,6 +153,7 @@ func (p *partition) run(w, from *worker) {
 			p.orphans[from.req] = struct{}{}
 		}
 		p.watchActivation(from)
+		p.graceFrom(from)
 		p.doneWith(from) // read: it may be pooled once its turn is over too
 	}
 	for p.step(w) {
@@ -284,11 +286,8 @@ func (p *partition) step(w *worker) bool {
 		// for at each slice of the burst (yield.go).
 		p.s.yield()
 	}
-	if len(p.holders) > 0 && p.holding() {
-		p.ctls = p.q.DrainControl(p.ctls[:0]) // the messages wait (slice.go)
-	} else {
-		p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
-	}
+	held := len(p.holders) > 0 && p.holding()
+	p.ctls = p.drain(held, p.ctls[:0])
 	p.cpos = 0
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) && p.nHandled != p.waitedAt {
 		// Out of work after a busy round: the callers it answered are
@@ -297,16 +296,29 @@ func (p *partition) step(w *worker) bool {
 		// owner once each. (Not behind a CPU-bound goroutine: yield.go.)
 		p.waitedAt = p.nHandled
 		p.s.yield()
-		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
+		p.ctls = p.drain(held, p.ctls)
 	}
 	parked := false
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) {
 		p.park()
-		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
+		p.ctls = p.drain(held, p.ctls)
 		parked = true
 	}
 	p.tick(parked)
 	return true
+}
+
+// drain takes what the queue has for the next round (ctls as for
+// queues.Queue.Drain): its control items, and its messages unless held
+// says a grain's full
+// backlog holds the queue — then the messages wait (slice.go), and the
+// owner, its held grain's turn off the partition in a grace
+// (holdgrace.go), may park with messages queued.
+func (p *partition) drain(held bool, ctls []ctl) []ctl {
+	if held {
+		return p.q.DrainControl(ctls)
+	}
+	return p.q.DrainInto(&p.batch, ctls)
 }
 
 // readyBatch is how many steps of ready activations a round takes at least

@@ -242,7 +242,7 @@ func (p *partition) holding() bool {
 		switch {
 		case p.mode != modeRunning || a.State() != activation.Active || a.wantsDeactivate() || a.isStopping():
 			continue
-		case a.busy():
+		case a.busy() && !p.graced(a): // a grace holds on (holdgrace.go)
 			h.goOff()
 		case a.Mailbox.Len() >= a.k.maxBacklog:
 			h.off = false
@@ -257,14 +257,28 @@ func (p *partition) holding() bool {
 	return held
 }
 
+// heldNow reports whether a's full backlog holds the queue.
+func (p *partition) heldNow(a *act) bool {
+	h := p.holderOf(a)
+	return h != nil && !h.off
+}
+
+// holderOf returns a's hold, or nil if it has none.
+func (p *partition) holderOf(a *act) *heldGrain {
+	for i := range p.holders {
+		if h := &p.holders[i]; h.a == a {
+			return h
+		}
+	}
+	return nil
+}
+
 // heldBase returns the backlog a grain that held its partition's queue had
 // when its turn went off the partition, and 0 for any other grain.
 func (p *partition) heldBase(a *act) int {
-	for i := range p.holders {
-		if h := &p.holders[i]; h.a == a {
-			h.goOff()
-			return h.base
-		}
+	if h := p.holderOf(a); h != nil {
+		h.goOff()
+		return h.base
 	}
 	return 0
 }

@@ -1,0 +1,124 @@
+package silo_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// busyGrain is a grain whose turns take time on the bubble's clock: a plain
+// message its workFor, a stallFor as long as it says.
+type busyGrain struct {
+	done    *atomic.Int64
+	workFor time.Duration
+}
+
+type stallFor time.Duration
+
+func (g *busyGrain) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	if s, ok := msg.(stallFor); ok {
+		select { // a Close ends it
+		case <-ctx.Done():
+		case <-time.After(time.Duration(s)):
+		}
+	} else {
+		time.Sleep(g.workFor) // the turn's work, on the bubble's clock
+	}
+	g.done.Add(1)
+	return nil, nil
+}
+
+// A grain sent messages faster than it handles them holds its partition's
+// queue at its backlog limit (or fills it, its turns running as they
+// come), and its sender waits for room. When the handoff monitor takes one
+// of its turns — a turn that ran through two of its looks, as one whose
+// goroutine waits for a core does — the grain keeps its sender waiting for
+// a grace: a turn back within it leaves the grain served, as if the
+// handoff had not been, and its sender is refused nothing (RejectNewest
+// refused the rest of the loop once the turn was off: 910 tells of 2,000).
+// A turn that outlasts the grace overflows by the policy
+// (TestAGrainBlockedPastTheGraceOverflows).
+func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		threshold := 5 * time.Millisecond
+		s, err := silo.New(silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold})
+		require.NoError(t, err)
+		var done atomic.Int64
+		require.NoError(t, silo.Register(s, "busy", func(grain.ID) *busyGrain {
+			return &busyGrain{done: &done, workFor: 100 * time.Microsecond}
+		}, silo.WithMaxBacklog(8, silo.RejectNewest)))
+		require.NoError(t, s.Start())
+		ctx := t.Context()
+		id := grain.NewID("busy", "a")
+		const n, stallAt = 2000, 1000
+		refused := 0
+		for i := range n {
+			var m any = i
+			if i == stallAt {
+				// Through two looks, back within the grace after them.
+				m = stallFor(5 * threshold / 2)
+			}
+			if err := s.Tell(ctx, id, m); err != nil {
+				require.ErrorIs(t, err, grain.ErrOverloaded)
+				refused++
+			}
+		}
+		require.NoError(t, s.Shutdown(ctx))
+		st := s.Stats()
+		require.NotZero(t, st.BacklogHolds, "the grain held its queue")
+		require.NotZero(t, st.Handoffs, "the monitor took the stalled turn")
+		assert.Zero(t, refused, "tells refused")
+		assert.Equal(t, int64(n-refused), done.Load())
+		assert.Zero(t, st.DeadLetters[grain.ReasonOverload])
+	})
+}
+
+// A grain whose sender was held back (the queue full), and whose turn then
+// blocks past the grace, overflows by its policy once the grace is over:
+// the partition's other grains wait out the grace, no longer. A sender to
+// the blocked grain is refused then; one to another grain of the
+// partition is served.
+func TestAGrainBlockedPastTheGraceOverflows(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		threshold := 5 * time.Millisecond
+		s, err := silo.New(silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold})
+		require.NoError(t, err)
+		var done atomic.Int64
+		require.NoError(t, silo.Register(s, "busy", func(grain.ID) *busyGrain {
+			return &busyGrain{done: &done, workFor: 100 * time.Microsecond}
+		}, silo.WithMaxBacklog(8, silo.RejectNewest)))
+		require.NoError(t, s.Start())
+		ctx := t.Context()
+		id := grain.NewID("busy", "a")
+		start := time.Now()
+		var refusedAt time.Duration
+		for i := 0; refusedAt == 0; i++ {
+			var m any = i
+			if i == 1000 {
+				m = stallFor(time.Hour) // blocks, as far as anyone can tell
+			}
+			if err := s.Tell(ctx, id, m); err != nil {
+				require.ErrorIs(t, err, grain.ErrOverloaded)
+				refusedAt = time.Since(start)
+			}
+		}
+		// Another grain of the partition is served once the grace is over.
+		_, err = s.Ask(ctx, grain.NewID("busy", "b"), 0)
+		require.NoError(t, err)
+		waited := time.Since(start)
+		require.NoError(t, s.Close())
+		assert.NotZero(t, s.Stats().Handoffs)
+		// The stall began after some 100 ms of turns; the monitor took it
+		// one to two thresholds later, and the grace is two thresholds.
+		assert.Less(t, waited, refusedAt+threshold, "the other grain waited past the grace")
+		assert.Less(t, refusedAt, 200*time.Millisecond+5*threshold)
+	})
+}
