@@ -237,6 +237,7 @@ func (p *partition) stopped() bool {
 		return false
 	}
 	p.stopGrace()
+	p.openAllDoors()
 	close(p.done)
 	return true
 }

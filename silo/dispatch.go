@@ -262,8 +262,12 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	first := len(p.ready) - p.rhead
 	clk := stepClock{next: 1}
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n >= first && p.ready[p.rhead].Mailbox.Len() >= floodDepth && p.othersWait(&clk, n) {
-			break // a flood's slice of steps: what came meanwhile goes next (slice.go)
+		if n >= first && (p.ready[p.rhead].Mailbox.Len() >= floodDepth || len(p.holders) > 0 && p.heldNow(p.ready[p.rhead])) &&
+			p.othersWait(&clk, n) {
+			// A flood's slice of steps, or a held grain's: what came
+			// meanwhile goes next (slice.go) — the messages a held
+			// grain's door let in among them.
+			break
 		}
 		a := p.ready[p.rhead]
 		p.ready[p.rhead] = nil

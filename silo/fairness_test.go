@@ -125,7 +125,7 @@ func TestAFloodPastTheBacklogLimitOfAServedGrainWaitsForRoom(t *testing.T) {
 			}
 			require.Zero(t, refused)
 			require.Zero(t, dropped)
-			require.NotZero(t, st.BacklogHolds, "its full backlog held the queue")
+			require.NotZero(t, st.BacklogHolds, "its full backlog held its senders")
 		})
 	}
 }
@@ -184,7 +184,7 @@ func TestAGrainServedAgainTakesMessagesThoughItsBacklogIsFull(t *testing.T) {
 	jobs, err := silo.Call[int](ctx, s, id, printDoc{})
 	require.NoError(t, err)
 	require.Equal(t, more+2, jobs)
-	// Served with its backlog full, it held its partition's queue: counted
+	// Served with its backlog full, it held its senders: counted
 	// and logged, naming it.
 	require.NotZero(t, s.Stats().BacklogHolds)
 	s.WaitLogged()
@@ -197,7 +197,7 @@ func TestAGrainServedAgainTakesMessagesThoughItsBacklogIsFull(t *testing.T) {
 // Once a round has run long enough to defer the hot grain's messages to
 // its mailbox, its steps had 200 µs for every few milliseconds of the
 // other grains' deliveries: it fell further behind each round until its
-// backlog was full and held the queue (every sender waiting, a warning
+// backlog was full and held its senders (every sender waiting, a warning
 // logged), dozens of times a run of the bench's `zipf`. Its steps now run
 // as long as the deliveries did, and it catches up.
 func TestAHotKeyOfABusyPartitionKeepsPace(t *testing.T) {
@@ -232,6 +232,6 @@ func TestAHotKeyOfABusyPartitionKeepsPace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, senders*each/8, n, "the hot grain counted every message")
 	st := s.Stats()
-	require.Zero(t, st.BacklogHolds, "the hot grain fell behind until its backlog held the queue")
+	require.Zero(t, st.BacklogHolds, "the hot grain fell behind until its backlog held its senders")
 	require.Empty(t, st.DeadLetters, "%v", st.DeadLetters)
 }

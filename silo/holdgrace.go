@@ -14,9 +14,9 @@ import (
 // monitor finds in two of its looks is handed off. A grain whose turn is
 // off its partition overflows by its policy (backlogFull) — so a grain
 // sent messages faster than it handles them, whose senders waited for room
-// in the queue (its turns ran as they came, or its full backlog held the
-// queue: hold, slice.go), had the next messages past its limit refused or
-// dropped the moment a turn of it waited for a core. Two goroutines
+// (at its door, its full backlog holding them: hold, slice.go; or in the
+// queue, its turns running as they came), had the next messages past its
+// limit refused or dropped the moment a turn of it waited for a core. Two goroutines
 // telling a grain of 20 µs turns in a loop, its backlog at 1,000
 // (RejectNewest), one partition on two cores: 8,000–31,000 of some 70,000
 // tells refused in every run that had a handoff (11 of 50); the same
@@ -24,21 +24,19 @@ import (
 // grace, none of 50 runs refused a tell (18 had a handoff).
 //
 // So a grain whose senders were held back when the monitor took its turn
-// — its full backlog held the queue, or the queue was full, a sender
-// waiting for room — counts as served for a grace of graceThresholds
-// HandoffThresholds: a full backlog holds the queue, and its senders wait,
-// as before the handoff. A preempted turn is back on a
-// core well within it (with the queue held, the owner parks and the
-// senders wait, so the cores come free); the turn ends, and the grain is
-// served again, as if the handoff had not been
+// — at its door, or the queue full, a sender waiting for room — counts as
+// served for a grace of graceThresholds HandoffThresholds: a full backlog
+// holds its senders at its door, as before the handoff. A preempted turn
+// is back on a core well within it (its senders waiting, the cores come
+// free); the turn ends, and the grain is served again, as if the handoff
+// had not been
 // (TestAGrainPreemptedOffItsPartitionRefusesNothing). A turn still off
 // when the grace ends is taken for blocked: what the grain was sent during
 // the grace counts toward its limit, and the policy applies to what is past
 // it at once — the oldest dropped, or the next refused
 // (TestAGrainBlockedPastTheGraceOverflows) — as if the grace had not been.
-// The price is the partition held a grace longer, once a blocked turn's
-// grain has a full backlog; every other grain of the partition waits that
-// long.
+// The price is a blocked grain's senders wait a grace before they are
+// refused.
 //
 // A grain nobody waited for has no grace: it kept up with what it was
 // sent, and a turn of it that stops taking messages overflows by its
@@ -47,7 +45,7 @@ import (
 // to wait, known to wait, maybe on a grain of this partition.
 //
 // The grace is timed on the real clock (the monitor's), and a timer wakes
-// the owner when it ends: an owner whose queue is held parks, and the
+// the owner when it ends: an owner with nothing else to do parks, and the
 // monitor sleeps while every owner does.
 
 // graceThresholds is how many HandoffThresholds a grace lasts: at the
@@ -60,8 +58,8 @@ type holdGrace struct {
 	a   *act      // the grain in grace; nil when none
 	end time.Time // when it ends
 	// base: the backlog the grain had at the handoff that it took while
-	// served (its queue held), which does not count toward its limit once
-	// its turn is off (heldGrain.base); 0 if it did not hold the queue
+	// served (its senders held), which does not count toward its limit
+	// once its turn is off (heldGrain.base); 0 if it did not hold them
 	base int
 	t    *time.Timer
 }
@@ -93,7 +91,7 @@ func (p *partition) graceFrom(from *worker) {
 }
 
 // graced reports whether a is in a grace: its turn is off the partition,
-// but a full backlog of it holds the queue.
+// but a full backlog of it holds its senders.
 func (p *partition) graced(a *act) bool {
 	return p.grace.a == a && a != nil
 }
@@ -123,6 +121,7 @@ func (p *partition) graceOver() {
 		return // its backlog never filled: nothing to apply
 	}
 	h.off, h.base = true, g.base
+	p.openDoor(h)
 	n := a.Mailbox.Len() - g.base
 	switch {
 	case a.k.overflow == DropOldest:

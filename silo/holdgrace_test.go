@@ -73,7 +73,7 @@ func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 		}
 		require.NoError(t, s.Shutdown(ctx))
 		st := s.Stats()
-		require.NotZero(t, st.BacklogHolds, "the grain held its queue")
+		require.NotZero(t, st.BacklogHolds, "the grain held its senders")
 		require.NotZero(t, st.Handoffs, "the monitor took the stalled turn")
 		assert.Zero(t, refused, "tells refused")
 		assert.Equal(t, int64(n-refused), done.Load())

@@ -16,17 +16,16 @@ import (
 // Overflow is what a grain does with a message that finds its backlog full
 // while no turn of the grain can run: one blocked in a turn (handed off),
 // activating, or on its way out. A grain whose turns run — sent messages
-// faster than it handles them — does neither: its partition takes no more
-// messages until the backlog has room, and senders wait for room in the
-// partition queue, bounded by their ctx (Stats().BacklogHolds counts such
-// holds).
+// faster than it handles them — does neither: its senders wait until its
+// backlog has room, bounded by their ctx, and the partition's other grains
+// go on (Stats().BacklogHolds counts such holds, Stats().BacklogWaits the
+// sends that waited).
 //
 // The silo cannot tell a turn that blocks from one whose goroutine waits
 // for a core: on a machine whose cores are all busy — the program's own
 // goroutines sending in a loop will do — a turn can be held past
 // Config.HandoffThreshold and handed off. A grain whose senders were
-// waiting when that happened (its backlog held the queue, or the queue was
-// full) keeps them waiting for a grace of two HandoffThresholds, in which
+// waiting when that happened (at its door, or for room in the queue) keeps them waiting for a grace of two HandoffThresholds, in which
 // a preempted turn is back; a turn still off then counts as blocked, and
 // the policy applies to what the grain was sent past its limit. A grain
 // that kept up overflows at once. A sender that must not lose a tell

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -120,6 +119,9 @@ func (p *partition) remove(a *act) {
 	p.stopTimers(a)
 	if a.isOverfull() {
 		p.setOverfull(a, false)
+	}
+	if h := p.holderOf(a); h != nil {
+		p.openDoor(h) // a successor's senders do not wait for it; holding drops the hold
 	}
 	if a.Mailbox.Len() == 0 {
 		return
@@ -519,56 +521,6 @@ func (p *partition) halt(a *act) {
 	a.setDeactWant(false) // a stop is the reason, whatever asked before it
 	a.wantDeactivate(grain.DeactivationStopped)
 	p.makeReady(a)
-}
-
-func (p *partition) setOverfull(a *act, full bool) {
-	if a.isOverfull() == full {
-		return
-	}
-	a.setOverfullMark(full)
-	p.ovMu.Lock()
-	slots := p.ovSlots.Load()
-	if slots == nil {
-		slots = new(ovSlots)
-		p.ovSlots.Store(slots)
-	}
-	slot := &slots[ovSlot(a.ID.Hash())]
-	if full {
-		p.ov[a.ID] = struct{}{}
-		slot.Add(1)
-	} else {
-		delete(p.ov, a.ID)
-		slot.Add(-1)
-	}
-	p.ovN.Store(int32(len(p.ov)))
-	p.ovMu.Unlock()
-}
-
-// ovSlots counts a partition's overloaded grains by a few bits of their
-// identity's hash: a sender whose target's slot is empty knows, from one
-// atomic load, that its target is not among them, and takes no lock — while
-// one hot grain sheds load, the sends to the partition's other grains went
-// through the lock every time (BenchmarkTellBesideOverloaded).
-type ovSlots [256]atomic.Int32
-
-// ovSlot is the slot of the identity whose hash is h: its top bits, which
-// the partition's own choice (h modulo the partitions) leaves spread.
-func ovSlot(h uint64) uint64 { return h >> 56 }
-
-// overfull reports, for a sender, whether the grain whose identity is id,
-// of hash h, has a backlog known to be full. It costs an atomic load or
-// two unless a full grain shares its target's slot.
-func (p *partition) overfull(id grain.ID, h uint64) bool {
-	if p.ovN.Load() == 0 {
-		return false
-	}
-	if slots := p.ovSlots.Load(); slots == nil || slots[ovSlot(h)].Load() == 0 {
-		return false
-	}
-	p.ovMu.Lock()
-	_, full := p.ov[id]
-	p.ovMu.Unlock()
-	return full
 }
 
 func (p *partition) mbPush(a *act, env queues.Envelope) {

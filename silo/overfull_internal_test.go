@@ -48,3 +48,43 @@ func TestOverfullSlotsAnswerOnlyForTheFullGrain(t *testing.T) {
 	check(false)
 	assert.Zero(t, p.ovSlots.Load()[ovSlot(full.Hash())].Load(), "the slot is empty again")
 }
+
+// A held grain's door lets in its budget of senders and holds the next,
+// who learns of more room by its channel; the owner learns a sender
+// waited. Refusing wins over holding, and an open door lets all in.
+func TestAHeldDoorLetsInItsBudget(t *testing.T) {
+	s, err := New(Config{Partitions: 1})
+	require.NoError(t, err)
+	p := s.parts[0]
+	id := grain.NewID("k", "held")
+	h := id.Hash()
+	a := &act{}
+	a.ID = id
+	assert.False(t, p.setDoor(a, doorWait, true, 2), "no sender waited yet")
+	for range 2 {
+		d, _ := p.doorOf(id, h)
+		assert.Zero(t, d, "within the budget: let in")
+	}
+	d, room := p.doorOf(id, h)
+	require.Equal(t, doorWait, d)
+	require.NotNil(t, room)
+	select {
+	case <-room:
+		t.Fatal("no room yet")
+	default:
+	}
+	assert.True(t, p.setDoor(a, doorWait, true, 0), "a sender waits")
+	assert.True(t, p.setDoor(a, doorWait, true, 1), "it waited until now")
+	<-room // woken by the room
+	assert.False(t, p.setDoor(a, doorWait, true, 1), "woken, it has not come back")
+	d, _ = p.doorOf(id, h)
+	assert.Zero(t, d)
+	p.setOverfull(a, true)
+	assert.True(t, p.overfull(id, h), "refused, though held too")
+	p.setOverfull(a, false)
+	p.setDoor(a, doorWait, false, 0)
+	d, _ = p.doorOf(id, h)
+	assert.Zero(t, d)
+	assert.Zero(t, p.ovN.Load(), "no door shut")
+	assert.Zero(t, p.ovSlots.Load()[ovSlot(h)].Load())
+}

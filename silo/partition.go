@@ -55,7 +55,7 @@ type partition struct {
 	lastRan    *act          // the grain of that message, this round; nil before the first
 	sliceAt    uint32        // the monitor's looks when the round began delivering (sliceOver)
 	delivered  time.Duration // how long the round's deliveries took, timed if grains waited ready from the round before (othersWait)
-	holders    []heldGrain   // served grains whose full backlog holds the queue (hold)
+	holders    []heldGrain   // served grains whose full backlog holds their senders (hold)
 	batch      queues.Batch[queues.Envelope, ctl]
 	multiP     bool // GOMAXPROCS > 1 at Start: prefetchAhead pays (see prefetchMin)
 	ctls       []ctl
@@ -89,8 +89,9 @@ type partition struct {
 	swBusy   atomic.Int64
 	swSick   atomic.Int64 // stateless identities quarantined here
 	ovMu     sync.Mutex
-	ov       map[grain.ID]struct{} // grains whose backlog is full
-	parked   atomic.Bool           // the owner waits for work (see watchdog)
+	ov       map[grain.ID]doorEntry // grains whose backlog is full: their doors (door.go)
+	room     chan struct{}          // closed when a held grain's door opens; under ovMu
+	parked   atomic.Bool            // the owner waits for work (see watchdog)
 	// idleQuiet: at its last idle collection the partition had nothing
 	// left for the idle ticks (idleticks.go)
 	idleQuiet atomic.Bool
@@ -117,7 +118,7 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		dir:        dir,
 		limit:      limit,
 		quarantine: make(map[grain.ID]time.Duration),
-		ov:         make(map[grain.ID]struct{}),
+		ov:         make(map[grain.ID]doorEntry),
 		orphans:    make(map[*queues.Request]struct{}),
 		done:       make(chan struct{}),
 		over:       make(chan struct{}),
@@ -286,8 +287,10 @@ func (p *partition) step(w *worker) bool {
 		// for at each slice of the burst (yield.go).
 		p.s.yield()
 	}
-	held := len(p.holders) > 0 && p.holding()
-	p.ctls = p.drain(held, p.ctls[:0])
+	if len(p.holders) > 0 {
+		p.holding()
+	}
+	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
 	p.cpos = 0
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) && p.nHandled != p.waitedAt {
 		// Out of work after a busy round: the callers it answered are
@@ -296,29 +299,16 @@ func (p *partition) step(w *worker) bool {
 		// owner once each. (Not behind a CPU-bound goroutine: yield.go.)
 		p.waitedAt = p.nHandled
 		p.s.yield()
-		p.ctls = p.drain(held, p.ctls)
+		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 	}
 	parked := false
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) {
 		p.park()
-		p.ctls = p.drain(held, p.ctls)
+		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 		parked = true
 	}
 	p.tick(parked)
 	return true
-}
-
-// drain takes what the queue has for the next round (ctls as for
-// queues.Queue.Drain): its control items, and its messages unless held
-// says a grain's full
-// backlog holds the queue — then the messages wait (slice.go), and the
-// owner, its held grain's turn off the partition in a grace
-// (holdgrace.go), may park with messages queued.
-func (p *partition) drain(held bool, ctls []ctl) []ctl {
-	if held {
-		return p.q.DrainControl(ctls)
-	}
-	return p.q.DrainInto(&p.batch, ctls)
 }
 
 // readyBatch is how many steps of ready activations a round takes at least

@@ -88,6 +88,9 @@ type Silo struct {
 	shedCount atomic.Uint64
 	// sends that waited for room in a full partition queue (Stats().QueueWaits)
 	queueWaits atomic.Uint64
+	// sends that waited at the door of a grain whose full backlog held its
+	// senders (Stats().BacklogWaits)
+	backlogWaits atomic.Uint64
 	// holds a grain's full backlog put on its partition's queue (Stats().BacklogHolds)
 	backlogHolds atomic.Uint64
 	deacts       [grain.NumDeactivationReasons]atomic.Uint64 // by reason, as each begins
@@ -524,14 +527,17 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 }
 
 // push enqueues env on p. A grain known to be overloaded refuses it with
-// ErrOverloaded (and a dead letter); a full partition queue makes the sender
-// wait for room, as a full channel would, for as long as ctx allows — a
-// turn that waits hands its partition off first, so two full partitions
-// sending to each other cannot deadlock. A closed queue is ErrSiloClosed.
+// ErrOverloaded (and a dead letter), and one whose full backlog holds its
+// senders makes the sender wait at its door (door.go); a full partition
+// queue makes the sender wait for room, as a full channel would. Either
+// wait lasts as long as ctx allows — a turn that waits hands its partition
+// off first, so two grains or partitions sending to each other cannot
+// deadlock. A closed queue is ErrSiloClosed.
 func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
-	if p.overfull(env.Target, env.Hash) {
-		s.refuse(*env, grain.ReasonOverload, nil)
-		return &overloadError{id: env.Target}
+	if p.ovN.Load() != 0 {
+		if err := s.atDoor(ctx, p, env, ti); err != nil {
+			return err
+		}
 	}
 	late := false // a turn's send while the silo settles (settle.go)
 	var waited <-chan struct{}

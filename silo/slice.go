@@ -26,16 +26,15 @@ import (
 // other grains' messages still run as they come, and the ready grains then
 // take their steps in turn — the flood's grain one message a step — while
 // messages wait in the queue, for as long as the round's deliveries ran,
-// 200 µs at least (runReady). Once the flood's backlog is full, the
-// partition takes no more messages until it has room, and the senders wait
-// for room (hold).
+// 200 µs at least (runReady). Once the flood's backlog is full, its
+// senders wait at its door until it has room (hold).
 //
 // Deferring every grain that ran a turn in a long round, as the first
 // version did, sent a busy partition's whole traffic through mailboxes:
 // after a round of a full queue's cheap turns, hundreds of grains were
 // ready, each stepping about as often as it was sent a message, and a hot
 // grain among them — an eighth of the messages, one step in hundreds —
-// fell behind until its backlog held the queue
+// fell behind until its backlog held its senders
 // (TestAHotKeyOfABusyPartitionKeepsPace). Blamed by the looks, a round of
 // cheap turns defers a grain or two.
 //
@@ -168,16 +167,22 @@ func (p *partition) served(a *act) bool {
 }
 
 // heldGrain is a served grain whose full backlog holds (or held) its
-// partition's queue.
+// senders at its door (door.go).
 type heldGrain struct {
 	a *act
 	// off: a turn of the grain went off the partition since (handed off:
 	// blocked, or its goroutine preempted for a look of the monitor), so
-	// its queue is not held; base is its backlog then, which it had taken
-	// while served: its backlog limit counts what comes past it
+	// its senders are not held; base is its backlog then, which it had
+	// taken while served: its backlog limit counts what comes past it
 	// (backlogFull)
 	off  bool
 	base int
+	// door: its senders wait at its door (doorWait) but for a budget, the
+	// room its backlog had at the last round (holding), until the hold
+	// ends; busyAt: the monitor's look count when the hold last had a
+	// sender waiting, or a backlog past half its limit
+	door   bool
+	busyAt uint32
 }
 
 // goOff records that a turn of h's grain went off the partition, with
@@ -188,79 +193,116 @@ func (h *heldGrain) goOff() {
 	}
 }
 
-// hold stops the partition taking messages from its queue while a, served
-// but sent messages faster than it handles them, has a full backlog. A
-// grain that ran each message as it came kept up by holding the partition
-// — the queue filled behind it and its senders waited for room; sliced, it
+// hold makes a's senders wait at its door while a, served but sent
+// messages faster than it handles them, has a full backlog. A grain that
+// ran each message as it came kept up by holding the partition — the
+// queue filled behind it and its senders waited for room; sliced, it
 // shares the partition and builds a backlog instead, and refusing what
 // comes next (RejectNewest) or dropping what came first (DropOldest) would
 // lose messages the same program never lost before: a loop of 300,000
 // tells to a counter, under the race detector, was refused at its
-// 10,000th. So its senders still wait for room in the queue, bounded by
-// their ctx, while the partition's grains work through what it took.
+// 10,000th. So its senders wait for room, bounded by their ctx, while the
+// partition's other grains take their messages.
 //
 // A grain whose turns do not run overflows by its policy instead
-// (backlogFull) — one blocked in a turn, where a held queue would hold
-// every grain of the partition for as long (and the message its turn waits
-// for, if it calls a grain there). One that held the queue and then went
-// off the partition counts toward its limit only what came after: a turn
-// handed off because its goroutine waited for a core — on a loaded
-// machine, any turn may be — left it with the backlog it held, and the
-// next message would have been refused.
+// (backlogFull) — one blocked in a turn, where waiting would not help. One
+// that held its senders and then went off the partition counts toward its
+// limit only what came after: a turn handed off because its goroutine
+// waited for a core — on a loaded machine, any turn may be — left it with
+// the backlog it held, and the next message would have been refused (and
+// for a grace, it holds its senders still: holdgrace.go).
 func (p *partition) hold(a *act) {
-	for i := range p.holders {
-		if h := &p.holders[i]; h.a == a {
-			if h.off {
-				h.off = false
-				p.holdBegins(a)
-			}
-			return
-		}
+	h := p.holderOf(a)
+	switch {
+	case h == nil:
+		p.holders = append(p.holders, heldGrain{a: a, busyAt: p.s.dog.looks.Load()})
+		h = &p.holders[len(p.holders)-1]
+		p.holdBegins(a)
+	case h.off:
+		h.off = false
+		p.holdBegins(a)
 	}
-	p.holders = append(p.holders, heldGrain{a: a})
-	p.holdBegins(a)
+	p.shutDoor(h, 0)
 }
 
-// holdBegins counts and logs a hold of the queue by a: the grain a program
-// sends more than it handles, which its senders' waits alone would not
-// name.
+// shutDoor makes h's grain's senders wait at its door, but for budget of
+// them (door.go). It reports whether a sender waited there since the last
+// call.
+func (p *partition) shutDoor(h *heldGrain, budget int) (waited bool) {
+	h.door = true
+	return p.setDoor(h.a, doorWait, true, budget)
+}
+
+// openDoor lets h's grain's senders in again, all of them.
+func (p *partition) openDoor(h *heldGrain) {
+	if h.door {
+		h.door = false
+		p.setDoor(h.a, doorWait, false, 0)
+	}
+}
+
+// holdBegins counts and logs a hold by a: the grain a program sends more
+// than it handles, which its senders' waits alone would not name.
 func (p *partition) holdBegins(a *act) {
 	p.s.backlogHolds.Add(1)
-	p.s.log(slog.LevelWarn, "granary: a grain's backlog is full while its turns run: its partition takes no more messages until it has room",
+	p.s.log(slog.LevelWarn, "granary: a grain's backlog is full while its turns run: its senders wait until it has room",
 		"grain", a.ID.String(), "backlog", a.Mailbox.Len(), "limit", a.k.maxBacklog)
 }
 
-// holding updates the holds and reports whether one holds the queue now:
-// then the owner takes only its control items. A hold goes when its grain
-// has room in its backlog again while served, or goes away; it lets the
-// queue go, kept for its base, while a turn of the grain is off the
-// partition.
-func (p *partition) holding() bool {
-	kept, held := p.holders[:0], false
+// holding updates the holds, once a round. A held grain's door lets in as
+// many senders as its backlog has room for (its steps are cut short, as a
+// flood's, when messages wait: runReady), and its hold goes when, its
+// backlog at most half its limit, no sender has waited at its door for
+// quietLooks of the monitor's looks — a grain kept at its limit holds
+// once, not once a round (a round's evidence alone is a race: a sender
+// just let in has not come back yet) — or when the grain goes away. While a turn of it is off the partition its door is
+// open and its hold kept for its base — but for a grace (holdgrace.go).
+func (p *partition) holding() {
+	kept := p.holders[:0]
 	for _, h := range p.holders {
 		a := h.a
 		switch {
 		case p.mode != modeRunning || a.State() != activation.Active || a.wantsDeactivate() || a.isStopping():
+			p.openDoor(&h)
 			continue
-		case a.busy() && !p.graced(a): // a grace holds on (holdgrace.go)
+		case a.busy() && !p.graced(a):
 			h.goOff()
+			p.openDoor(&h)
 		case a.Mailbox.Len() >= a.k.maxBacklog:
 			h.off = false
-			held = true
+			p.shutDoor(&h, 0)
 		default:
-			continue // room again
+			waited := p.shutDoor(&h, a.k.maxBacklog-a.Mailbox.Len()) // room for some
+			switch looks := p.s.dog.looks.Load(); {
+			case waited || a.Mailbox.Len() > a.k.maxBacklog/2 || a.busy():
+				h.busyAt = looks
+			case looks-h.busyAt >= quietLooks:
+				p.openDoor(&h) // it keeps up again
+				continue
+			}
 		}
 		kept = append(kept, h)
 	}
 	clear(p.holders[len(kept):])
 	p.holders = kept
-	return held
 }
 
-// heldNow reports whether a's full backlog holds the queue.
+// quietLooks is how many of the monitor's looks a hold lasts with no sender
+// waiting: one to two HandoffThresholds.
+const quietLooks = 2
+
+// openAllDoors lets every held grain's senders go, as the partition stops.
+func (p *partition) openAllDoors() {
+	for i := range p.holders {
+		p.openDoor(&p.holders[i])
+	}
+	p.holders = nil
+}
+
+// heldNow reports whether a's senders wait at its door.
 func (p *partition) heldNow(a *act) bool {
 	h := p.holderOf(a)
-	return h != nil && !h.off
+	return h != nil && h.door
 }
 
 // holderOf returns a's hold, or nil if it has none.
@@ -273,7 +315,7 @@ func (p *partition) holderOf(a *act) *heldGrain {
 	return nil
 }
 
-// heldBase returns the backlog a grain that held its partition's queue had
+// heldBase returns the backlog a grain that held its senders had
 // when its turn went off the partition, and 0 for any other grain.
 func (p *partition) heldBase(a *act) int {
 	if h := p.holderOf(a); h != nil {

@@ -48,11 +48,15 @@ type Stats struct {
 	QueueWaits uint64
 	// BacklogHolds counts the times a grain whose turns run filled its
 	// backlog (Config.MaxBacklog, WithMaxBacklog) — sent messages faster
-	// than it handles them — so that its partition took no more messages
-	// until the backlog had room: its senders, and those of the
-	// partition's other grains, then wait for room in the queue
-	// (QueueWaits). Each is also logged at Warn, with the grain.
+	// than it handles them — so that its senders waited for room
+	// (BacklogWaits); a hold lasts until the backlog is down to half its
+	// limit. Each is also logged at Warn, with the grain.
 	BacklogHolds uint64
+	// BacklogWaits counts sends that waited for room in the backlog of a
+	// grain that held its senders (BacklogHolds). A send counts once
+	// however long it waited, and whether it got in or its ctx ended first
+	// (then it is also an overload dead letter).
+	BacklogWaits uint64
 	// Shed counts activations chosen to deactivate under memory pressure
 	// (Config.MemoryLimit), as they are chosen.
 	Shed uint64
@@ -92,6 +96,7 @@ func (s *Silo) Stats() Stats {
 		FailedTells:     s.failedTells.Load(),
 		Shed:            s.shedCount.Load(),
 		QueueWaits:      s.queueWaits.Load(),
+		BacklogWaits:    s.backlogWaits.Load(),
 		BacklogHolds:    s.backlogHolds.Load(),
 		Observers:       int(s.observers.open.Load()),
 		DroppedLogLines: s.logs.dropped.Load(),
