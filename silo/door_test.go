@@ -123,3 +123,19 @@ func TestASenderAtAHeldGrainsDoorGivesUpWithItsCtx(t *testing.T) {
 		t.Fatal("no send waited at the door")
 	})
 }
+
+// A sender waiting at a held grain's door is let go by a Close, with
+// ErrSiloClosed: it does not wait for a grain that will not run again.
+func TestASenderAtAHeldGrainsDoorIsReleasedByClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, _, _ := heldSilo(t, 8, 1000)
+		for s.Stats().BacklogWaits == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		waiting := make(chan error, 1)
+		go func() { waiting <- s.Tell(context.Background(), grain.NewID("busy", "hot"), "late") }()
+		synctest.Wait() // it waits at the door, with the hot grain's own sender
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, <-waiting, grain.ErrSiloClosed)
+	})
+}
