@@ -88,3 +88,43 @@ func TestAHeldDoorLetsInItsBudget(t *testing.T) {
 	assert.Zero(t, p.ovN.Load(), "no door shut")
 	assert.Zero(t, p.ovSlots.Load()[ovSlot(h)].Load())
 }
+
+// The senders a held door holds are let in in the order they came, each
+// by its own channel, and one that gives up leaves the line; once the door
+// opens, the whole line goes in.
+func TestAHeldDoorLetsItsLineInInOrder(t *testing.T) {
+	s, err := New(Config{Partitions: 1})
+	require.NoError(t, err)
+	p := s.parts[0]
+	id := grain.NewID("k", "held")
+	h := id.Hash()
+	a := &act{}
+	a.ID = id
+	p.setDoor(a, doorWait, true, 0)
+	var line []chan struct{}
+	for range 4 {
+		d, ch := p.doorOf(id, h)
+		require.Equal(t, doorWait, d)
+		line = append(line, ch)
+	}
+	in := func(ch chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	assert.False(t, p.leaveDoor(id, line[1]), "the second gives up, not let in")
+	p.setDoor(a, doorWait, true, 2)
+	assert.True(t, in(line[0]))
+	assert.True(t, in(line[2]), "the second left: the third is next")
+	assert.False(t, in(line[3]))
+	d, ch := p.doorOf(id, h)
+	require.Equal(t, doorWait, d, "the budget went to the line: it waits too")
+	assert.True(t, p.leaveDoor(id, line[0]), "let in already")
+	p.setDoor(a, doorWait, false, 0)
+	assert.True(t, in(line[3]))
+	assert.True(t, in(ch))
+	assert.Zero(t, p.ovN.Load())
+}

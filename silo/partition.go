@@ -89,9 +89,8 @@ type partition struct {
 	swBusy   atomic.Int64
 	swSick   atomic.Int64 // stateless identities quarantined here
 	ovMu     sync.Mutex
-	ov       map[grain.ID]doorEntry // grains whose backlog is full: their doors (door.go)
-	room     chan struct{}          // closed when a held grain's door opens; under ovMu
-	parked   atomic.Bool            // the owner waits for work (see watchdog)
+	ov       map[grain.ID]*doorEntry // grains whose backlog is full: their doors (door.go)
+	parked   atomic.Bool             // the owner waits for work (see watchdog)
 	// idleQuiet: at its last idle collection the partition had nothing
 	// left for the idle ticks (idleticks.go)
 	idleQuiet atomic.Bool
@@ -118,7 +117,7 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		dir:        dir,
 		limit:      limit,
 		quarantine: make(map[grain.ID]time.Duration),
-		ov:         make(map[grain.ID]doorEntry),
+		ov:         make(map[grain.ID]*doorEntry),
 		orphans:    make(map[*queues.Request]struct{}),
 		done:       make(chan struct{}),
 		over:       make(chan struct{}),
