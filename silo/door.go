@@ -22,7 +22,8 @@ import (
 // other grain's. The partition's queue was held instead, until its backlog
 // had room, which held every sender of the partition, and let the grain's
 // backlog pass its limit by a queue's worth of messages whenever the hold
-// let go (a limit of 1,000 held 17,000 messages).
+// let go (a limit of 1,000 held 17,000 messages; docs/performance-log.md,
+// items 43 and 44).
 //
 // Senders learn a grain's door from the partition's set of grains with a
 // door shut (ov), which the owner keeps: one atomic load tells most sends

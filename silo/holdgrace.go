@@ -21,7 +21,8 @@ import (
 // (RejectNewest), one partition on two cores: 8,000–31,000 of some 70,000
 // tells refused in every run that had a handoff (11 of 50); the same
 // program, one preemption apart, lost nothing in the others. With the
-// grace, none of 50 runs refused a tell (18 had a handoff).
+// grace, none of 50 runs refused a tell (18 had a handoff;
+// docs/performance-log.md, item 42).
 //
 // So a grain whose senders were held back when the monitor took its turn
 // — at its door, or the queue full, a sender waiting for room — counts as
