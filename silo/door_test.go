@@ -20,14 +20,7 @@ import (
 // can. It returns the silo, the turns done, and a channel that has the
 // refusals once the sender is done.
 func heldSilo(t *testing.T, limit, n int) (*silo.Silo, *atomic.Int64, chan int) {
-	s, err := silo.New(silo.Config{Partitions: 1, QueueCapacity: 64})
-	require.NoError(t, err)
-	done := new(atomic.Int64)
-	require.NoError(t, silo.Register(s, "busy", func(grain.ID) *busyGrain {
-		return &busyGrain{done: done, workFor: time.Millisecond}
-	}, silo.WithMaxBacklog(limit, silo.RejectNewest)))
-	require.NoError(t, s.Start())
-	t.Cleanup(func() { require.NoError(t, s.Close()) })
+	s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64}, time.Millisecond, limit)
 	refused := make(chan int, 1)
 	go func() {
 		r := 0

@@ -36,6 +36,22 @@ func (g *busyGrain) Receive(ctx context.Context, _ *grain.Context, msg any) (any
 	return nil, nil
 }
 
+// busySilo starts a silo of cfg whose "busy" grains take workFor a turn,
+// their backlog limited to limit (RejectNewest), and closes it at the end
+// of the test; it returns the silo and the turns done.
+func busySilo(t *testing.T, cfg silo.Config, workFor time.Duration, limit int) (*silo.Silo, *atomic.Int64) {
+	t.Helper()
+	s, err := silo.New(cfg)
+	require.NoError(t, err)
+	done := new(atomic.Int64)
+	require.NoError(t, silo.Register(s, "busy", func(grain.ID) *busyGrain {
+		return &busyGrain{done: done, workFor: workFor}
+	}, silo.WithMaxBacklog(limit, silo.RejectNewest)))
+	require.NoError(t, s.Start())
+	t.Cleanup(func() { _ = s.Close() }) // closed already, mostly
+	return s, done
+}
+
 // A grain sent messages faster than it handles them holds its partition's
 // queue at its backlog limit (or fills it, its turns running as they
 // come), and its sender waits for room. When the handoff monitor takes one
@@ -49,13 +65,7 @@ func (g *busyGrain) Receive(ctx context.Context, _ *grain.Context, msg any) (any
 func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		threshold := 5 * time.Millisecond
-		s, err := silo.New(silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold})
-		require.NoError(t, err)
-		var done atomic.Int64
-		require.NoError(t, silo.Register(s, "busy", func(grain.ID) *busyGrain {
-			return &busyGrain{done: &done, workFor: 100 * time.Microsecond}
-		}, silo.WithMaxBacklog(8, silo.RejectNewest)))
-		require.NoError(t, s.Start())
+		s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond, 8)
 		ctx := t.Context()
 		id := grain.NewID("busy", "a")
 		const n, stallAt = 2000, 1000
@@ -89,13 +99,7 @@ func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 func TestAGrainBlockedPastTheGraceOverflows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		threshold := 5 * time.Millisecond
-		s, err := silo.New(silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold})
-		require.NoError(t, err)
-		var done atomic.Int64
-		require.NoError(t, silo.Register(s, "busy", func(grain.ID) *busyGrain {
-			return &busyGrain{done: &done, workFor: 100 * time.Microsecond}
-		}, silo.WithMaxBacklog(8, silo.RejectNewest)))
-		require.NoError(t, s.Start())
+		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond, 8)
 		ctx := t.Context()
 		id := grain.NewID("busy", "a")
 		start := time.Now()
@@ -111,7 +115,7 @@ func TestAGrainBlockedPastTheGraceOverflows(t *testing.T) {
 			}
 		}
 		// Another grain of the partition is served once the grace is over.
-		_, err = s.Ask(ctx, grain.NewID("busy", "b"), 0)
+		_, err := s.Ask(ctx, grain.NewID("busy", "b"), 0)
 		require.NoError(t, err)
 		waited := time.Since(start)
 		require.NoError(t, s.Close())

@@ -53,13 +53,8 @@ func TestOverfullSlotsAnswerOnlyForTheFullGrain(t *testing.T) {
 // who learns of more room by its channel; the owner learns a sender
 // waited. Refusing wins over holding, and an open door lets all in.
 func TestAHeldDoorLetsInItsBudget(t *testing.T) {
-	s, err := New(Config{Partitions: 1})
-	require.NoError(t, err)
-	p := s.parts[0]
-	id := grain.NewID("k", "held")
-	h := id.Hash()
-	a := &act{}
-	a.ID = id
+	p, a := doorPartition(t)
+	id, h := a.ID, a.ID.Hash()
 	assert.False(t, p.setDoor(a, doorWait, true, 2), "no sender waited yet")
 	for range 2 {
 		d, _ := p.doorOf(id, h)
@@ -93,13 +88,8 @@ func TestAHeldDoorLetsInItsBudget(t *testing.T) {
 // by its own channel, and one that gives up leaves the line; once the door
 // opens, the whole line goes in.
 func TestAHeldDoorLetsItsLineInInOrder(t *testing.T) {
-	s, err := New(Config{Partitions: 1})
-	require.NoError(t, err)
-	p := s.parts[0]
-	id := grain.NewID("k", "held")
-	h := id.Hash()
-	a := &act{}
-	a.ID = id
+	p, a := doorPartition(t)
+	id, h := a.ID, a.ID.Hash()
 	p.setDoor(a, doorWait, true, 0)
 	var line []chan struct{}
 	for range 4 {
@@ -127,4 +117,14 @@ func TestAHeldDoorLetsItsLineInInOrder(t *testing.T) {
 	assert.True(t, in(line[3]))
 	assert.True(t, in(ch))
 	assert.Zero(t, p.ovN.Load())
+}
+
+// doorPartition returns the partition of a silo of one, not started, and a
+// grain's record for its doors.
+func doorPartition(t *testing.T) (*partition, *act) {
+	s, err := New(Config{Partitions: 1})
+	require.NoError(t, err)
+	a := &act{}
+	a.ID = grain.NewID("k", "held")
+	return s.parts[0], a
 }
