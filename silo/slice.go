@@ -271,6 +271,8 @@ func (p *partition) holding() {
 		case a.Mailbox.Len() >= a.k.maxBacklog:
 			h.off = false
 			p.shutDoor(&h, 0)
+		case h.off:
+			continue // served again with room: its senders were let go as it went off
 		default:
 			waited := p.shutDoor(&h, a.k.maxBacklog-a.Mailbox.Len()) // room for some
 			switch looks := p.s.dog.looks.Load(); {
