@@ -125,10 +125,11 @@ func TestSoakEveryMessageHandledOrDeadLettered(t *testing.T) {
 		soakShaped(t, soakShape{grains: 3000, jumps: true}, 2*time.Second, true, func(c *silo.Config) { c.MaxActivations = 0 })
 	})
 	// One message in three to one grain: its rounds run past their time
-	// slice, its messages wait in its backlog, which fills and holds the
-	// partition's queue while its turns run, and overflows while one is
-	// handed off — with Stops, Deactivates and the shutdown racing, and
-	// senders waiting for room in queues of eight.
+	// slice, its messages wait in its backlog, which fills and holds its
+	// senders at its door while its turns run (in line, let in a round's
+	// room at a time), and overflows while one is handed off past its grace
+	// — with Stops, Deactivates and the shutdown racing, and senders
+	// waiting for room in queues of eight.
 	t.Run("a flood to one grain", func(t *testing.T) {
 		soakShaped(t, soakShape{grains: 100, hot: true}, 2*time.Second, true, func(c *silo.Config) { c.QueueCapacity = 8 })
 	})
