@@ -20,7 +20,7 @@ import (
 // can. It returns the silo, the turns done, and a channel that has the
 // refusals once the sender is done.
 func heldSilo(t *testing.T, limit, n int) (*silo.Silo, *atomic.Int64, chan int) {
-	s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64}, time.Millisecond, limit)
+	s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64}, time.Millisecond, silo.WithMaxBacklog(limit, silo.RejectNewest))
 	refused := make(chan int, 1)
 	go func() {
 		r := 0

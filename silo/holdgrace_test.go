@@ -37,16 +37,16 @@ func (g *busyGrain) Receive(ctx context.Context, _ *grain.Context, msg any) (any
 }
 
 // busySilo starts a silo of cfg whose "busy" grains take workFor a turn,
-// their backlog limited to limit (RejectNewest), and closes it at the end
-// of the test; it returns the silo and the turns done.
-func busySilo(t *testing.T, cfg silo.Config, workFor time.Duration, limit int) (*silo.Silo, *atomic.Int64) {
+// registered with opts, and closes it at the end of the test; it returns
+// the silo and the turns done.
+func busySilo(t *testing.T, cfg silo.Config, workFor time.Duration, opts ...silo.KindOption) (*silo.Silo, *atomic.Int64) {
 	t.Helper()
 	s, err := silo.New(cfg)
 	require.NoError(t, err)
 	done := new(atomic.Int64)
 	require.NoError(t, silo.Register(s, "busy", func(grain.ID) *busyGrain {
 		return &busyGrain{done: done, workFor: workFor}
-	}, silo.WithMaxBacklog(limit, silo.RejectNewest)))
+	}, opts...))
 	require.NoError(t, s.Start())
 	t.Cleanup(func() { _ = s.Close() }) // closed already, mostly
 	return s, done
@@ -65,7 +65,8 @@ func busySilo(t *testing.T, cfg silo.Config, workFor time.Duration, limit int) (
 func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		threshold := 5 * time.Millisecond
-		s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond, 8)
+		s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
+			silo.WithMaxBacklog(8, silo.RejectNewest))
 		ctx := t.Context()
 		id := grain.NewID("busy", "a")
 		const n, stallAt = 2000, 1000
@@ -92,37 +93,91 @@ func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 }
 
 // A grain whose sender was held back (the queue full), and whose turn then
-// blocks past the grace, overflows by its policy once the grace is over:
-// the partition's other grains wait out the grace, no longer. A sender to
-// the blocked grain is refused then; one to another grain of the
-// partition is served.
+// blocks past the grace, overflows by its policy once the grace is over,
+// two thresholds after the monitor took the turn: RejectNewest refuses
+// its sender then. Meanwhile the partition's other grains are served.
 func TestAGrainBlockedPastTheGraceOverflows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		threshold := 5 * time.Millisecond
-		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond, 8)
+		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
+			silo.WithMaxBacklog(8, silo.RejectNewest))
 		ctx := t.Context()
-		id := grain.NewID("busy", "a")
-		start := time.Now()
-		var refusedAt time.Duration
-		for i := 0; refusedAt == 0; i++ {
-			var m any = i
-			if i == 1000 {
-				m = stallFor(time.Hour) // blocks, as far as anyone can tell
+		refusedAt := make(chan time.Time, 1)
+		go func() {
+			for i := 0; ; i++ {
+				var m any = i
+				if i == 1000 {
+					m = stallFor(time.Hour) // blocks, as far as anyone can tell
+				}
+				if err := s.Tell(ctx, grain.NewID("busy", "a"), m); err != nil {
+					assert.ErrorIs(t, err, grain.ErrOverloaded)
+					refusedAt <- time.Now()
+					return
+				}
 			}
-			if err := s.Tell(ctx, id, m); err != nil {
-				require.ErrorIs(t, err, grain.ErrOverloaded)
-				refusedAt = time.Since(start)
-			}
+		}()
+		for s.Stats().Handoffs == 0 {
+			time.Sleep(100 * time.Microsecond)
 		}
-		// Another grain of the partition is served once the grace is over.
+		handoff := time.Now()
+		start := time.Now()
 		_, err := s.Ask(ctx, grain.NewID("busy", "b"), 0)
 		require.NoError(t, err)
-		waited := time.Since(start)
+		assert.Less(t, time.Since(start), threshold, "another grain waited for the grace")
+		at := <-refusedAt
+		assert.GreaterOrEqual(t, at.Sub(handoff), 2*threshold-time.Millisecond, "refused before the grace was over")
+		assert.Less(t, at.Sub(handoff), 3*threshold)
 		require.NoError(t, s.Close())
-		assert.NotZero(t, s.Stats().Handoffs)
-		// The stall began after some 100 ms of turns; the monitor took it
-		// one to two thresholds later, and the grace is two thresholds.
-		assert.Less(t, waited, refusedAt+threshold, "the other grain waited past the grace")
-		assert.Less(t, refusedAt, 200*time.Millisecond+5*threshold)
+	})
+}
+
+// With DropOldest, the grain blocked past its grace drops what its backlog
+// holds past its limit, oldest first — what it was sent during the grace
+// counting — once the grace is over, not before.
+func TestAGrainBlockedPastTheGraceDropsItsOldest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		threshold := 5 * time.Millisecond
+		const limit = 8
+		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
+			silo.WithMaxBacklog(limit, silo.DropOldest))
+		dl := s.SubscribeDeadLetters(4096)
+		defer dl.Cancel()
+		ctx, stop := context.WithCancel(t.Context())
+		sent := make(chan int, 1)
+		go func() {
+			i := 0
+			for ; ctx.Err() == nil; i++ {
+				var m any = i
+				if i == 1000 {
+					m = stallFor(time.Hour)
+				}
+				if err := s.Tell(ctx, grain.NewID("busy", "a"), m); err != nil {
+					assert.ErrorIs(t, err, context.Canceled, "DropOldest refuses nothing")
+					break
+				}
+			}
+			sent <- i
+		}()
+		for s.Stats().Handoffs == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		handoff := time.Now()
+		first := <-dl.C
+		require.Equal(t, grain.ReasonOverload, first.Reason)
+		assert.GreaterOrEqual(t, time.Since(handoff), 2*threshold-time.Millisecond, "dropped before the grace was over")
+		stop()
+		n := <-sent
+		require.NoError(t, s.Close())
+		last := first.Msg.(int)
+		assert.Equal(t, 1001, last, "the oldest waiting, behind the blocked turn's")
+		for d := range dl.C {
+			if d.Reason != grain.ReasonOverload {
+				continue // the rest, at the Close
+			}
+			i := d.Msg.(int)
+			assert.Greater(t, i, last, "dropped oldest first")
+			last = i
+		}
+		assert.Less(t, last, n)
 	})
 }
