@@ -140,9 +140,9 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 func (p *partition) backlogFull(a *act) {
 	if p.served(a) || p.graced(a) {
 		// Its turns run, one a step, but slower than it is sent messages:
-		// the partition takes no more for now, and its senders wait for
-		// room (slice.go) — in a grace too, its turn maybe only waiting
-		// for a core (holdgrace.go).
+		// its senders wait at its door until it has room (slice.go,
+		// door.go) — in a grace too, its turn maybe only waiting for a
+		// core (holdgrace.go).
 		p.hold(a)
 		return
 	}
