@@ -175,6 +175,9 @@ func TestAGrainBlockedPastTheGraceDropsItsOldest(t *testing.T) {
 				continue // the rest, at the Close
 			}
 			i := d.Msg.(int)
+			if i == n {
+				continue // the send that waited at the door as stop came: refused
+			}
 			assert.Greater(t, i, last, "dropped oldest first")
 			last = i
 		}

@@ -49,8 +49,10 @@ type Stats struct {
 	// BacklogHolds counts the times a grain whose turns run filled its
 	// backlog (Config.MaxBacklog, WithMaxBacklog) — sent messages faster
 	// than it handles them — so that its senders waited for room
-	// (BacklogWaits); a hold lasts until the backlog is down to half its
-	// limit. Each is also logged at Warn, with the grain.
+	// (BacklogWaits), while the partition's other grains went on; a hold
+	// lasts until the backlog is down to half its limit and no sender has
+	// waited for one to two Config.HandoffThresholds. Each is also logged
+	// at Warn, with the grain.
 	BacklogHolds uint64
 	// BacklogWaits counts sends that waited for room in the backlog of a
 	// grain that held its senders (BacklogHolds). A send counts once
