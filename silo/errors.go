@@ -33,8 +33,10 @@ var (
 	ErrSiloClosed = grain.ErrSiloClosed
 	// ErrUnknownKind: no kind of that name is registered.
 	ErrUnknownKind = grain.ErrUnknownKind
-	// ErrOverloaded: the grain's backlog is full, or the partition queue
-	// stayed full until the sender's ctx ended.
+	// ErrOverloaded: the grain's backlog is full while its turns cannot run
+	// (WithMaxBacklog), or the grain's backlog or the partition queue
+	// stayed full until the sender's ctx ended (then the ctx's error is
+	// wrapped too).
 	ErrOverloaded = grain.ErrOverloaded
 	// ErrGrainStopped: the grain was stopped (Silo.Stop, or its supervision
 	// policy) before it could handle the message.
