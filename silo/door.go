@@ -199,6 +199,13 @@ func (s *Silo) atDoor(ctx context.Context, p *partition, env *queues.Envelope, t
 	}
 	select {
 	case <-ch:
+		if p.overfull(env.Target, env.Hash) {
+			// Let go as its grain's turn was taken for blocked, the
+			// backlog full (graceOver): new, so refused, as RejectNewest
+			// says — not let in past the limit for having waited.
+			s.refuse(*env, grain.ReasonOverload, nil)
+			return &overloadError{id: env.Target}
+		}
 		return nil
 	case <-ctx.Done():
 		if p.leaveDoor(env.Target, ch) {

@@ -34,8 +34,10 @@ import (
 // (TestAGrainPreemptedOffItsPartitionRefusesNothing). A turn still off
 // when the grace ends is taken for blocked: what the grain was sent during
 // the grace counts toward its limit, and the policy applies to what is past
-// it at once — the oldest dropped, or the next refused
-// (TestAGrainBlockedPastTheGraceOverflows) — as if the grace had not been.
+// it at once — the oldest dropped, or the next refused, the senders that
+// waited through the grace first (TestAGrainBlockedPastTheGraceOverflows,
+// TestSendersWaitingThroughAGraceAreRefusedWhenItEnds) — as if the grace
+// had not been.
 // The price is a blocked grain's senders wait a grace before they are
 // refused.
 //
@@ -122,7 +124,6 @@ func (p *partition) graceOver() {
 		return // its backlog never filled: nothing to apply
 	}
 	h.off, h.base = true, g.base
-	p.openDoor(h)
 	n := a.Mailbox.Len() - g.base
 	switch {
 	case a.k.overflow == DropOldest:
@@ -131,8 +132,9 @@ func (p *partition) graceOver() {
 			p.s.deadLetter(old, grain.ReasonOverload, nil)
 		}
 	case n+1 >= a.k.maxBacklog:
-		p.setOverfull(a, true)
+		p.setOverfull(a, true) // before the door opens: who waited there is refused (Silo.atDoor)
 	}
+	p.openDoor(h)
 }
 
 // stopGrace stops the grace timer of a partition that has stopped.

@@ -184,3 +184,62 @@ func TestAGrainBlockedPastTheGraceDropsItsOldest(t *testing.T) {
 		assert.Less(t, last, n)
 	})
 }
+
+// The senders waiting at a grain's door through a grace that ends with its
+// turn still off are refused (RejectNewest): their messages are new, and
+// the grain is taken for blocked. Let in for having waited, they went in
+// past its limit, one each.
+func TestSendersWaitingThroughAGraceAreRefusedWhenItEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		threshold := 5 * time.Millisecond
+		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
+			silo.WithMaxBacklog(8, silo.RejectNewest))
+		type send struct {
+			waited bool
+			end    time.Time
+			err    error
+		}
+		var next atomic.Int64
+		results := make(chan []send, 4)
+		for range 4 {
+			go func() {
+				var mine []send
+				for {
+					var m any = 0
+					if next.Add(1) == 1000 {
+						m = stallFor(time.Hour)
+					}
+					start := time.Now()
+					err := s.Tell(t.Context(), grain.NewID("busy", "a"), m)
+					mine = append(mine, send{time.Since(start) > 0, time.Now(), err})
+					if err != nil {
+						results <- mine
+						return
+					}
+				}
+			}()
+		}
+		var all []send
+		for range 4 {
+			all = append(all, <-results...)
+		}
+		var refusedAt time.Time
+		for _, x := range all {
+			if x.err != nil {
+				require.ErrorIs(t, x.err, grain.ErrOverloaded)
+				if refusedAt.IsZero() || x.end.Before(refusedAt) {
+					refusedAt = x.end
+				}
+			}
+		}
+		waitedThrough := 0
+		for _, x := range all {
+			if x.waited && !x.end.Before(refusedAt) {
+				waitedThrough++
+				assert.Error(t, x.err, "let in as the grace ended, the grain taken for blocked")
+			}
+		}
+		assert.NotZero(t, waitedThrough, "no sender waited through the grace")
+		require.NoError(t, s.Close())
+	})
+}
