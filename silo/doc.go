@@ -20,8 +20,8 @@
 // a new goroutine while the blocked grain's own later messages wait for it in
 // order. A grain sent a flood of messages shares its partition a time slice
 // (a few milliseconds) at a time, so the partition's other grains do not
-// wait for the whole flood; its senders wait for room once its backlog is
-// full. See docs/architecture.md and docs/calls.md.
+// wait for the whole flood; its senders — and no one else's — wait for room
+// once its backlog is full. See docs/architecture.md and docs/calls.md.
 //
 // A grain runs one turn at a time unless its kind says otherwise, and then
 // only while a turn waits — in a Call, or in Await: WithReentrant lets every
