@@ -9,43 +9,40 @@ import (
 // A grace for a turn the handoff monitor took.
 //
 // The monitor cannot tell a turn that blocks from one whose goroutine waits
-// for a core: on a loaded machine, any turn may wait out another
-// goroutine's whole time slice (10 ms in Go's scheduler), and a turn the
-// monitor finds in two of its looks is handed off. A grain whose turn is
-// off its partition overflows by its policy (backlogFull) — so a grain
-// sent messages faster than it handles them, whose senders waited for room
-// (at its door, its full backlog holding them: hold, slice.go; or in the
-// queue, its turns running as they came), had the next messages past its
-// limit refused or dropped the moment a turn of it waited for a core. Two goroutines
-// telling a grain of 20 µs turns in a loop, its backlog at 1,000
-// (RejectNewest), one partition on two cores: 8,000–31,000 of some 70,000
-// tells refused in every run that had a handoff (11 of 50); the same
-// program, one preemption apart, lost nothing in the others. With the
-// grace, none of 50 runs refused a tell (18 had a handoff;
-// docs/performance-log.md, item 42).
+// for a core: on a loaded machine, any turn may wait out another goroutine's
+// whole time slice (10 ms in Go's scheduler), and a turn the monitor finds
+// in two of its looks is handed off. A grain whose turn is off its partition
+// overflows by its policy (backlogFull) — so a grain sent messages faster
+// than it handles them, whose senders waited for room (at its door, its full
+// backlog holding them: hold, slice.go; or in the queue, its turns running
+// as they came), had the next messages past its limit refused or dropped the
+// moment a turn of it waited for a core. Two goroutines telling a grain of
+// 20 µs turns in a loop, its backlog at 1,000 (RejectNewest), one partition
+// on two cores: 8,000–31,000 of some 70,000 tells refused in every run that
+// had a handoff (11 of 50); the same program, one preemption apart, lost
+// nothing in the others. With the grace, none of 50 runs refused a tell (18
+// had a handoff; docs/performance-log.md, item 42).
 //
-// So a grain whose senders were held back when the monitor took its turn
-// — at its door, or the queue full, a sender waiting for room — counts as
+// So a grain whose senders were held back when the monitor took its turn —
+// at its door, or the queue full, a sender waiting for room — counts as
 // served for a grace of graceThresholds HandoffThresholds: a full backlog
-// holds its senders at its door, as before the handoff. A preempted turn
-// is back on a core well within it (its senders waiting, the cores come
-// free); the turn ends, and the grain is served again, as if the handoff
-// had not been
-// (TestAGrainPreemptedOffItsPartitionRefusesNothing). A turn still off
+// holds its senders at its door, as before the handoff. A preempted turn is
+// back on a core well within it (its senders waiting, the cores come free);
+// the turn ends, and the grain is served again, as if the handoff had not
+// been (TestAGrainPreemptedOffItsPartitionRefusesNothing). A turn still off
 // when the grace ends is taken for blocked: what the grain was sent during
 // the grace counts toward its limit, and the policy applies to what is past
 // it at once — the oldest dropped, or the next refused, the senders that
 // waited through the grace first (TestAGrainBlockedPastTheGraceOverflows,
-// TestSendersWaitingThroughAGraceAreRefusedWhenItEnds) — as if the grace
-// had not been.
-// The price is a blocked grain's senders wait a grace before they are
-// refused.
+// TestSendersWaitingThroughAGraceAreRefusedWhenItEnds) — as if the grace had
+// not been. The price is a blocked grain's senders wait a grace before they
+// are refused.
 //
-// A grain nobody waited for has no grace: it kept up with what it was
-// sent, and a turn of it that stops taking messages overflows by its
-// policy at once (TestOverloadRejectNewest), blocked or preempted. Nor has
-// a turn the monitor did not take: a call detaches its turn as it begins
-// to wait, known to wait, maybe on a grain of this partition.
+// A grain nobody waited for has no grace: it kept up with what it was sent,
+// and a turn of it that stops taking messages overflows by its policy at
+// once (TestOverloadRejectNewest), blocked or preempted. Nor has a turn the
+// monitor did not take: a call detaches its turn as it begins to wait, known
+// to wait, maybe on a grain of this partition.
 //
 // The grace is timed on the real clock (the monitor's), and a timer wakes
 // the owner when it ends: an owner with nothing else to do parks, and the
