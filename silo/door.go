@@ -128,16 +128,23 @@ type ovSlots [256]atomic.Int32
 // the partition's own choice (h modulo the partitions) leaves spread.
 func ovSlot(h uint64) uint64 { return h >> 56 }
 
+// mayBeShut reports whether the grain whose hash is h may have a door
+// shut: false, from an atomic load or two, for most sends.
+func (p *partition) mayBeShut(h uint64) bool {
+	if p.ovN.Load() == 0 {
+		return false
+	}
+	slots := p.ovSlots.Load()
+	return slots != nil && slots[ovSlot(h)].Load() != 0
+}
+
 // doorOf returns, for a sender, the door of the grain whose identity is
 // id, of hash h: 0 if it lets the sender in (taking one of a held grain's
 // budget, if no one waits before it), and for doorWait the channel whose
 // closing lets the sender in, its place in line. It costs an atomic load
 // or two unless a grain with a door shut shares its target's slot.
 func (p *partition) doorOf(id grain.ID, h uint64) (door, chan struct{}) {
-	if p.ovN.Load() == 0 {
-		return 0, nil
-	}
-	if slots := p.ovSlots.Load(); slots == nil || slots[ovSlot(h)].Load() == 0 {
+	if !p.mayBeShut(h) {
 		return 0, nil
 	}
 	p.ovMu.Lock()
@@ -172,13 +179,16 @@ func (p *partition) leaveDoor(id grain.ID, ch chan struct{}) (in bool) {
 	return true // an entry that went let its line in
 }
 
-// overfull reports whether a sender to id is refused at the door.
+// overfull reports whether a sender to id is refused at the door. Unlike
+// doorOf, it takes no budget and no place in line.
 func (p *partition) overfull(id grain.ID, h uint64) bool {
-	d, ch := p.doorOf(id, h)
-	if ch != nil {
-		p.leaveDoor(id, ch)
+	if !p.mayBeShut(h) {
+		return false
 	}
-	return d == doorRefuse
+	p.ovMu.Lock()
+	defer p.ovMu.Unlock()
+	e := p.ov[id]
+	return e != nil && e.shut&doorRefuse != 0
 }
 
 // atDoor passes env's sender through its target's door: at once if it is

@@ -74,13 +74,17 @@ func (p *partition) graceFrom(from *worker) {
 	// The turn's record, as begin published it; from is not pooled before
 	// this owner is done with it (run), nor reused for another turn.
 	a := turnCtxOf(from, from.req).info.a
-	if a == nil || !p.heldNow(a) && !p.q.SendersWait() {
+	if a == nil {
+		return
+	}
+	held := p.heldNow(a)
+	if !held && !p.q.SendersWait() {
 		return // nobody waited for it: its senders were not held back
 	}
 	d := graceThresholds * p.s.cfg.HandoffThreshold
 	g := &p.grace
 	g.a, g.end, g.base = a, time.Now().Add(d), 0
-	if p.heldNow(a) {
+	if held {
 		g.base = a.Mailbox.Len()
 	}
 	if g.t == nil {
