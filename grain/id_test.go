@@ -29,6 +29,29 @@ func TestIDBasics(t *testing.T) {
 	assert.Equal(t, grain.NewID("a", "b"), grain.NewID("a", "b"), "comparable")
 }
 
+// Equal agrees with == on every pair: same and different kinds, string
+// and int keys, an int key and its decimal string, the zero ID.
+func TestIDEqualIsEquality(t *testing.T) {
+	ids := []grain.ID{
+		{},
+		grain.NewID("player", "42"),
+		grain.NewID("player", "42x"),
+		grain.NewID("player", ""),
+		grain.NewID("team", "42"),
+		grain.NewIntID("player", 42),
+		grain.NewIntID("player", 0),
+		grain.NewIntID("team", 42),
+		grain.NewIntID("", 0),
+		grain.NewID("player", string([]byte("42"))), // equal, stored apart
+	}
+	for _, a := range ids {
+		for _, b := range ids {
+			assert.Equal(t, a == b, a.Equal(&b), "%#v and %#v", a, b)
+		}
+	}
+	assert.True(t, ids[1].Equal(&ids[len(ids)-1]))
+}
+
 func TestIDValidate(t *testing.T) {
 	require.NoError(t, grain.NewID("k", "x").Validate())
 	require.NoError(t, grain.NewIntID("k", 0).Validate(), "an int key may be 0")

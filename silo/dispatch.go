@@ -17,7 +17,14 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 		p.s.deadLetter(*env, grain.ReasonShutdown, nil)
 		return true
 	}
-	a, ok := p.dir.Get(env.Target, env.Hash)
+	// The entry the hash leads to is the grain's, most often: compared here,
+	// inline, the full lookup (the identity through the table's idOf) only
+	// when it is not.
+	a := p.dir.Guess(env.Hash)
+	ok := a != nil && a.ID.Equal(&env.Target)
+	if !ok {
+		a, ok = p.dir.Get(env.Target, env.Hash)
+	}
 	if !ok {
 		k := p.s.kinds[env.Target.Kind()] // never nil: a send checks the kind
 		if k.workers > 1 {
