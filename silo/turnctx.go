@@ -341,7 +341,7 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 	// own that first looks after the turn (database/sql's Rows do), and a
 	// write here would race with that look; a tell's next turn changes
 	// none of it.
-	if c.parent != parent {
+	if (parent != nil || c.parent != nil) && c.parent != parent { // a tell's nil and nil: no call to compare them
 		c.parent = parent
 	}
 	c.info.a = a
