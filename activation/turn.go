@@ -12,8 +12,20 @@ import (
 // returned as a *grain.PanicError carrying the value and the stack, so a
 // grain can never kill the goroutine that runs it.
 func Run(ctx context.Context, g grain.Grain, c *grain.Context, msg any) (reply any, err error) {
-	defer recoverTurn(c, &err)
-	return g.Receive(ctx, c, msg)
+	// recover only for a turn that did not return: called for every turn,
+	// it cost each a call into the runtime. (recover works only called by
+	// the deferred function itself, hence no helper.)
+	returned := false
+	defer func() {
+		if !returned {
+			if v := recover(); v != nil {
+				err = &grain.PanicError{ID: c.ID(), Value: v, Stack: debug.Stack()}
+			}
+		}
+	}()
+	reply, err = g.Receive(ctx, c, msg)
+	returned = true
+	return reply, err
 }
 
 // Activate runs g's OnActivate, if it has one, with the same panic recovery.
