@@ -145,8 +145,15 @@ func (id *ID) UnmarshalText(b []byte) error {
 // keys never collide: fold is a bijection in b. Hash is stable across
 // processes and releases; the silo maps an ID to its partition with
 // Hash() % partitions.
-func (id ID) Hash() uint64 {
-	kh := xxhash.Sum64String(id.kind)
+func (id ID) Hash() uint64 { return id.HashWithKind(KindHash(id.kind)) }
+
+// KindHash returns what a kind's name contributes to the hash of its IDs:
+// a runtime that hashes many IDs of a few kinds keeps it, and hashes each
+// ID with HashWithKind, without hashing the name again.
+func KindHash(kind string) uint64 { return xxhash.Sum64String(kind) }
+
+// HashWithKind returns id.Hash(), given kh = KindHash(id.Kind()).
+func (id *ID) HashWithKind(kh uint64) uint64 {
 	if id.isInt {
 		return fold(kh, uint64(id.ikey))
 	}

@@ -84,6 +84,11 @@ func TestHashIsStable(t *testing.T) {
 	assert.Equal(t, fold(xxhash.Sum64String("k"), 7), grain.NewIntID("k", 7).Hash())
 	assert.Equal(t, uint64(0x1128c278fab0012), grain.NewID("counter", "player-42").Hash(), "pinned")
 	assert.Equal(t, uint64(0xf99cea875d6a89af), grain.NewIntID("counter", -3).Hash(), "pinned")
+	for _, id := range []grain.ID{
+		{}, grain.NewID("counter", "player-42"), grain.NewIntID("counter", -3), grain.NewIntID("k", 0), grain.NewID("k", ""),
+	} {
+		assert.Equal(t, id.Hash(), id.HashWithKind(grain.KindHash(id.Kind())), "%v: a kind's hash known", id)
+	}
 }
 
 // For one kind, distinct int keys never share a hash.

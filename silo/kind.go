@@ -49,6 +49,7 @@ type kind struct {
 	name           string
 	mayInterleave  func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
 	workers        int                // WithStatelessWorker: activations an identity may have; 1 for a plain kind (read by a send too)
+	nameHash       uint64             // grain.KindHash(name): a send hashes only the key (read by a send too)
 	factory        func(grain.ID) grain.Grain
 	idleTimeout    time.Duration // < 0: never
 	callTimeout    time.Duration // bounds a call to the kind whose ctx has no deadline
@@ -248,6 +249,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	k := &kind{
 		s:           s,
 		name:        name,
+		nameHash:    grain.KindHash(name),
 		idleTimeout: s.cfg.IdleTimeout,
 		callTimeout: s.cfg.CallTimeout,
 		sup:         s.cfg.Supervision,
