@@ -73,9 +73,10 @@ func NewTable[T any](idOf func(*T) *grain.ID) (*Table[T], error) {
 	return t, nil
 }
 
-// home is the first slot h probes. The hash is multiplied and its top bits
-// taken, because the low bits are shared by every identity of a partition:
-// they chose the partition.
+// home is the first slot h probes. The hash is multiplied and the top bits
+// of the product taken, not the hash's own: those place every identity of a
+// partition in one N-th of the range of hashes — they chose the partition
+// (queues.Partitioner) — and the product's depend on all of the hash's.
 //
 // The multiplier changes when the table shrinks. Entries removed in slot
 // order — a shutdown deactivates a partition's grains in the order All

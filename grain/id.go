@@ -143,8 +143,8 @@ func (id *ID) UnmarshalText(b []byte) error {
 // they lie, never copied into one buffer first (whose reassembled words
 // cost a store-forwarding stall per hash), and for one kind, distinct int
 // keys never collide: fold is a bijection in b. Hash is stable across
-// processes and releases; the silo maps an ID to its partition with
-// Hash() % partitions.
+// processes and releases; the silo maps an ID to its partition with it
+// (queues.Partitioner).
 func (id ID) Hash() uint64 { return id.HashWithKind(KindHash(id.kind)) }
 
 // KindHash returns what a kind's name contributes to the hash of its IDs:

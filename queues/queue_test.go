@@ -190,23 +190,6 @@ func TestQueueSegments(t *testing.T) {
 	}
 }
 
-func TestPartitioner(t *testing.T) {
-	_, err := queues.NewPartitioner(0)
-	require.ErrorIs(t, err, grain.ErrInvalidConfig)
-	p, err := queues.NewPartitioner(8)
-	require.NoError(t, err)
-	id := grain.NewID("counter", "player-42")
-	assert.Equal(t, int(id.Hash()%8), p.Partition(id))
-	seen := map[int]int{}
-	for i := range 8000 {
-		seen[p.Partition(grain.NewIntID("k", int64(i)))]++
-	}
-	assert.Len(t, seen, 8)
-	for _, n := range seen {
-		assert.InDelta(t, 1000, n, 200, "xxhash spreads keys evenly")
-	}
-}
-
 func TestChain(t *testing.T) {
 	a, b := grain.NewID("k", "a"), grain.NewID("k", "b")
 	c := queues.Chain{}.Extend(queues.Link{ID: a, Silo: 1})
