@@ -50,6 +50,11 @@ func (id ID) Key() string {
 // IntKey returns the int key and true, or 0 and false for a string key.
 func (id ID) IntKey() (int64, bool) { return id.ikey, id.isInt }
 
+// HasKey reports whether id has a key: an int key, or a string key that is
+// not empty. (A pointer receiver: on a send's path, an accessor of the ID
+// by value copied all 48 bytes for the one field.)
+func (id *ID) HasKey() bool { return id.isInt || id.key != "" }
+
 // Equal reports whether *id and *o are the same identity, as *id == *o
 // does. It is for a hot path: it inlines, where == calls a generated
 // function, and it compares first the fields that differ most often.

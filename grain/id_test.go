@@ -26,6 +26,9 @@ func TestIDBasics(t *testing.T) {
 	assert.Equal(t, "player/42", s.String())
 	assert.Equal(t, "player#42", i.String())
 	assert.True(t, grain.ID{}.IsZero())
+	for id, want := range map[grain.ID]bool{s: true, i: true, grain.NewIntID("player", 0): true, grain.NewID("player", ""): false, {}: false} {
+		assert.Equal(t, want, id.HasKey(), "%#v", id)
+	}
 	assert.Equal(t, grain.NewID("a", "b"), grain.NewID("a", "b"), "comparable")
 }
 

@@ -497,9 +497,10 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 	// stack 8 bytes at a time, and an inlined accessor of it copies it whole
 	// with 16-byte loads — which, issued soon after, stall on store
 	// forwarding (5 % of tell). So the kind is read in place (kindName), and
-	// the hash through a pointer, 8 bytes at a time, with the kind's part
-	// of it known: hashing the name at every send, and the ID copied into
-	// Hash, took checkTarget from 21 ns to 29.
+	// the key and the hash through a pointer, 8 bytes at a time, the hash
+	// with the kind's part of it known: hashing the name at every send, and
+	// the ID copied into Hash, took checkTarget from 21 ns to 29; the ID
+	// copied again to test its key, 1.5 ns more (19 against 17.5).
 	k, ok := s.kindOf.get(kindName(&id), s.kinds)
 	if !ok {
 		if id.IsObserver() {
@@ -511,7 +512,7 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 		return nil, nil, 0, fmt.Errorf("%w: %q", grain.ErrUnknownKind, id.Kind())
 	}
 	// A registered kind is a valid one; only the key is left to check.
-	if _, isInt := id.IntKey(); !isInt && id.Key() == "" {
+	if !id.HasKey() {
 		return nil, nil, 0, &grain.IDError{ID: id, Err: grain.ErrEmptyKey}
 	}
 	if msg == nil {
