@@ -11,10 +11,11 @@ import (
 // (id.Hash() × N) >> 64, the high word of the 128-bit product, where Hash is
 // the xxhash64 documented on grain.ID — Lemire's multiply-shift, which
 // spreads the hashes over [0, N) as evenly as a modulo does, at the cost of
-// a multiplication instead of a division (a 64-bit DIV took a send's
-// partition 10–20 cycles at best). The mapping depends only on the identity
-// and N, so it is the same in every process and every run. The zero
-// Partitioner is not usable (N is 0); make one with NewPartitioner.
+// a multiplication instead of a division (a 64-bit DIV takes tens of
+// cycles on many CPUs, and every send takes one). The mapping depends only
+// on the identity and N, so it is the same in every process and every run.
+// The zero Partitioner is not usable (N is 0); make one with
+// NewPartitioner.
 type Partitioner struct {
 	n uint64
 }
