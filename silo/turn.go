@@ -116,6 +116,9 @@ func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.En
 		return false
 	}
 	w.req = nil
+	if res.kind == tkMessage && res.err == nil && res.req == nil && res.tick == nil && first == nil && p.finishPlain(a) {
+		return true // most turns: a plain tell's, ended the short way
+	}
 	p.finish(a, res, first)
 	return true
 }
