@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
 )
 
 // A sender learns its target is overloaded only if it is: another grain of
@@ -128,3 +129,45 @@ func doorPartition(t *testing.T) (*partition, *act) {
 	a.ID = grain.NewID("k", "held")
 	return s.parts[0], a
 }
+
+// A hold whose grain was sent a message while a turn of it ran off the
+// partition (its backlog counted from the hold's base) lets its senders in
+// when it ends: the senders waiting at its door are let in, and the next
+// finds it open. Marked off there but left shut, the door outlived its
+// hold — dropped as the grain was served again with room — and every
+// sender of the grain waited at it until its ctx ended, the partition's
+// owner parked with nothing to do (a stateless worker's senders, in
+// TestStatelessWorkerCountsComeBackToZero, 2 runs in 300).
+func TestAHoldThatWentOffWhileSentToOpensItsDoorWhenItEnds(t *testing.T) {
+	s, err := New(Config{Partitions: 1})
+	require.NoError(t, err)
+	require.NoError(t, Register(s, "k", func(grain.ID) *nopGrain { return &nopGrain{} }, WithMaxBacklog(4, RejectNewest)))
+	s.base = t.Context() // not started: this goroutine is the owner
+	require.NoError(t, s.setIdleQuantum())
+	p := s.parts[0]
+	w := newWorker(p, false)
+	id := grain.NewID("k", "held")
+	env := queues.Envelope{Target: id, Hash: id.Hash(), Msg: &struct{}{}}
+	require.True(t, p.deliver(w, &env)) // activates it, and runs the message
+	a, ok := p.dir.Get(id, id.Hash())
+	require.True(t, ok)
+
+	p.hold(a) // its backlog filled while it was served
+	d, waiting := p.doorOf(id, id.Hash())
+	require.Equal(t, doorWait, d, "a sender waits at its door")
+	a.Turns++ // a turn of it runs, off the partition
+	p.backlogFull(a)
+	a.Turns-- // back, served, its backlog empty
+	p.holding()
+
+	select {
+	case <-waiting:
+	default:
+		t.Fatal("the sender that waited is still at the door")
+	}
+	d, _ = p.doorOf(id, id.Hash())
+	assert.Zero(t, d, "the next sender finds the door open")
+	assert.Empty(t, p.holders, "the hold is over")
+	assert.Zero(t, p.ovN.Load(), "no door shut in the partition")
+}
+

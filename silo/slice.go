@@ -272,7 +272,8 @@ func (p *partition) holding() {
 			h.off = false
 			p.shutDoor(&h, 0)
 		case h.off:
-			continue // served again with room: its senders were let go as it went off
+			p.openDoor(&h) // served again with room: its senders go, if not let go as it went off
+			continue
 		default:
 			waited := p.shutDoor(&h, a.k.maxBacklog-a.Mailbox.Len()) // room for some
 			switch looks := p.s.dog.looks.Load(); {
@@ -318,10 +319,16 @@ func (p *partition) holderOf(a *act) *heldGrain {
 }
 
 // heldBase returns the backlog a grain that held its senders had
-// when its turn went off the partition, and 0 for any other grain.
+// when its turn went off the partition, and 0 for any other grain. The
+// hold goes off with it, if it had not: the grain is not served (a turn of
+// it runs elsewhere, past any grace), so its senders are not held — its
+// door opens, as holding would open it. (Left shut, the door outlived the
+// hold, which holding then dropped as the grain was served again: its
+// senders waited there until their ctx ended.)
 func (p *partition) heldBase(a *act) int {
 	if h := p.holderOf(a); h != nil {
 		h.goOff()
+		p.openDoor(h)
 		return h.base
 	}
 	return 0
