@@ -124,9 +124,11 @@ func (p *partition) setDoor(a *act, d door, on bool, budget int) (waited bool) {
 // grains went through the lock every time (BenchmarkTellBesideOverloaded).
 type ovSlots [256]atomic.Int32
 
-// ovSlot is the slot of the identity whose hash is h: its top bits, which
-// the partition's own choice (h modulo the partitions) leaves spread.
-func ovSlot(h uint64) uint64 { return h >> 56 }
+// ovSlot is the slot of the identity whose hash is h: its low bits, which
+// the partition's own choice (the high word of h × the partitions:
+// queues.Partitioner) leaves spread — the top ones are much the same
+// across a partition.
+func ovSlot(h uint64) uint64 { return h & (uint64(len(ovSlots{})) - 1) }
 
 // mayBeShut reports whether the grain whose hash is h may have a door
 // shut: false, from an atomic load or two, for most sends.

@@ -171,3 +171,19 @@ func TestAHoldThatWentOffWhileSentToOpensItsDoorWhenItEnds(t *testing.T) {
 	assert.Zero(t, p.ovN.Load(), "no door shut in the partition")
 }
 
+// The slots a sender reads spread a partition's grains over all of them:
+// the partition's own choice of grain is made by the hash's top bits, so a
+// slot chosen by those gave a partition of four only a quarter of the
+// slots, and its sends four times the chance to take the lock.
+func TestOverfullSlotsSpreadAPartitionsGrains(t *testing.T) {
+	s, err := New(Config{Partitions: 4})
+	require.NoError(t, err)
+	used := map[uint64]bool{}
+	for k := range 20_000 {
+		id := grain.NewIntID("k", int64(k))
+		if s.locator.LocateHash(id.Hash()).Partition == 0 {
+			used[ovSlot(id.Hash())] = true
+		}
+	}
+	assert.Len(t, used, len(ovSlots{}))
+}
