@@ -228,6 +228,12 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 		p.remove(a)
 		return
 	}
+	p.afterTurn(a)
+}
+
+// afterTurn readies a for its next step, if it has one, once a turn of it
+// has ended and it is served again.
+func (p *partition) afterTurn(a *act) {
 	if a.wantsDeactivate() || a.Mailbox.Len() > 0 {
 		p.makeReady(a)
 	}
@@ -263,15 +269,7 @@ func (p *partition) finishPlain(a *act) bool {
 		p.flushMailbox(a)
 		return true
 	}
-	if a.wantsDeactivate() || a.Mailbox.Len() > 0 {
-		p.makeReady(a)
-	}
-	if a.isOverfull() && p.served(a) {
-		p.setOverfull(a, false)
-		if a.Mailbox.Len() >= a.k.maxBacklog {
-			p.hold(a)
-		}
-	}
+	p.afterTurn(a)
 	return true
 }
 
