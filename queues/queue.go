@@ -222,9 +222,8 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 // PushControl appends c to the control lane, which the consumer drains ahead
 // of the message lane. The control lane never closes: the runtime's own
 // messages (a finished turn, a timer) must reach the consumer until it stops.
-// The first item since a drain wakes the consumer even with messages
-// queued: one that takes only control items for now (DrainControl) waits
-// with messages in the queue.
+// The first item since a drain signals the consumer, messages queued or
+// not: a signal to a consumer already awake costs nothing.
 func (q *Queue[T, C]) PushControl(c C) {
 	q.mu.Lock()
 	q.wakeIdle()
@@ -287,19 +286,6 @@ func (q *Queue[T, C]) DrainInto(b *Batch[T, C], ctl []C) []C {
 	q.head, q.tail, q.n = nil, nil, 0
 	q.ctl = ctl[:0]
 	q.releaseWaiters()
-	q.mu.Unlock()
-	return gotCtl
-}
-
-// DrainControl takes the control lane only, leaving the messages queued:
-// a consumer that cannot take more messages for now (a grain it serves
-// has a full backlog) still takes its control items, while senders of
-// messages find the lane filling and, with PushOrWait, wait for room. ctl
-// is as for Drain.
-func (q *Queue[T, C]) DrainControl(ctl []C) []C {
-	q.mu.Lock()
-	gotCtl := q.ctl
-	q.ctl = ctl[:0]
 	q.mu.Unlock()
 	return gotCtl
 }

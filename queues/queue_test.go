@@ -63,46 +63,37 @@ func TestDrainIntoReplacesTheBatch(t *testing.T) {
 	assert.Empty(t, ctl)
 }
 
-// DrainControl takes the control items and leaves the messages, which fill
-// the lane: a push past its limit is refused, and a sender that waits for
-// room is woken by the next Drain.
-func TestDrainControlLeavesTheMessages(t *testing.T) {
+// A full lane makes a sender wait for room (SendersWait says so until the
+// next Drain), and a control item pushed with messages queued still wakes
+// the consumer.
+func TestSendersWaitForRoomAndAControlItemWakesTheConsumer(t *testing.T) {
 	q := queues.New[int, string](2)
 	require.NoError(t, q.Push(1))
-	q.PushControl("a")
 	require.NoError(t, q.Push(2))
-	q.PushControl("b")
-	assert.Equal(t, []string{"a", "b"}, q.DrainControl(nil))
-	assert.Equal(t, 2, q.Len())
 	require.ErrorIs(t, q.Push(3), queues.ErrFull)
 	v := 3
 	space, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	require.NotNil(t, space, "the lane is full: the sender waits")
 	assert.True(t, q.SendersWait())
-	assert.Empty(t, q.DrainControl(nil))
-	select {
-	case <-space:
-		t.Fatal("a DrainControl made no room")
-	default:
-	}
-	// A consumer that takes only control items may wait with messages
-	// queued: a control item wakes it all the same.
 	select {
 	case <-q.Wake(): // the pushes' wake-up, not taken yet
 	default:
 	}
-	q.PushControl("c")
+	q.PushControl("a")
 	select {
 	case <-q.Wake():
 	default:
 		t.Fatal("a control item pushed with messages queued woke no consumer")
 	}
-	assert.Equal(t, []string{"c"}, q.DrainControl(nil))
-	assert.True(t, q.SendersWait(), "still waiting")
+	select {
+	case <-space:
+		t.Fatal("room before a Drain")
+	default:
+	}
 	b, ctl := q.Drain(nil)
 	assert.Equal(t, []int{1, 2}, drain(&b))
-	assert.Empty(t, ctl)
+	assert.Equal(t, []string{"a"}, ctl)
 	assert.False(t, q.SendersWait())
 	<-space // the Drain made room
 	_, err = q.PushOrWait(&v, space)

@@ -494,13 +494,11 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, *kind, uint64, error) {
 // checkTarget is check past the silo's state.
 func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	// A 48-byte ID never lives in registers: the entry stores it to the
-	// stack 8 bytes at a time, and an inlined accessor of it copies it whole
-	// with 16-byte loads — which, issued soon after, stall on store
-	// forwarding (5 % of tell). So the kind is read in place (kindName), and
-	// the key and the hash through a pointer, 8 bytes at a time, the hash
-	// with the kind's part of it known: hashing the name at every send, and
-	// the ID copied into Hash, took checkTarget from 21 ns to 29; the ID
-	// copied again to test its key, 1.5 ns more (19 against 17.5).
+	// stack 8 bytes at a time, and an accessor by value copies it whole
+	// with 16-byte loads, which stall on store forwarding. So the kind is
+	// read in place (kindName), the key and the hash through a pointer, and
+	// the kind's part of the hash is the kind's own (checkTarget 29 ns
+	// before, 17.5 after: docs/performance-log.md, items 48–50).
 	k, ok := s.kindOf.get(kindName(&id), s.kinds)
 	if !ok {
 		if id.IsObserver() {

@@ -28,7 +28,7 @@ func TestOthersWaitNeedsBothTheShareAndWaitingWork(t *testing.T) {
 	c.from = time.Now().Add(-stepShare)
 	require.True(t, p.othersWait(&c, 3), "the share has run, and something waits")
 
-	p.ctls = p.q.DrainControl(p.ctls[:0])
+	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
 	require.False(t, p.othersWait(&c, 3), "the share has run, but nothing waits")
 
 	cheap := stepClock{next: 1}
