@@ -242,7 +242,7 @@ func serve(ctx context.Context, addr string, match time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "serving the game on http://%s (GET / lists the API); interrupt to stop\n", ln.Addr())
+	fmt.Fprintf(os.Stderr, "serving the game on http://%s (GET / lists the API); interrupt or SIGTERM to stop\n", ln.Addr())
 	return serveOn(ctx, ln, match, slog.New(slog.NewTextHandler(os.Stderr, nil)), os.Stderr)
 }
 

@@ -12,7 +12,8 @@
 //
 //	go run ./examples/game [-players 200] [-duration 2s]
 //
-// With -http it serves the game instead, until interrupted:
+// With -http it serves the game instead, until interrupted (SIGINT or
+// SIGTERM), then shuts its silo down gracefully:
 //
 //	go run ./examples/game -http localhost:8080
 //	curl -X POST localhost:8080/players/alice/join
@@ -34,6 +35,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/granary-go/granary/grain"
@@ -52,7 +54,10 @@ func main() {
 		os.Exit(2)
 	}
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGTERM too: what a container runtime, systemd or Kubernetes sends
+	// to stop a service — the silo's graceful Shutdown runs for it as for
+	// an interrupt, and the players' records are saved.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
 	if *addr != "" {
