@@ -291,8 +291,16 @@ func TestTableMatchesAMapWhileGrowing(t *testing.T) {
 
 // BenchmarkTablePut: a table growing from empty to 100,000 entries, per
 // entry: the rehashing of its growth included.
-func BenchmarkTablePut(b *testing.B) {
-	const n = 100_000
+func BenchmarkTablePut(b *testing.B) { benchPut(b, 100_000, false) }
+
+// BenchmarkTablePutFreshMemory: BenchmarkTablePut at 500,000 entries, the
+// size of a partition's table in the bench module's `activate`, with the
+// process's free memory given back to the OS before each round, so that
+// every array the table grows into comes fresh from the OS, as it does
+// for a silo whose grains outgrow what it ever held.
+func BenchmarkTablePutFreshMemory(b *testing.B) { benchPut(b, 500_000, true) }
+
+func benchPut(b *testing.B, n int, fresh bool) {
 	es := make([]entry, n)
 	hs := make([]uint64, n)
 	for i := range es {
@@ -301,31 +309,11 @@ func BenchmarkTablePut(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		tb := newTable()
-		for i := range es {
-			tb.Put(es[i].id, hs[i], &es[i])
+		if fresh {
+			b.StopTimer()
+			debug.FreeOSMemory()
+			b.StartTimer()
 		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/entry")
-}
-
-// BenchmarkTablePutFreshMemory: BenchmarkTablePut at 500,000 entries, the
-// size of a partition's table in the bench module's `activate`, with the
-// process's free memory given back to the OS before each round, so that
-// every array the table grows into comes fresh from the OS, as it does
-// for a silo whose grains outgrow what it ever held.
-func BenchmarkTablePutFreshMemory(b *testing.B) {
-	const n = 500_000
-	es := make([]entry, n)
-	hs := make([]uint64, n)
-	for i := range es {
-		es[i].id = grain.NewIntID("k", int64(i))
-		hs[i] = es[i].id.Hash()
-	}
-	for b.Loop() {
-		b.StopTimer()
-		debug.FreeOSMemory()
-		b.StartTimer()
 		tb := newTable()
 		for i := range es {
 			tb.Put(es[i].id, hs[i], &es[i])
