@@ -58,6 +58,7 @@ func profileLabels(t *testing.T, on bool) {
 	ctx := ctxT(t)
 	// One partition: its goroutine goes from kind to kind, and relabels.
 	for _, k := range []string{"player", "match", "player"} {
+		waitGone(t, "silo_test.blocker.Receive")
 		h := labelHold{in: make(chan struct{}), release: make(chan struct{})}
 		require.NoError(t, s.Tell(ctx, grain.NewID(k, "a"), h))
 		<-h.in
@@ -66,8 +67,6 @@ func profileLabels(t *testing.T, on bool) {
 		_, err := s.Ask(ctx, grain.NewID(k, "a"), "after") // the turn is over
 		require.NoError(t, err)
 		if !on {
-			// Only this silo's goroutines: a goroutine of the last test's
-			// silo may still be on its way out, labeled.
 			turn := labelsOf(prof, "blocker.Receive")
 			assert.Len(t, turn, 2, "the turn's goroutine and its child:\n%s", prof)
 			for _, l := range turn {
@@ -91,6 +90,20 @@ func (g awaiter) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		return nil, silo.Await(ctx, func() error { <-r; return nil })
 	}
 	return g.blocker.Receive(ctx, c, msg)
+}
+
+// waitGone returns once no goroutine's stack holds fn. A turn's goroutines
+// that were let go — this test's last round's, or an earlier test's, on a
+// silo of its own and maybe with labels on — may not have exited yet: a
+// profile taken now would count them with the next turn's (a child of the
+// last test's labeled turn, caught between closing its channel and
+// exiting, failed the unlabeled round's count once in a stress run).
+func waitGone(t *testing.T, fn string) {
+	t.Helper()
+	for i := 0; len(labelsOf(goroutineProfile(t), fn)) > 0; i++ {
+		require.Less(t, i, 100_000, "goroutines running %s never exited:\n%s", fn, goroutineProfile(t))
+		runtime.Gosched()
+	}
 }
 
 // labelsOf returns the label line ("" for none) of each goroutine in a
@@ -122,6 +135,7 @@ func TestProfileLabelsNameTheKindOfAnInterleavedTurn(t *testing.T) {
 	})
 	ctx := ctxT(t)
 	for _, k := range []string{"hall", "room", "hall", "room"} {
+		waitGone(t, "silo_test.blocker.Receive")
 		id := grain.NewID(k, "a")
 		release := make(awaitRelease)
 		require.NoError(t, s.Tell(ctx, id, release))
@@ -142,8 +156,6 @@ func TestProfileLabelsNameTheKindOfAnInterleavedTurn(t *testing.T) {
 		// The goroutine that ran this round's wait may still be on its way
 		// out, its result delivered: the next round's profile must not
 		// find it.
-		for len(labelsOf(goroutineProfile(t), "silo_test.awaiter.Receive.func1")) > 0 {
-			runtime.Gosched()
-		}
+		waitGone(t, "silo_test.awaiter.Receive.func1")
 	}
 }
