@@ -298,17 +298,12 @@ func removeAt[T any](slots []slot[T], i uint64, home func(uint64) uint64) {
 // alloc makes slots an empty array of n slots.
 func (t *Table[T]) alloc(n int) {
 	t.slots = make([]slot[T], n)
-	// Write to each page before anything reads it. A large array comes
-	// fresh from the OS, its pages not yet mapped; read first — a probe
-	// for an empty slot, or the GC's write barrier reading the pointer a
-	// store replaces — a page is mapped to the kernel's shared zero page,
-	// and the write after it faults again to copy it, flushing the page's
-	// TLB entry on every CPU the process runs on: an interrupt to each,
-	// costly in a virtual machine. Written first, it is mapped once, by
-	// the fault that would have happened anyway (`activate`, a million
-	// grains, whose tables grow to 16 MB: 1.34x; the kernel's share of
-	// its CPU 0.64 s → 0.25 s). A store of the hash, not the entry: it
-	// has no write barrier, which would read first.
+	// Each page written before anything reads it: read first (a probe,
+	// or the GC's write barrier reading the pointer a store replaces), a
+	// page fresh from the OS is mapped to the zero page and faulted again
+	// on the write, a copy that flushes the TLB on every CPU. The hash,
+	// not the entry: its store has no barrier. (`activate` 1.34x:
+	// docs/performance-log.md, item 53.)
 	for i := 0; i < n; i += pageSlots {
 		t.slots[i].h = 0
 	}
