@@ -2,6 +2,7 @@ package silo
 
 import (
 	"container/heap"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/activation"
@@ -36,6 +37,25 @@ type partitionTimers struct {
 	fire  func() // wake's function: pushes an opTimer, made once
 	seq   uint64
 	more  bool // fireTimers stopped short: its opTimer goes on
+	// queued: an opTimer is in the partition's queue, not yet taken by
+	// fireTimers. Set by whoever queues one (the wake, on a goroutine of
+	// the clock's; the owner), so that at most one ever is (queueTimer).
+	queued atomic.Bool
+}
+
+// queueTimer queues an opTimer unless one is queued already: the one
+// queued fires everything due when its turn comes, so a second has
+// nothing to add. Two sources queue them — the clock wake, and a run of
+// slices going on (fireTimers) — and a tick of a slice re-arms the wake
+// for its timer's next tick; with timers due again at once, each slice
+// queued two for the one it took, and a thousand grains' timers of a
+// nanosecond flooded the control lane: asks to the partition waited
+// seconds behind it (TestTimersAlwaysDueStarveNothing/timers=1000).
+// Safe for concurrent use.
+func (p *partition) queueTimer() {
+	if p.timers.queued.CompareAndSwap(false, true) {
+		p.q.PushControl(ctl{op: opTimer})
+	}
 }
 
 // applyTimers carries out the timer starts and stops a turn asked for.
@@ -102,7 +122,7 @@ func (p *partition) armTimers() {
 			t.wake.Stop()
 		}
 		if t.fire == nil {
-			t.fire = func() { p.q.PushControl(ctl{op: opTimer}) }
+			t.fire = p.queueTimer
 		}
 		t.wake = p.s.after(d, t.fire)
 	}
@@ -117,11 +137,11 @@ func (p *partition) armTimers() {
 // held the partition's other grains for the whole burst (a live grain's
 // ask waited 88 ms for 200,000 ticks of nothing; with 2 µs of work a tick,
 // 131 ms for 100,000: TestABurstOfTicksHoldsUpNoLiveGrain). The queued
-// opTimer stands for the wake, armed for now: a tick that re-arms its
-// timer finds it armed, so a run of slices queues one opTimer at a time,
-// never more (an opTimer pushed before each tick fed itself, two queued for
-// each one fired, until the control items flooded the partition:
-// TestTimersAlwaysDueStarveNothing).
+// opTimer stands for the wake, armed for now, and no more than one is ever
+// queued (queueTimer): twice, opTimers fed themselves — one pushed before
+// each tick, then a slice's and the wake its ticks re-armed — two queued
+// for each one fired, until the control items flooded the partition
+// (TestTimersAlwaysDueStarveNothing).
 //
 // It reports false when w no longer owns the partition (a tick's turn
 // blocked): the timers still due are then the next owner's, which takes
@@ -130,12 +150,13 @@ func (p *partition) armTimers() {
 // partition until it was (TestATickThatBlocksHoldsUpNoOtherTimer).
 func (p *partition) fireTimers(w *worker) bool {
 	t := &p.timers
+	t.queued.Store(false)          // taken: a wake or a slice from now on queues the next
 	t.armed, t.more = false, false // this is its firing (or a stale one: the wake is armed again below)
 	now := p.s.since()
 	for fired := 0; len(t.heap) > 0 && t.heap[0].due <= now; fired++ {
 		if fired == timerSlice {
 			t.armed, t.at, t.more = true, now, true // the opTimer is the wake
-			p.q.PushControl(ctl{op: opTimer})
+			p.queueTimer()
 			return true
 		}
 		gt := heap.Pop(&t.heap).(*grainTimer)
@@ -163,7 +184,7 @@ const timerSlice = 256
 func (p *partition) takeTimers() {
 	t := &p.timers
 	if len(t.heap) > 0 && t.heap[0].due <= p.now { // p.now: read as the owner began (partition.run)
-		p.q.PushControl(ctl{op: opTimer})
+		p.queueTimer()
 		return
 	}
 	p.armTimers()
