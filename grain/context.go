@@ -122,7 +122,8 @@ func (c *Context) DelayDeactivation(d time.Duration) {
 // StartTimer starts the named timer: after due, and then every period if
 // period > 0, msg is delivered to this grain as a turn of its own, never
 // concurrent with another turn. Starting a timer with the name of a running
-// one replaces it. Timers stop when the grain deactivates; one started from
+// one replaces it — cheaply, so putting a timer off at every message (a
+// save due a minute after the last change) is fine. Timers stop when the grain deactivates; one started from
 // OnDeactivate is refused with ErrDeactivating. Whether ticks keep the grain
 // from idle deactivation is the kind's choice (silo.WithTimerKeepAlive).
 // A negative due or period, or a nil msg, is an error; a due or period of

@@ -89,6 +89,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 		silo.WithMaxBacklog(1, silo.RejectNewest)); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "putoff", func(grain.ID) *putOff { return &putOff{} }); err != nil {
+		b.Fatal(err)
+	}
 	if err := s.Start(); err != nil {
 		b.Fatal(err)
 	}

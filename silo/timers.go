@@ -19,12 +19,16 @@ import (
 type grainTimer struct {
 	a      *act
 	period time.Duration
-	due    time.Duration // on the silo clock (Silo.since)
-	index  int           // in partitionTimers.heap; -1 while not scheduled (its tick queued or running)
-	slot   int           // in actExtra.timers
-	msg    any
-	tick   queues.Tick
-	meta   queues.Meta // the envelope metadata of every tick
+	due    time.Duration // on the silo clock (Silo.since): its place in the heap
+	// later, if not 0, is when the timer is due in fact: restarted since it
+	// took its place, later than that (restart). It is moved there when
+	// its place comes up.
+	later time.Duration
+	index int32 // in partitionTimers.heap; -1 while not scheduled (its tick queued or running)
+	slot  int32 // in actExtra.timers
+	msg   any
+	tick  queues.Tick
+	meta  queues.Meta // the envelope metadata of every tick
 }
 
 // partitionTimers is a partition's grain timers, and the one clock timer
@@ -64,12 +68,20 @@ func (p *partition) applyTimers(a *act, ops []timerOp) {
 		return
 	}
 	x := a.extra()
+	running := a.State() == activation.Active && p.mode == modeRunning
+	restarted := false
 	for _, op := range ops {
-		if old := x.timer(op.name); old != nil {
+		old := x.timer(op.name)
+		if old != nil && old.index >= 0 && !op.stop && running {
+			p.restartTimer(old, op)
+			restarted = true
+			continue
+		}
+		if old != nil {
 			p.unschedule(old)
 			x.dropTimer(old)
 		}
-		if op.stop || a.State() != activation.Active || p.mode != modeRunning {
+		if op.stop || !running {
 			continue
 		}
 		p.timers.seq++
@@ -80,6 +92,55 @@ func (p *partition) applyTimers(a *act, ops []timerOp) {
 		p.schedule(gt, op.due)
 	}
 	p.armTimers()
+	if restarted {
+		x.reuseOps(ops)
+	}
+}
+
+// reuseOps gives ops, applied, back to x for the next turn's timer requests:
+// a grain that restarts a timer at every message then allocates no list
+// for it each time. Only such a grain keeps one (applyTimers): one that
+// started its timers once would hold the list for nothing, idle (64 bytes
+// for one timer). A long list is let go too (a turn that started hundreds
+// of timers at once would otherwise keep it for good), and so is one
+// whose place a turn interleaving with this one filled meanwhile.
+func (x *actExtra) reuseOps(ops []timerOp) {
+	if cap(ops) > 8 {
+		return
+	}
+	clear(ops) // their messages: the list must keep none alive
+	x.mu.Lock()
+	if x.timerOps == nil {
+		x.timerOps = ops[:0]
+	}
+	x.mu.Unlock()
+}
+
+// restartTimer starts gt again as op says: a timer started under the name of
+// one that waits in the heap — no tick of it queued or running, which
+// would be the old timer's — is the same timer, due anew, with op's period
+// and message, and a new sequence number (its ticks' identity). A program
+// that puts a timer off at every message (a write-behind save, a debounce,
+// Akka's startSingleTimer) then allocates nothing and, most often, does not
+// touch the heap: due later than its place in the heap, the timer keeps
+// the place and is moved when it comes up (fireTimers), once, whatever
+// the number of restarts meanwhile. A new grainTimer in place of the old
+// cost a restart two sifts through the heap, each comparison a likely
+// cache miss, and an allocation: 400 ns and 220 bytes a message with
+// 10,000 such grains. The caller arms the wake.
+func (p *partition) restartTimer(gt *grainTimer, op timerOp) {
+	p.timers.seq++
+	gt.period, gt.msg, gt.tick.Seq = op.period, op.msg, p.timers.seq
+	gt.meta.MayInterleave = op.letIn
+	switch due := p.s.since() + min(op.due, maxSpan); {
+	case due > gt.due:
+		gt.later = due
+	case due < gt.due:
+		gt.due, gt.later = due, 0
+		heap.Fix(&p.timers.heap, int(gt.index))
+	default:
+		gt.later = 0
+	}
 }
 
 // schedule puts gt in the heap, due d from now; the caller arms the wake.
@@ -93,7 +154,7 @@ func (p *partition) schedule(gt *grainTimer, d time.Duration) {
 // unschedule takes gt out of the heap, if it is there.
 func (p *partition) unschedule(gt *grainTimer) {
 	if gt.index >= 0 {
-		heap.Remove(&p.timers.heap, gt.index)
+		heap.Remove(&p.timers.heap, int(gt.index))
 	}
 }
 
@@ -158,6 +219,13 @@ func (p *partition) fireTimers(w *worker) bool {
 			t.armed, t.at, t.more = true, now, true // the opTimer is the wake
 			p.queueTimer()
 			return true
+		}
+		if gt := t.heap[0]; gt.later != 0 {
+			// Restarted since it took its place: it moves to its due time
+			// (counted in the slice, as a tick: each is a sift).
+			gt.due, gt.later = gt.later, 0
+			heap.Fix(&t.heap, 0)
+			continue
 		}
 		gt := heap.Pop(&t.heap).(*grainTimer)
 		if len(t.heap) == 0 || t.heap[0].due > now {
@@ -253,7 +321,7 @@ func (x *actExtra) timer(name string) *grainTimer {
 
 // addTimer adds gt, whose name x has no timer of, to x's timers.
 func (x *actExtra) addTimer(gt *grainTimer) {
-	gt.slot = len(x.timers)
+	gt.slot = int32(len(x.timers))
 	x.timers = append(x.timers, gt)
 	switch {
 	case x.timerIndex != nil:
@@ -268,12 +336,12 @@ func (x *actExtra) addTimer(gt *grainTimer) {
 
 // dropTimer removes gt from x's timers.
 func (x *actExtra) dropTimer(gt *grainTimer) {
-	i, last := gt.slot, len(x.timers)-1
+	i, last := int(gt.slot), len(x.timers)-1
 	if i > last || x.timers[i] != gt {
 		return // dropped already
 	}
 	x.timers[i] = x.timers[last]
-	x.timers[i].slot = i
+	x.timers[i].slot = int32(i)
 	x.timers[last] = nil
 	x.timers = x.timers[:last]
 	if x.timerIndex != nil {
@@ -288,11 +356,11 @@ func (h timerHeap) Len() int           { return len(h) }
 func (h timerHeap) Less(i, j int) bool { return h[i].due < h[j].due }
 func (h timerHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+	h[i].index, h[j].index = int32(i), int32(j)
 }
 func (h *timerHeap) Push(v any) {
 	gt := v.(*grainTimer)
-	gt.index = len(*h)
+	gt.index = int32(len(*h))
 	*h = append(*h, gt)
 }
 func (h *timerHeap) Pop() any {
