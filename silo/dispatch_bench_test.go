@@ -31,19 +31,7 @@ func BenchmarkTurnDispatch(b *testing.B) {
 }
 
 func benchTurnDispatch(b *testing.B, filters []grain.Filter) {
-	s, err := New(Config{Partitions: 1, Filters: filters})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := Register(s, "k", func(grain.ID) *nopGrain { return &nopGrain{} }); err != nil {
-		b.Fatal(err)
-	}
-	s.base = context.Background() // not started: this goroutine is the owner
-	if err := s.setIdleQuantum(); err != nil {
-		b.Fatal(err)
-	}
-	p := s.parts[0]
-	w := newWorker(p, false)
+	p, w := ownedPartition(b, context.Background(), Config{Filters: filters})
 	ids := make([]queues.Envelope, 1024)
 	msg := &struct{}{}
 	for i := range ids {
@@ -88,20 +76,8 @@ func BenchmarkOwnerRound(b *testing.B) {
 }
 
 func benchOwnerRound(b *testing.B, grains int, key func() int) {
-	s, err := New(Config{Partitions: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := Register(s, "k", func(grain.ID) *nopGrain { return &nopGrain{} }); err != nil {
-		b.Fatal(err)
-	}
-	s.base = context.Background() // not started: this goroutine is the owner
-	if err := s.setIdleQuantum(); err != nil {
-		b.Fatal(err)
-	}
-	p := s.parts[0]
+	p, w := ownedPartition(b, context.Background(), Config{})
 	p.multiP = runtime.GOMAXPROCS(0) > 1 // as Start sets it: prefetching at any size
-	w := newWorker(p, false)
 	msg := &struct{}{}
 	for i := range grains {
 		id := grain.NewIntID("k", int64(i))

@@ -139,13 +139,7 @@ func doorPartition(t *testing.T) (*partition, *act) {
 // owner parked with nothing to do (a stateless worker's senders, in
 // TestStatelessWorkerCountsComeBackToZero, 2 runs in 300).
 func TestAHoldThatWentOffWhileSentToOpensItsDoorWhenItEnds(t *testing.T) {
-	s, err := New(Config{Partitions: 1})
-	require.NoError(t, err)
-	require.NoError(t, Register(s, "k", func(grain.ID) *nopGrain { return &nopGrain{} }, WithMaxBacklog(4, RejectNewest)))
-	s.base = t.Context() // not started: this goroutine is the owner
-	require.NoError(t, s.setIdleQuantum())
-	p := s.parts[0]
-	w := newWorker(p, false)
+	p, w := ownedPartition(t, t.Context(), Config{}, WithMaxBacklog(4, RejectNewest))
 	id := grain.NewID("k", "held")
 	env := queues.Envelope{Target: id, Hash: id.Hash(), Msg: &struct{}{}}
 	require.True(t, p.deliver(w, &env)) // activates it, and runs the message

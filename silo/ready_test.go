@@ -11,19 +11,7 @@ import (
 // Grains with deep backlogs re-ready themselves every round; the ready
 // queue must not grow with the number of rounds.
 func TestReadyQueueStaysBounded(t *testing.T) {
-	s, err := New(Config{Partitions: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := Register(s, "k", func(grain.ID) *nopGrain { return &nopGrain{} }); err != nil {
-		t.Fatal(err)
-	}
-	s.base = context.Background() // not started: this goroutine is the owner
-	if err := s.setIdleQuantum(); err != nil {
-		t.Fatal(err)
-	}
-	p := s.parts[0]
-	w := newWorker(p, false)
+	p, w := ownedPartition(t, context.Background(), Config{})
 	const grains, backlog = 200, 50
 	acts := make([]*act, grains)
 	for i := range acts {
