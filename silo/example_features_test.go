@@ -86,6 +86,61 @@ func Example_timersAndIdleDeactivation() {
 	// a fresh instance counts 1
 }
 
+// A notes grain saves a minute after its last change, not at every change:
+// each change puts its save off, starting the timer again under the same
+// name (which replaces the one waiting, allocating nothing).
+type notes struct {
+	lines []string
+	saved chan<- string
+}
+
+type (
+	write     struct{ line string }
+	saveNotes struct{}
+	barrier   struct{}
+)
+
+func (g *notes) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case write:
+		g.lines = append(g.lines, m.line)
+		return nil, c.StartTimer("save", time.Minute, 0, saveNotes{}) // put off
+	case saveNotes:
+		g.saved <- strings.Join(g.lines, " ")
+	}
+	return nil, nil
+}
+
+// A timer put off at every message fires once, a minute after the last:
+// a write-behind save, a debounce (Akka's startSingleTimer with one key).
+func Example_putATimerOff() {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, _ := silo.New(silo.Config{Clock: clk, IdleTimeout: -1})
+	saved := make(chan string, 10)
+	_ = silo.Register(s, "notes", func(grain.ID) *notes { return &notes{saved: saved} })
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+	id := grain.NewID("notes", "n1")
+
+	for _, line := range []string{"buy", "milk", "today"} {
+		_, _ = s.Ask(ctx, id, write{line})
+		clk.Advance(40 * time.Second) // less than a minute: not saved yet
+	}
+	_, _ = s.Ask(ctx, id, barrier{}) // a barrier: a tick due by now has run
+	fmt.Println("saves so far:", len(saved))
+	clk.Advance(20 * time.Second) // a minute after the last write
+	_, _ = s.Ask(ctx, id, barrier{})
+	fmt.Println("saved:", <-saved)
+	clk.Advance(time.Hour)
+	_, _ = s.Ask(ctx, id, barrier{})
+	fmt.Println("saves since:", len(saved))
+	// Output:
+	// saves so far: 0
+	// saved: buy milk today
+	// saves since: 0
+}
+
 // A wallet grain whose handler panics on a corrupt state.
 type wallet struct{ balance int }
 
