@@ -286,6 +286,9 @@ func (p *partition) runReady(w *worker, budget int) bool {
 		if !p.advance(w, a) {
 			return false
 		}
+		if !p.multiP {
+			p.soloTurn()
+		}
 	}
 	// Grains that re-ready themselves every round (a deep backlog) keep the
 	// queue from ever emptying: slide the live part down so the consumed

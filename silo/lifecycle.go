@@ -278,6 +278,7 @@ func (p *partition) finishPlain(a *act) bool {
 // Stats().Handled (other turns are published once per round).
 func (p *partition) resolve(req *queues.Request, v any, err error) {
 	p.handled.Store(p.nHandled)
+	p.answered++
 	req.Resolve(v, err)
 }
 

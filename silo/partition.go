@@ -56,13 +56,18 @@ type partition struct {
 	sliceAt    uint32        // the monitor's looks when the round began delivering (sliceOver)
 	delivered  time.Duration // how long the round's deliveries took, timed if grains waited ready from the round before (othersWait)
 	holders    []heldGrain   // served grains whose full backlog holds their senders (hold)
-	batch      queues.Batch[queues.Envelope, ctl]
-	multiP     bool // GOMAXPROCS > 1 at Start: prefetchAhead pays (see prefetchMin)
-	ctls       []ctl
-	cpos       int
-	expired    []*idle.Entry[struct{}]
-	idleMore   bool          // an opIdleMore is queued: the idle collection goes on (collectExpired)
-	now        time.Duration // the silo clock at this round (tick)
+	// asks answered (resolve), and their count when a flood's steps last
+	// let the callers run (othersWait)
+	answered, answeredSeen uint64
+	batch                  queues.Batch[queues.Envelope, ctl]
+	multiP                 bool      // GOMAXPROCS > 1 at Start: prefetchAhead pays (see prefetchMin)
+	solo                   soloClock // with GOMAXPROCS 1 at Start (multiP false): when to yield (solo.go)
+	yields                 uint32    // the owner's yields and parks between turns, counted for solo
+	ctls                   []ctl
+	cpos                   int
+	expired                []*idle.Entry[struct{}]
+	idleMore               bool          // an opIdleMore is queued: the idle collection goes on (collectExpired)
+	now                    time.Duration // the silo clock at this round (tick)
 	// rounds since now was last read from the clock, and nHandled then
 	clockRounds int
 	clockAt     uint64
@@ -258,6 +263,9 @@ func (p *partition) step(w *worker) bool {
 		if !p.deliver(w, env) {
 			return false
 		}
+		if !p.multiP {
+			p.soloTurn()
+		}
 	}
 	p.delivered = 0
 	if !deliverAt.IsZero() {
@@ -284,7 +292,8 @@ func (p *partition) step(w *worker) bool {
 		// other grains waited up to 14-20 ms, now 5-10). Not behind a
 		// CPU-bound goroutine, whose whole time slice the owner would wait
 		// for at each slice of the burst (yield.go).
-		p.s.yield()
+		p.s.yieldSince(time.Now())
+		p.yields++
 	}
 	if len(p.holders) > 0 {
 		p.holding()
@@ -298,6 +307,7 @@ func (p *partition) step(w *worker) bool {
 		// owner once each. (Not behind a CPU-bound goroutine: yield.go.)
 		p.waitedAt = p.nHandled
 		p.s.yield()
+		p.yields++
 		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 	}
 	parked := false
@@ -305,6 +315,7 @@ func (p *partition) step(w *worker) bool {
 		p.park()
 		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 		parked = true
+		p.yields++ // it gave its core up
 	}
 	p.tick(parked)
 	return true

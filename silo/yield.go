@@ -5,12 +5,14 @@ import (
 	"time"
 )
 
-// The silo yields its goroutine's core (runtime.Gosched) in four places, to
+// The silo yields its goroutine's core (runtime.Gosched) in a few places, to
 // let the goroutine it just woke run first: a caller before it parks on its
 // reply, which then often needs no park; a turn calling another partition,
 // whose owner may answer before the handoff; an owner out of work, so its
-// callers' next messages come as one batch; and an owner between slices of
-// its own bursts. A yield puts the goroutine behind every goroutine waiting
+// callers' next messages come as one batch; an owner between slices of
+// its own bursts, and in a flood's steps once it has answered asks
+// (othersWait); and on one core, an owner that has kept the core a while
+// (solo.go). A yield puts the goroutine behind every goroutine waiting
 // for a core — cheap while those are a few that run briefly, ruinous behind
 // one that runs until the scheduler preempts it: a CPU-bound goroutine of
 // the program holds its core for a whole time slice (10 ms), and a yield
@@ -51,6 +53,23 @@ func (s *Silo) yield() {
 	at := s.dog.now.Load()
 	runtime.Gosched()
 	if s.dog.now.Load()-at >= int64(hogYield) && !s.dog.crowded.Load() {
+		s.dog.hogged.Store(s.hogLooks())
+	}
+}
+
+// yieldSince is yield for an owner that read the real clock at the end of
+// a run of its own work, at: it times the yield from then. The monitor's
+// reading is no measure there: on one core the monitor waits for the
+// owner's core as any goroutine does, so its last reading is as old as the
+// owner's run, and a yield after a run of 20 ms looked like one behind a
+// hog — the silo stopped yielding for a second, and the callers a flood's
+// partition answered waited 20 ms each for the scheduler to preempt it.
+func (s *Silo) yieldSince(at time.Time) {
+	if s.dog.hogged.Load() > 0 {
+		return
+	}
+	runtime.Gosched()
+	if s.realClk && time.Since(at) >= hogYield && !s.dog.crowded.Load() {
 		s.dog.hogged.Store(s.hogLooks())
 	}
 }

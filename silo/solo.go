@@ -1,0 +1,79 @@
+package silo
+
+import "time"
+
+// On one core — GOMAXPROCS=1, as Go sets it in a container limited to one
+// CPU — a partition's owner shares its core with every other goroutine of
+// the program: the callers it answers, the handoff monitor, the program's
+// own. An owner working down a flood ran until the scheduler preempted it,
+// 10–20 ms at a time, and all of them waited that long: the bench's `flood`
+// at GOMAXPROCS=1 answered its neighbours' asks within a slice, but their
+// callers ran again 20 ms later at the median (protoactor: 0.08 ms). The
+// monitor waited too, so the looks that end a round's slice (slice.go)
+// came late, and a caller's yield behind the owner looked like one behind
+// a hog (yield.go), which stopped every yield for a second.
+//
+// So on one core the owner yields its core itself: soloSlice after it last
+// gave it up if it has answered asks since — their callers want it — and
+// soloMax after whatever it did, for the monitor, the program's timers and
+// the callers of other kinds of work. Then the `flood`'s callers run again
+// within 0.4 ms at the median, 0.5–6 ms at the 99th percentile. soloMax
+// stays well under hogYield: a yield behind an owner that kept its core
+// that long, with the monitor's reading as old, is no hog. Yielding every
+// soloSlice whatever the owner did cost `tell` on one core a fifth of its
+// rate; as it is, `tell`, `ask`, `zipf` and `pingpong` there are within
+// their noise (alternating runs against the build before). A yield with
+// nothing else to run costs half a microsecond. With more cores the others
+// run beside the owner, and a yield that wakes an idle core to take the
+// owner over costs 10 µs: there the owner yields only as it did, and in a
+// flood's steps (othersWait).
+const (
+	soloSlice = 2 * time.Millisecond
+	soloMax   = 5 * time.Millisecond
+)
+
+// soloClock is the owner's reading of the real clock on one core: when it
+// last took its core back (a yield, a park: read at the first count
+// after it), and after how many more messages and steps it reads the
+// clock again — about every stepGrain, after up to maxStride when they
+// are cheap (as runReady's stepClock).
+type soloClock struct {
+	from    time.Time
+	n, next int
+	yields  uint32 // the partition's yields when from was read (partition.yields)
+}
+
+// soloTurn counts a message delivered or a step taken by an owner on one
+// core, and yields the core once the owner has kept it long enough (see
+// above). Not with the scheduler crowded, where a yield would put the
+// owner behind every goroutine waiting — most of them waiting for its
+// answers (yield.go).
+func (p *partition) soloTurn() {
+	c := &p.solo
+	c.n++
+	if c.n < c.next {
+		return
+	}
+	now := time.Now()
+	if c.yields != p.yields || c.from.IsZero() {
+		// The owner yielded or parked since (or has just started): it
+		// has kept the core from then on.
+		c.from, c.yields, c.n, c.next = now, p.yields, 0, 1
+		return
+	}
+	ran := now.Sub(c.from)
+	if ran >= soloSlice && (p.answered != p.answeredSeen || ran >= soloMax) {
+		if !p.s.dog.crowded.Load() {
+			p.answeredSeen = p.answered
+			p.s.yieldSince(now)
+			now = time.Now()
+		}
+		c.from, c.n, c.next = now, 0, 1
+		return
+	}
+	stride := maxStride
+	if ran > 0 {
+		stride = max(1, min(maxStride, int(stepGrain*time.Duration(c.n)/ran)))
+	}
+	c.next = c.n + stride
+}
