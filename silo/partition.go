@@ -59,6 +59,7 @@ type partition struct {
 	// asks answered (resolve), and their count when a flood's steps last
 	// let the callers run (othersWait)
 	answered, answeredSeen uint64
+	answeredRound          uint64 // answered when the round began (step: prefetching on one P)
 	batch                  queues.Batch[queues.Envelope, ctl]
 	multiP                 bool      // GOMAXPROCS > 1 at Start: prefetchAhead pays (see prefetchMin)
 	solo                   soloClock // with GOMAXPROCS 1 at Start (multiP false): when to yield (solo.go)
@@ -195,7 +196,11 @@ func (p *partition) run(w, from *worker) {
 // With GOMAXPROCS 1 no sender writes on another core, and it pays only
 // once the records outgrow the caches: below prefetchMin activations in the
 // partition, `tell` is 7–11 % faster without it (at 100 and 10,000 grains;
-// about even at 40,000–70,000), and `zipf`, 100,000 grains, 16 % slower.
+// about even at 40,000–70,000), and `zipf`, 100,000 grains, 16 % slower —
+// or when the partition answers asks: between its rounds their callers
+// run on its core, each on its own stack, and push its lines out (`ask`,
+// 1,000 callers of 10,000 grains on one P: 1.38x with it, eight
+// alternating runs; it is on for a round after one that answered).
 // With two Ps it pays at every size (`tell` 7–9 %).
 //
 // The grain's own prefetch pays once the grains outgrow the caches, from
@@ -254,7 +259,8 @@ func (p *partition) step(w *worker) bool {
 	if p.rhead < len(p.ready) {
 		deliverAt = time.Now() // a backlog is being worked down: its steps' share is the deliveries' time
 	}
-	ahead := p.multiP || p.dir.Len() >= prefetchMin
+	ahead := p.multiP || p.dir.Len() >= prefetchMin || p.answered != p.answeredRound
+	p.answeredRound = p.answered
 	grains := p.dir.Len() >= grainPrefetchMin
 	for env := p.batch.Next(); env != nil; env = p.batch.Next() {
 		if far := p.batch.Peek(slotAhead - 1); far != nil && ahead { // near a segment's end, the few left go unprefetched
