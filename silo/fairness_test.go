@@ -31,6 +31,21 @@ func (f flooded) Receive(_ context.Context, _ *grain.Context, msg any) (any, err
 	return nil, nil
 }
 
+// startFlood starts a silo of one partition and sends n tells to the
+// flooded grain "hot", each turn work long; done counts the turns run.
+func startFlood(t *testing.T, n int, work time.Duration) (*silo.Silo, context.Context, *atomic.Int64) {
+	t.Helper()
+	done := new(atomic.Int64)
+	s := newSilo(t, silo.Config{Partitions: 1, QueueCapacity: 1 << 14}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "flooded", func(grain.ID) flooded { return flooded{done, work} }))
+	})
+	ctx := ctxT(t)
+	for range n {
+		require.NoError(t, s.Tell(ctx, grain.NewID("flooded", "hot"), struct{}{}))
+	}
+	return s, ctx, done
+}
+
 // A flood of messages to one grain holds its partition's other grains for
 // a time slice, not for the whole flood. The partition's owner ran every
 // message for an idle grain as it came to it, so the flood's thousands of
@@ -42,15 +57,8 @@ func TestAFloodToOneGrainHoldsItsPartitionASliceNotTheWholeFlood(t *testing.T) {
 		flood = 2_000
 		work  = 200 * time.Microsecond // the flood: 0.4 s of turns
 	)
-	var done atomic.Int64
-	s := newSilo(t, silo.Config{Partitions: 1, QueueCapacity: 1 << 14}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "flooded", func(grain.ID) flooded { return flooded{&done, work} }))
-	})
-	ctx := ctxT(t)
+	s, ctx, _ := startFlood(t, flood, work)
 	hot, other := grain.NewID("flooded", "hot"), grain.NewID("flooded", "other")
-	for range flood {
-		require.NoError(t, s.Tell(ctx, hot, struct{}{}))
-	}
 	// other answers how many of the flood's turns ran before its own.
 	ahead, err := silo.Call[int64](ctx, s, other, "how many ran before me")
 	require.NoError(t, err)
@@ -77,15 +85,8 @@ func TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon(t *testing.T) {
 		work  = 200 * time.Microsecond // the flood: a second of turns
 		asks  = 11
 	)
-	var done atomic.Int64
-	s := newSilo(t, silo.Config{Partitions: 1, QueueCapacity: 1 << 14}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "flooded", func(grain.ID) flooded { return flooded{&done, work} }))
-	})
-	ctx := ctxT(t)
-	hot, other := grain.NewID("flooded", "hot"), grain.NewID("flooded", "other")
-	for range flood {
-		require.NoError(t, s.Tell(ctx, hot, struct{}{}))
-	}
+	s, ctx, done := startFlood(t, flood, work)
+	other := grain.NewID("flooded", "other")
 	later := make([]int64, 0, asks) // the flood's turns between an answer and its caller's return
 	for range asks {
 		at, err := silo.Call[int64](ctx, s, other, "how many ran")
