@@ -44,6 +44,7 @@ type Silo struct {
 	locator directory.Local
 	clock   clock.Clock
 	realClk bool         // clock is clock.Real(): time.Now and time.AfterFunc
+	oneP    bool         // GOMAXPROCS was 1 at Start (yield.go)
 	sincer  clock.Sincer // clock's, if it has one: the owners read it (partition.tick)
 	epoch   time.Time
 	// incarnation is a number the silo draws for itself, never 0: it tells
@@ -181,6 +182,7 @@ func (s *Silo) Start() error {
 	s.epoch = s.clock.Now()
 	s.dog = newWatchdog()
 	multiP := runtime.GOMAXPROCS(0) > 1 // read once: it takes the scheduler's lock
+	s.oneP = !multiP
 	for _, p := range s.parts {
 		p.base, p.endBase = context.WithCancel(s.base)
 		p.multiP = multiP

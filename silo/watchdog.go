@@ -35,6 +35,9 @@ type watchdog struct {
 	// nowhere, a yield having waited out a goroutine's whole time slice
 	// (yield.go); counted down at each look
 	hogged atomic.Int32
+	// suspect: a yield timed on the monitor's reading looked like one
+	// behind a hog; the next is timed on the real clock to tell (yield.go)
+	suspect atomic.Bool
 	// looks counts the monitor's looks: an owner's round that has seen
 	// deliverLooks of them has had its time slice (partition.sliceOver)
 	looks atomic.Uint32
