@@ -18,11 +18,15 @@ import "time"
 // soloMax after whatever it did, for the monitor, the program's timers and
 // the callers of other kinds of work. Then the `flood`'s callers run again
 // within 0.4 ms at the median, 0.5–6 ms at the 99th percentile. soloMax
-// stays well under hogYield: a yield behind an owner that kept its core
-// that long, with the monitor's reading as old, is no hog. Yielding every
-// soloSlice whatever the owner did cost `tell` on one core a fifth of its
-// rate; as it is, `tell`, `ask`, `zipf` and `pingpong` there are within
-// their noise (alternating runs against the build before). A yield with
+// stays well under hogYield, so that a caller's yield behind the owner is
+// not taken for one behind a hog (and on one core a yield that looks long
+// on the monitor's reading is only suspected of it: yield.go). Yielding
+// every soloSlice whatever the owner did — in a version whose slice did
+// not start again at the owner's other yields — cost `tell` on one core a
+// fifth of its rate; as it is, `tell`, `ask`, `zipf` and `pingpong` there
+// are within their noise (alternating runs against the build before), and
+// a soloMax of 2 ms measured below 1x on `zipf` and `pingpong` (0.95x, six
+// and eight rounds, within their spread: not taken). A yield with
 // nothing else to run costs half a microsecond. With more cores the others
 // run beside the owner, and a yield that wakes an idle core to take the
 // owner over costs 10 µs: there the owner yields only as it did, and in a
