@@ -45,6 +45,8 @@ type Table[T any] struct {
 	oldMult  uint64
 	start    int // the empty slot of old the moving began at
 	passed   int // slots of old passed since: from start, cyclically
+
+	deletes uint64 // Deletes that removed an entry
 }
 
 type slot[T any] struct {
@@ -163,6 +165,13 @@ func (t *Table[T]) Guess(h uint64) *T {
 	}
 }
 
+// Deletes counts the entries removed so far. An entry that Guess or Get
+// returned is still the table's for its identity while Deletes has not
+// moved: entries are removed only by Delete, and Put never replaces one.
+// A caller that keeps what Guess returned for a while checks its identity
+// as ever, and Deletes to know the entry was not removed meanwhile.
+func (t *Table[T]) Deletes() uint64 { return t.deletes }
+
 // Get returns the entry for id, whose hash is h.
 func (t *Table[T]) Get(id grain.ID, h uint64) (*T, bool) {
 	if i := t.find(id, h); i >= 0 {
@@ -273,6 +282,7 @@ func (t *Table[T]) Delete(id grain.ID, h uint64) {
 		return
 	}
 	t.n--
+	t.deletes++
 	t.move(moveSteps)
 	if t.iter == 0 && len(t.slots) > minSlots && t.n*shrinkDen < len(t.slots) {
 		t.rehash(len(t.slots)/2, true)

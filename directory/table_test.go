@@ -188,6 +188,29 @@ func TestTableGuessAndHomeAddr(t *testing.T) {
 	require.Equal(t, tb.HomeAddr(7), tb.HomeAddr(7))
 }
 
+// Deletes moves only when an entry leaves: a caller that kept a Guess
+// knows by it whether the entry may be gone.
+func TestTableDeletesCountsRemovals(t *testing.T) {
+	tb := newTable()
+	require.Zero(t, tb.Deletes())
+	var es []*entry
+	for i := range 100 { // growing too: moves are no removals
+		e := &entry{grain.NewIntID("k", int64(i))}
+		es = append(es, e)
+		require.True(t, tb.Put(e.id, e.id.Hash(), e))
+	}
+	require.False(t, tb.Put(es[0].id, es[0].id.Hash(), es[0]))
+	require.Zero(t, tb.Deletes())
+	tb.Delete(grain.NewID("k", "absent"), 1) // nothing to remove
+	require.Zero(t, tb.Deletes())
+	for i, e := range es { // shrinking too
+		tb.Delete(e.id, e.id.Hash())
+		require.Equal(t, uint64(i+1), tb.Deletes())
+	}
+	tb.Delete(es[0].id, es[0].id.Hash()) // gone already
+	require.Equal(t, uint64(len(es)), tb.Deletes())
+}
+
 // Removing entries in the order All visits them — a shutdown deactivates a
 // partition's grains in that order — leaves those with the highest homes.
 // Rehashed into half the slots with the same multiplier, they ran together

@@ -13,6 +13,13 @@ import (
 // deliver routes one envelope to its activation, activating the grain if it
 // has none. It runs the turn at once when the grain is idle.
 func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
+	return p.deliverGuessed(w, env, p.dir.Guess(env.Hash))
+}
+
+// deliverGuessed is deliver with the directory's guess for env's hash
+// (directory.Table.Guess) made already: now, or earlier with no entry
+// removed since (step keeps the guesses it prefetched with).
+func (p *partition) deliverGuessed(w *worker, env *queues.Envelope, a *act) bool {
 	if p.mode == modeClosing {
 		p.s.deadLetter(*env, grain.ReasonShutdown, nil)
 		return true
@@ -20,7 +27,6 @@ func (p *partition) deliver(w *worker, env *queues.Envelope) bool {
 	// The entry the hash leads to is the grain's, most often: compared here,
 	// inline, the full lookup (the identity through the table's idOf) only
 	// when it is not.
-	a := p.dir.Guess(env.Hash)
 	ok := a != nil && a.ID.Equal(&env.Target)
 	if !ok {
 		a, ok = p.dir.Get(env.Target, env.Hash)
