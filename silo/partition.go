@@ -198,6 +198,17 @@ func (p *partition) run(w, from *worker) {
 // short batch goes without, where Peek finds nothing that far on
 // (`pingpong`: one message at a time).
 //
+// The record is prefetched to be written (PREFETCHW): the turn writes it,
+// and the turn's first locked instruction (worker.begin) waits for every
+// store before it. A line fetched only to be read comes shared when
+// another core holds it written — as the records do, an owner's goroutine
+// moving between cores with its partition's — and the turn's store to it
+// then waited for that core's copy to be invalidated: the instruction
+// after begin's store took 36 % of the `tell` child's CPU, 12 % now;
+// `tell` 1.21–1.30x (alternating child runs, eight and six rounds).
+// The grain stays a read: prefetched to be written, grains of a cache line
+// drawn from 200,000 took 30 % longer a tell (BenchmarkTellManyGrains).
+//
 // With GOMAXPROCS 1 no sender writes on another core, and it pays only
 // once the records outgrow the caches: below prefetchMin activations in the
 // partition, `tell` is 7–11 % faster without it (at 100 and 10,000 grains;
@@ -246,7 +257,7 @@ func (p *partition) prefetchAhead(far *queues.Envelope, grains bool) {
 	at := p.nDelivered + actAhead
 	a := p.dir.Guess(p.batch.Peek(actAhead - 1).Hash)
 	p.guesses[at%guessRing] = guess{at: at, deletes: p.dir.Deletes(), a: a}
-	prefetch.LineAndRecord(p.dir.HomeAddr(far.Hash), uintptr(unsafe.Pointer(a)))
+	prefetch.LineAndRecordW(p.dir.HomeAddr(far.Hash), uintptr(unsafe.Pointer(a)))
 	if !grains {
 		return
 	}

@@ -15,6 +15,14 @@ func Line(addr uintptr)
 //go:noescape
 func LineAndRecord(line, rec uintptr)
 
+// LineAndRecordW is LineAndRecord for a record about to be written: it asks
+// for the record's lines to write (PREFETCHW), so that the store that
+// comes finds them its core's alone, with no other core's copy to
+// invalidate first.
+//
+//go:noescape
+func LineAndRecordW(line, rec uintptr)
+
 // Pointee prefetches the line that the pointer stored at at points to, unless
 // at or that pointer is 0: a record reached through another, such as a
 // grain behind its activation record. Unlike a prefetch, the read of at

@@ -10,3 +10,6 @@ func LineAndRecord(line, rec uintptr) {}
 
 // Pointee does nothing on this architecture.
 func Pointee(at uintptr) {}
+
+// LineAndRecordW does nothing on this architecture.
+func LineAndRecordW(line, rec uintptr) {}

@@ -21,6 +21,8 @@ func TestPrefetchNeverFaults(t *testing.T) {
 		prefetch.Line(addr)
 		prefetch.LineAndRecord(addr, at)
 		prefetch.LineAndRecord(at, addr)
+		prefetch.LineAndRecordW(addr, at)
+		prefetch.LineAndRecordW(at, addr)
 	}
 	for i := range buf {
 		if buf[i] != byte(i) {
