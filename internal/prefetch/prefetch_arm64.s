@@ -6,17 +6,6 @@ TEXT ·Line(SB), NOSPLIT, $0-8
 	PRFM (R0), PLDL1KEEP
 	RET
 
-// func LineAndRecord(line, rec uintptr)
-TEXT ·LineAndRecord(SB), NOSPLIT, $0-16
-	MOVD line+0(FP), R0
-	PRFM (R0), PLDL1KEEP
-	MOVD rec+8(FP), R0
-	CBZ R0, done
-	PRFM (R0), PLDL1KEEP
-	PRFM 64(R0), PLDL1KEEP
-done:
-	RET
-
 // func Pointee(at uintptr)
 TEXT ·Pointee(SB), NOSPLIT, $0-8
 	MOVD at+0(FP), R0

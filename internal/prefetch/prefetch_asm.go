@@ -8,17 +8,11 @@ package prefetch
 //go:noescape
 func Line(addr uintptr)
 
-// LineAndRecord prefetches the line holding line and, unless rec is 0, the
-// two lines from rec on (a record of up to 128 bytes): two lookups' worth
-// of prefetching in one call.
-//
-//go:noescape
-func LineAndRecord(line, rec uintptr)
-
-// LineAndRecordW is LineAndRecord for a record about to be written: it asks
-// for the record's lines to write (PREFETCHW), so that the store that
-// comes finds them its core's alone, with no other core's copy to
-// invalidate first.
+// LineAndRecordW prefetches the line holding line and, unless rec is 0, the
+// two lines from rec on (a record of up to 128 bytes) to be written
+// (PREFETCHW): a record a store will soon change comes as the core's
+// own, with no other core's copy left to invalidate when the store
+// comes. Two lookups' worth of prefetching in one call.
 //
 //go:noescape
 func LineAndRecordW(line, rec uintptr)

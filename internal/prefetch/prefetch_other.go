@@ -5,9 +5,6 @@ package prefetch
 // Line does nothing on this architecture.
 func Line(addr uintptr) {}
 
-// LineAndRecord does nothing on this architecture.
-func LineAndRecord(line, rec uintptr) {}
-
 // Pointee does nothing on this architecture.
 func Pointee(at uintptr) {}
 

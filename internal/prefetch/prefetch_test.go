@@ -19,8 +19,6 @@ func TestPrefetchNeverFaults(t *testing.T) {
 	at := uintptr(unsafe.Pointer(&buf[0]))
 	for _, addr := range []uintptr{at, 0, 1, 0xdead_0000, ^uintptr(0) - 4096} {
 		prefetch.Line(addr)
-		prefetch.LineAndRecord(addr, at)
-		prefetch.LineAndRecord(at, addr)
 		prefetch.LineAndRecordW(addr, at)
 		prefetch.LineAndRecordW(at, addr)
 	}
@@ -45,10 +43,10 @@ func TestPointeeReadsOnlyTheWordItIsGiven(t *testing.T) {
 	require.Equal(t, []uintptr{0, uintptr(unsafe.Pointer(&buf[0])), 1, 0xdead_0000, ^uintptr(0) - 4096}, words)
 }
 
-func BenchmarkLineAndRecord(b *testing.B) {
+func BenchmarkLineAndRecordW(b *testing.B) {
 	buf := make([]byte, 4096)
 	at := uintptr(unsafe.Pointer(&buf[0]))
 	for i := 0; b.Loop(); i++ {
-		prefetch.LineAndRecord(at+uintptr(i&31)*64, at+uintptr(i&15)*192)
+		prefetch.LineAndRecordW(at+uintptr(i&31)*64, at+uintptr(i&15)*192)
 	}
 }
