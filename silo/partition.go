@@ -206,8 +206,9 @@ func (p *partition) run(w, from *worker) {
 // then waited for that core's copy to be invalidated: the instruction
 // after begin's store took 36 % of the `tell` child's CPU, 12 % now;
 // `tell` 1.21–1.30x (alternating child runs, eight and six rounds).
-// The grain stays a read: prefetched to be written, grains of a cache line
-// drawn from 200,000 took 30 % longer a tell (BenchmarkTellManyGrains).
+// The grain stays a read: prefetched to be written it showed no clear
+// gain (`zipf` 1.01x and 1.03x; BenchmarkTellManyGrains once 14 % faster
+// at 10,000 grains, once 30 % slower at 200,000).
 //
 // With GOMAXPROCS 1 no sender writes on another core, and it pays only
 // once the records outgrow the caches: below prefetchMin activations in the
@@ -253,7 +254,7 @@ func (p *partition) prefetchAhead(far *queues.Envelope, grains bool) {
 		prefetch.Line(uintptr(unsafe.Pointer(env)))
 	}
 	// p.nDelivered counts the message being delivered: the one actAhead
-	// places on is delivered+actAhead.
+	// places on is nDelivered+actAhead.
 	at := p.nDelivered + actAhead
 	a := p.dir.Guess(p.batch.Peek(actAhead - 1).Hash)
 	p.guesses[at%guessRing] = guess{at: at, deletes: p.dir.Deletes(), a: a}
@@ -280,9 +281,10 @@ type guess struct {
 const guessRing = 8
 
 // guessed returns the guess prefetchAhead made for the message being
-// delivered, if it made one and no entry left the directory since:
-// then it is what the directory would guess now, or an entry of another
-// identity, which deliver tells by comparing identities as ever.
+// delivered, if it made one and no entry left the directory since: then it
+// is nil or an entry still in the directory — the message's grain's, or
+// another's, which deliver tells by comparing identities as ever (and
+// then, or for nil, looks the grain up in full).
 func (p *partition) guessed() (*act, bool) {
 	g := &p.guesses[p.nDelivered%guessRing]
 	if g.at != p.nDelivered || g.deletes != p.dir.Deletes() {
