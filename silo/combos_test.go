@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -207,23 +209,29 @@ func TestSlowTurnsAreReported(t *testing.T) {
 	assert.Contains(t, logs.String(), "slow turn")
 	assert.Contains(t, logs.String(), "spin/slow")
 	// The caller's turn waited 150 ms in a call: the callee was slow, the
-	// caller was not.
-	before := s.Stats().SlowTurns
-	_, err = s.Ask(ctx, grain.NewID("spin", "caller"), callOut{grain.NewID("spin", "callee")})
+	// caller was not. With more than one core the callee is a grain of the
+	// other partition: the caller's turn yields, holding its partition, in
+	// case the answer comes at once (Silo.Ask), and the callee spins on the
+	// other core. On one core that yield would wait behind the spinning
+	// callee until the scheduler took the core from it — a time slice, or
+	// far longer when the process itself waits for a CPU (130 ms once in
+	// CI, whose one-core step runs four test binaries on two cores) — and
+	// the watchdog would hand the caller's partition off and report the
+	// turn, truly. So there the callee is of the caller's own partition,
+	// which a call hands off at once.
+	caller := grain.NewID("spin", "caller")
+	pt, err := queues.NewPartitioner(2)
 	require.NoError(t, err)
-	if runtime.GOMAXPROCS(0) == 1 {
-		// On one core the caller's turn, calling a grain of the other
-		// partition, yields before it hands its own partition off (in
-		// case the answer comes at once: Silo.Ask), and the callee spins
-		// on the only core: the yield lasts until the scheduler takes the
-		// core from the callee — a time slice, or far longer when the
-		// process itself waits for a CPU (130 ms once in CI, whose
-		// one-core step runs four test binaries on two cores). The
-		// watchdog then hands the caller's partition off, as for any turn
-		// that keeps it, and reports the turn: true, if not what this
-		// checks.
-		return
+	var callee grain.ID
+	for i := 0; ; i++ {
+		callee = grain.NewID("spin", fmt.Sprint("callee", i))
+		if (pt.Partition(callee) == pt.Partition(caller)) == (runtime.GOMAXPROCS(0) == 1) {
+			break
+		}
 	}
+	before := s.Stats().SlowTurns
+	_, err = s.Ask(ctx, caller, callOut{callee})
+	require.NoError(t, err)
 	assert.LessOrEqual(t, s.Stats().SlowTurns, before+1)
 	s.WaitLogged()
 	assert.NotContains(t, logs.String(), "spin/caller")
