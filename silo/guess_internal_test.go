@@ -34,7 +34,7 @@ func (g *guessGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any,
 }
 
 // The owner delivers a message with the directory's guess made a few
-// messages earlier, as it prefetched (partition.guessed). An entry
+// messages earlier, as it prefetched (partition.guessFor). An entry
 // removed in between must not be taken: the message would go to a record
 // that left the directory, and wait in its mailbox for ever.
 func TestADeliveryNeverTakesAGuessOfAnEntryRemovedSince(t *testing.T) {

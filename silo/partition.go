@@ -280,17 +280,17 @@ type guess struct {
 // being delivered.
 const guessRing = 8
 
-// guessed returns the guess prefetchAhead made for the message being
-// delivered, if it made one and no entry left the directory since: then it
-// is nil or an entry still in the directory — the message's grain's, or
-// another's, which deliver tells by comparing identities as ever (and
-// then, or for nil, looks the grain up in full).
-func (p *partition) guessed() (*act, bool) {
-	g := &p.guesses[p.nDelivered%guessRing]
-	if g.at != p.nDelivered || g.deletes != p.dir.Deletes() {
-		return nil, false
+// guessFor returns the directory's guess for env, the message being
+// delivered: the one prefetchAhead made for it, if it made one and no
+// entry left the directory since — then it is nil or an entry still in
+// the directory, the message's grain's or another's, which deliver tells
+// by comparing identities as ever (and then, or for nil, looks the grain
+// up in full) — or else a guess made now.
+func (p *partition) guessFor(env *queues.Envelope) *act {
+	if g := &p.guesses[p.nDelivered%guessRing]; g.at == p.nDelivered && g.deletes == p.dir.Deletes() {
+		return g.a
 	}
-	return g.a, true
+	return p.dir.Guess(env.Hash)
 }
 
 // grainData is the offset in an interface value of its data word: the
@@ -325,15 +325,7 @@ func (p *partition) step(w *worker) bool {
 		if far := p.batch.Peek(slotAhead - 1); far != nil && ahead { // near a segment's end, the few left go unprefetched
 			p.prefetchAhead(far, grains)
 		}
-		var a *act
-		ok := false
-		if ahead {
-			a, ok = p.guessed()
-		}
-		if !ok {
-			a = p.dir.Guess(env.Hash)
-		}
-		if !p.deliverGuessed(w, env, a) {
+		if !p.deliverGuessed(w, env, p.guessFor(env)) {
 			return false
 		}
 		if !p.multiP {
