@@ -47,6 +47,9 @@ type Silo struct {
 	oneP    bool         // GOMAXPROCS was 1 at Start (yield.go)
 	sincer  clock.Sincer // clock's, if it has one: the owners read it (partition.tick)
 	epoch   time.Time
+	// cpu reads the process's CPU time (processCPU; a test's stand-in):
+	// on one core it tells a hog from a wait for a CPU (yield.go)
+	cpu func() (time.Duration, bool)
 	// incarnation is a number the silo draws for itself, never 0: it tells
 	// its grains from another silo's of the same IDs in a call chain
 	// (queues.Link.Silo) that passes through both.
@@ -140,6 +143,7 @@ func New(cfg Config) (*Silo, error) {
 	s.letInMeta0.MayInterleave = true
 	s.sincer, _ = cfg.Clock.(clock.Sincer)
 	s.realClk = cfg.Clock == clock.Real()
+	s.cpu = processCPU
 	limit := 0
 	if cfg.MaxActivations > 0 {
 		// Split evenly, rounded up, without overflowing for the largest

@@ -40,8 +40,9 @@ import (
 // reading 14 ms old, and a yield behind an owner that kept the core its
 // 5 ms (solo.go) looked 25 ms long. So on one core a long yield on the
 // monitor's clock only makes the silo suspect a hog; the next yield is
-// timed on the real clock, and marks the scheduler hogged if it is long as
-// well, or clears the suspicion. A true hog makes every yield long: it is
+// timed on the real clock and on the process's CPU time, and marks the
+// scheduler hogged if it is long as well and the process ran a hog's time
+// slice during it, or clears the suspicion (yieldSince). A true hog makes every yield long: it is
 // caught one yield later. With more cores the monitor looks beside the
 // goroutines, and a long yield marks the scheduler hogged at once: waiting
 // for a second one there let the yields behind CPU-bound senders go on
@@ -52,6 +53,12 @@ import (
 // scheduler's 10 ms (the clock moves a HandoffThreshold at a time), well
 // above the 5–10 ms a crowd of a thousand callers made a yield wait.
 const hogYield = 20 * time.Millisecond
+
+// hogCPU is how much CPU time the process must have used during a long
+// yield on one core for the yield to have waited for a hog: half of
+// hogYield, the scheduler's time slice — what a goroutine that holds its
+// core runs before it is preempted.
+const hogCPU = hogYield / 2
 
 // hoggedFor is about how long the silo stops yielding once it saw a hog.
 const hoggedFor = time.Second
@@ -85,12 +92,44 @@ func (s *Silo) yield() {
 // owner's run, and a yield after a run of 20 ms looked like one behind a
 // hog — the silo stopped yielding for a second, and the callers a flood's
 // partition answered waited 20 ms each for the scheduler to preempt it.
+//
+// Nor is the real clock, on one core, on a machine short of CPUs: there
+// the whole process waits for one now and then — a container over its CPU
+// quota, four test binaries on two cores — and a yield across such a wait
+// looks as long as one behind a hog. CI's one-core step failed on it: the
+// silo stopped yielding, and a flood's callers waited 19 ms each
+// (TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon; with three busy
+// loops beside it, a false hog in one run of ten). So on one core a long
+// yield only makes the silo suspect a hog, as on the monitor's reading,
+// and the next yield — the owner's, every few milliseconds while it works
+// (solo.go) — is timed on the process's CPU time as well: behind a hog the
+// process ran it for the hog's time slice (hogCPU); across a wait for a
+// CPU it hardly ran. Where the platform does not tell the CPU time, the
+// second long yield marks the hog. With more cores a long yield marks it
+// at once, as yield's do.
 func (s *Silo) yieldSince(at time.Time) {
 	if s.dog.hogged.Load() > 0 {
 		return
 	}
+	confirm := s.oneP && s.dog.suspect.Load()
+	var cpu0 time.Duration
+	cpuKnown := false
+	if confirm {
+		cpu0, cpuKnown = s.cpu()
+	}
 	runtime.Gosched()
-	if s.realClk && time.Since(at) >= hogYield && !s.dog.crowded.Load() {
+	long := s.realClk && time.Since(at) >= hogYield && !s.dog.crowded.Load()
+	switch {
+	case long && !s.oneP:
+		s.dog.hogged.Store(s.hogLooks())
+	case long && !confirm:
+		s.dog.suspect.Store(true)
+		return
+	case long && cpuKnown:
+		if cpu1, ok := s.cpu(); ok && cpu1-cpu0 >= hogCPU {
+			s.dog.hogged.Store(s.hogLooks())
+		}
+	case long:
 		s.dog.hogged.Store(s.hogLooks())
 	}
 	if s.dog.suspect.Load() {

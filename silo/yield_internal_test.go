@@ -61,3 +61,41 @@ func TestOnOneCoreALongYieldOnTheMonitorsReadingIsOnlySuspected(t *testing.T) {
 		require.Positive(t, s.dog.hogged.Load(), "a long yield on the real clock marks a hog")
 	}
 }
+
+// On one core the real clock cannot tell a yield behind a hog from one
+// across a wait of the whole process for a CPU (a container over its
+// quota, test binaries beside it): a long yield of an owner only makes
+// the silo suspect a hog, and the next long one marks it only if the
+// process ran a hog's time slice meanwhile. CI's one-core step took such
+// a wait for a hog and stopped the yields a flood's callers waited on.
+func TestOnOneCoreAWaitForACPUIsNotTakenForAHog(t *testing.T) {
+	s, err := New(Config{Partitions: 1})
+	require.NoError(t, err)
+	s.oneP = true
+	var used time.Duration // the process's CPU time, as s.cpu reads it
+	s.cpu = func() (time.Duration, bool) { return used, true }
+	long := func() time.Time { return time.Now().Add(-2 * hogYield) } // a yield timed from then is long
+
+	s.yieldSince(long())
+	require.Zero(t, s.dog.hogged.Load(), "one long yield on one core marked a hog")
+	require.True(t, s.dog.suspect.Load())
+
+	s.yieldSince(long()) // the process hardly ran meanwhile: it waited for a CPU
+	require.Zero(t, s.dog.hogged.Load(), "a wait for a CPU was taken for a hog")
+	require.False(t, s.dog.suspect.Load(), "the suspicion is told, either way")
+
+	s.yieldSince(long())
+	require.True(t, s.dog.suspect.Load())
+	s.cpu = func() (time.Duration, bool) { used += hogCPU; return used, true } // each read: a time slice later
+	s.yieldSince(long())
+	require.Positive(t, s.dog.hogged.Load(), "a long yield during which the process ran a time slice")
+
+	// Where the platform does not tell the CPU time, the second long
+	// yield marks the hog, as before.
+	s.dog.hogged.Store(0)
+	s.cpu = func() (time.Duration, bool) { return 0, false }
+	s.yieldSince(long())
+	require.Zero(t, s.dog.hogged.Load())
+	s.yieldSince(long())
+	require.Positive(t, s.dog.hogged.Load())
+}
