@@ -38,6 +38,10 @@ type watchdog struct {
 	// suspect: a yield timed on the monitor's reading looked like one
 	// behind a hog; the next is timed on the real clock to tell (yield.go)
 	suspect atomic.Bool
+	// stalled: the silo clock at the monitor's last look that found the
+	// process had stood still since the one before (stall.go); a yield
+	// spanning it was no hog's doing
+	stalled atomic.Int64
 	// looks counts the monitor's looks: an owner's round that has seen
 	// deliverLooks of them has had its time slice (partition.sliceOver)
 	looks atomic.Uint32
@@ -91,6 +95,7 @@ func (s *Silo) watch() {
 	}
 	last := make([]seen, len(s.parts))
 	runnable := []metrics.Sample{{Name: "/sched/goroutines/runnable:goroutines"}}
+	var stall stallWatch
 	for {
 		select {
 		case <-d.stop:
@@ -99,7 +104,11 @@ func (s *Silo) watch() {
 		}
 		d.looks.Add(1)
 		if s.realClk {
-			d.now.Store(int64(s.since()))
+			now := s.since()
+			if stall.see(now, s.cpu) {
+				d.stalled.Store(int64(now)) // before now: a yield that reads now sees it
+			}
+			d.now.Store(int64(now))
 		}
 		if h := d.hogged.Load(); h > 0 {
 			d.hogged.CompareAndSwap(h, h-1) // a yield that marks it again wins
@@ -130,6 +139,7 @@ func (s *Silo) watch() {
 		case <-d.wake:
 		}
 		clear(last)
+		stall.forget()
 		t.Reset(s.cfg.HandoffThreshold)
 	}
 }

@@ -48,6 +48,11 @@ import (
 // for a second one there let the yields behind CPU-bound senders go on
 // (`zipf` 0.93x, eight alternating runs).
 
+// A yield across a stop of the whole process — a container over its CPU
+// quota — is as long as one behind a hog: the monitor tells them apart
+// from the process's CPU time, and a yield that spans a stall it saw
+// marks nothing (stall.go).
+
 // hogYield is how far the monitor's clock must move during a yield to show
 // a goroutine holding its core for a whole time slice: twice the
 // scheduler's 10 ms (the clock moves a HandoffThreshold at a time), well
@@ -76,7 +81,7 @@ func (s *Silo) yield() {
 	}
 	at := s.dog.now.Load()
 	runtime.Gosched()
-	if s.dog.now.Load()-at >= int64(hogYield) && !s.dog.crowded.Load() {
+	if s.dog.now.Load()-at >= int64(hogYield) && !s.dog.crowded.Load() && s.dog.stalled.Load() <= at {
 		if s.oneP {
 			s.dog.suspect.Store(true)
 		} else {
@@ -106,7 +111,8 @@ func (s *Silo) yield() {
 // process ran it for the hog's time slice (hogCPU); across a wait for a
 // CPU it hardly ran. Where the platform does not tell the CPU time, the
 // second long yield marks the hog. With more cores a long yield marks it
-// at once, as yield's do.
+// at once, as yield's do, once the monitor has looked and seen the process
+// run all along (stall.go).
 func (s *Silo) yieldSince(at time.Time) {
 	if s.dog.hogged.Load() > 0 {
 		return
@@ -121,7 +127,12 @@ func (s *Silo) yieldSince(at time.Time) {
 	long := s.realClk && time.Since(at) >= hogYield && !s.dog.crowded.Load()
 	switch {
 	case long && !s.oneP:
-		s.dog.hogged.Store(s.hogLooks())
+		// The monitor looks beside the owner: a hog if it looked during
+		// the yield and saw the process run all along (stall.go). If it
+		// has not looked since, it stood still as well.
+		if from := int64(at.Sub(s.epoch)); s.dog.now.Load() > from && s.dog.stalled.Load() <= from {
+			s.dog.hogged.Store(s.hogLooks())
+		}
 	case long && !confirm:
 		s.dog.suspect.Store(true)
 		return
