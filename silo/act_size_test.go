@@ -28,14 +28,16 @@ func TestActExtraFits192Bytes(t *testing.T) {
 }
 
 // An ask from outside a turn allocates one record, its request with the
-// handler's ctx: it fits the allocator's 176-byte class, so that a silo
+// handler's ctx: it fits the allocator's 208-byte class, so that a silo
 // answering calls allocates, and collects, as little as it can
-// (BenchmarkCall's B/op).
-func TestAnAskFits176Bytes(t *testing.T) {
+// (BenchmarkCall's B/op). It was 176 bytes until the request kept a slot
+// for its outcome (queues.Request.Take): the reply no longer goes through
+// a channel whose lock both cores take, `ask` 1.05–1.09x for 32 more bytes.
+func TestAnAskFits208Bytes(t *testing.T) {
 	if unsafe.Sizeof(uintptr(0)) != 8 {
 		t.Skip("sized for 64-bit platforms")
 	}
-	if n := unsafe.Sizeof(askCtx{}); n > 176 {
-		t.Fatalf("askCtx is %d bytes, want at most 176", n)
+	if n := unsafe.Sizeof(askCtx{}); n > 208 {
+		t.Fatalf("askCtx is %d bytes, want at most 208", n)
 	}
 }

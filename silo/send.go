@@ -135,11 +135,10 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			reenter = true
 		}
 	}
-	done := s.replyChan()
 	if ask == nil {
 		ask = &askCtx{}
 	}
-	ask.init(ctx, chain, p, done)
+	ask.init(ctx, chain, p)
 	req := &ask.req
 	req.Interleave = reenter
 	env.Request = req
@@ -189,10 +188,8 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			// held two thirds of the time; handing off at once, it played
 			// twice the matches).
 			runtime.Gosched()
-			select {
-			case r := <-done:
-				return s.answered(ti, ask, done, r)
-			default:
+			if r, ok := req.Take(); ok {
+				return s.answered(ti, ask, nil, r)
 			}
 		}
 		// The turn is about to block: let its partition serve other grains.
@@ -203,11 +200,11 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	// which cost more than the turn itself (Call round trip 820 → 540 ns,
 	// ask workload +15–20 %). Not behind a CPU-bound goroutine (yield.go).
 	s.yield()
-	select {
-	case r := <-done:
-		return s.answered(ti, ask, done, r)
-	default:
+	if r, ok := req.Take(); ok { // no channel: the owner left the reply in req
+		return s.answered(ti, ask, nil, r)
 	}
+	done := s.replyChan()
+	reply := req.DoneOn(done)
 	// Without a deadline on ctx, the default call timeout runs on a pooled
 	// timer rather than a derived context: no allocation on the hot path.
 	// It is taken only now, for a call about to park: one answered while
@@ -220,12 +217,12 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		expired = t.C
 	}
 	select {
-	case r := <-done:
+	case r := <-reply:
 		return s.answered(ti, ask, done, r)
 	case <-ctx.Done():
 		// A reply may have raced the deadline: prefer it.
 		select {
-		case r := <-done:
+		case r := <-reply:
 			return s.answered(ti, ask, done, r)
 		default:
 		}
@@ -246,11 +243,13 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 // handler's ctx then reports it.
 var errDefaultTimeout = fmt.Errorf("granary: default call timeout (Config.CallTimeout, or the kind's WithCallTimeout): %w", context.DeadlineExceeded)
 
-// answered ends an ask that has its reply: the reply channel goes back to
-// the pool (nothing will send on it again), and the handler's ctx is over.
-// ti is the calling turn's, if a grain called.
+// answered ends an ask that has its reply: the reply channel, if it waited
+// on one, goes back to the pool (nothing will send on it again), and the
+// handler's ctx is over. ti is the calling turn's, if a grain called.
 func (s *Silo) answered(ti *turnInfo, ask *askCtx, done chan queues.Result, r queues.Result) (any, error) {
-	s.replies.Put(done)
+	if done != nil {
+		s.replies.Put(done)
+	}
 	ask.tc.ended.Store(true)
 	if r.Err != nil {
 		ti.lend() // an error may come from a turn that goes on: a given-up activation's
