@@ -104,7 +104,7 @@ func (s *Silo) yield() {
 // looks as long as one behind a hog. CI's one-core step failed on it: the
 // silo stopped yielding, and a flood's callers waited 19 ms each
 // (TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon; with three busy
-// loops beside it, a false hog in one run of ten). So on one core a long
+// loops beside it, three false hogs in forty runs). So on one core a long
 // yield only makes the silo suspect a hog, as on the monitor's reading,
 // and the next yield — the owner's, every few milliseconds while it works
 // (solo.go) — is timed on the process's CPU time as well: behind a hog the
