@@ -103,7 +103,7 @@ func (s *Silo) yield() {
 // quota, four test binaries on two cores — and a yield across such a wait
 // looks as long as one behind a hog. CI's one-core step failed on it: the
 // silo stopped yielding, and a flood's callers waited 19 ms each
-// (TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon; with three busy
+// (TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon; with four busy
 // loops beside it, three false hogs in forty runs). So on one core a long
 // yield only makes the silo suspect a hog, as on the monitor's reading,
 // and the next yield — the owner's, every few milliseconds while it works
