@@ -23,7 +23,9 @@ import (
 	"time"
 )
 
-// Result is one run's outcome, printed as one JSON line.
+// Result is one run's outcome, printed as one JSON line. LineRTTns is the
+// machine's state as the run began: a cache line's round trip between two
+// cores, in ns (probe.go); 0 with one P.
 type Result struct {
 	Workload           string         `json:"workload"`
 	Impl               string         `json:"impl"`
@@ -32,6 +34,7 @@ type Result struct {
 	P50us              float64        `json:"p50_us,omitempty"`
 	P99us              float64        `json:"p99_us,omitempty"`
 	BytesPerActivation float64        `json:"bytes_per_activation,omitempty"`
+	LineRTTns          float64        `json:"line_rtt_ns,omitempty"`
 	Params             map[string]any `json:"params"`
 	Error              string         `json:"error,omitempty"`
 }
@@ -50,6 +53,8 @@ func main() {
 	flag.Parse()
 
 	if *child {
+		// The machine's state first, out of the profile and the workload.
+		rtt, _ := lineRoundTrip(probeTrips)
 		if *cpuprofile != "" {
 			f, err := os.Create(*cpuprofile)
 			if err == nil {
@@ -59,6 +64,7 @@ func main() {
 		}
 		r := runChild(*workload, *impl, *quick)
 		r.Run = *run
+		r.LineRTTns = float64(rtt.Nanoseconds())
 		b, _ := json.Marshal(r)
 		fmt.Println(string(b))
 		if r.Error != "" {
@@ -144,6 +150,7 @@ func main() {
 	fmt.Println()
 	fmt.Print(table(all))
 	fmt.Printf("\n%s, GOMAXPROCS=%d, %s/%s, quick=%v\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, *quick)
+	fmt.Print(machineStates(all))
 	if failed {
 		fmt.Fprintln(os.Stderr, "bench: some runs failed")
 		os.Exit(1)
@@ -248,4 +255,33 @@ func implsOf(w string) []string {
 		}
 	}
 	return have
+}
+
+// machineStates says, for each workload, the range of the machine's states
+// its runs began in (Result.LineRTTns): a ratio between runs in different
+// states says more about the machine than about the implementations.
+func machineStates(rs []Result) string {
+	byW := map[string][]float64{}
+	var order []string
+	for _, r := range rs {
+		if r.LineRTTns <= 0 {
+			continue
+		}
+		if _, ok := byW[r.Workload]; !ok {
+			order = append(order, r.Workload)
+		}
+		byW[r.Workload] = append(byW[r.Workload], r.LineRTTns)
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("a cache line's round trip between two cores as each run began, ns (probe.go):")
+	for i, w := range order {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s %.0f–%.0f", w, slices.Min(byW[w]), slices.Max(byW[w]))
+	}
+	return b.String() + "\n"
 }
