@@ -54,7 +54,7 @@ func main() {
 
 	if *child {
 		// The machine's state first, out of the profile and the workload.
-		rtt, _ := lineRoundTrip(probeTrips)
+		rtt, _ := machineState()
 		if *cpuprofile != "" {
 			f, err := os.Create(*cpuprofile)
 			if err == nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"time"
 )
@@ -15,8 +16,29 @@ import (
 // round trip just before its workload, so a run's JSON line says which
 // state it ran in, and the table's footer gives the range.
 
-// probeTrips is how many round trips a probe makes: 0.02–0.1 s.
-const probeTrips = 200_000
+// probeTrips is how many round trips a probe makes: 0.02–0.1 s, in
+// probeBatches batches, of which the probe reports the median: a batch
+// that shared its core with another process — a shell's pipe starting up
+// beside the run — measured 2–6 times the others.
+const (
+	probeTrips   = 200_000
+	probeBatches = 9
+)
+
+// machineState is the median of probeBatches measures of lineRoundTrip,
+// probeTrips round trips in all; ok is false with fewer than two Ps.
+func machineState() (rtt time.Duration, ok bool) {
+	ds := make([]time.Duration, 0, probeBatches)
+	for range probeBatches {
+		d, ok := lineRoundTrip(probeTrips / probeBatches)
+		if !ok {
+			return 0, false
+		}
+		ds = append(ds, d)
+	}
+	slices.Sort(ds)
+	return ds[len(ds)/2], true
+}
 
 // lineRoundTrip bounces one cache line between two goroutines n times and
 // returns the mean time of a round trip: each goroutine waits for the

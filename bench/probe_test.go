@@ -11,6 +11,9 @@ func TestTheProbeBouncesALineOnlyWithTwoPs(t *testing.T) {
 		if !ok || rtt <= 0 {
 			t.Fatalf("lineRoundTrip(1000) = %v, %v; want a positive time", rtt, ok)
 		}
+		if rtt, ok := machineState(); !ok || rtt <= 0 {
+			t.Fatalf("machineState() = %v, %v; want a positive time", rtt, ok)
+		}
 	}
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
 	if rtt, ok := lineRoundTrip(1000); ok {
@@ -18,6 +21,9 @@ func TestTheProbeBouncesALineOnlyWithTwoPs(t *testing.T) {
 	}
 	if _, ok := lineRoundTrip(0); ok {
 		t.Fatal("lineRoundTrip(0) = true")
+	}
+	if rtt, ok := machineState(); ok {
+		t.Fatalf("with one P: machineState = %v, true; want false", rtt)
 	}
 }
 
