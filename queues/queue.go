@@ -52,20 +52,26 @@ type segment[T any] struct {
 // Queue is safe for concurrent use by many producers and one consumer.
 // Drain, Trim, Spare and a Batch are the consumer's.
 type Queue[T, C any] struct {
-	mu         sync.Mutex
-	head, tail *segment[T]
-	n          int
-	ctl        []C
-	free       *segment[T]
-	nfree      int
-	lowFree    int // the fewest spare segments since the last Trim
-	gate       gate
-	idle       bool          // restricted and found empty by MarkIdle; cleared by the next push
-	busy       *atomic.Int64 // the restricted queues of a set not idle (Restrict)
-	limit      int           // math.MaxInt: no limit
-	wake       chan struct{}
-	space      chan struct{} // closed by the next Drain; made when a push finds the lane full
-	drains     uint64
+	// What a push reads and writes, in the first 64 bytes: a queue is
+	// allocated in a 192-byte size class, so they are one cache line.
+	mu    sync.Mutex
+	tail  *segment[T]
+	n     int
+	room  int   // limit - reserved: what a push that did not wait may fill
+	tailN int32 // the tail segment's items: its n, kept here while it is the tail
+	gate  gate
+	idle  bool // restricted and found empty by MarkIdle; cleared by the next push
+	ctl   []C
+
+	head    *segment[T]
+	free    *segment[T]
+	nfree   int
+	lowFree int           // the fewest spare segments since the last Trim
+	busy    *atomic.Int64 // the restricted queues of a set not idle (Restrict)
+	limit   int           // math.MaxInt: no limit
+	wake    chan struct{}
+	space   chan struct{} // closed by the next Drain; made when a push finds the lane full
+	drains  uint64
 	// Room for the senders that wait (PushOrWait): waiting counts those
 	// waiting on space; a Drain that closes it holds as much room for them
 	// (reserved) until each has tried again or given up. Without it, a
@@ -73,11 +79,14 @@ type Queue[T, C any] struct {
 	// a grain's ask beside eight such senders lost the race up to five
 	// Drains in a row (TestAWokenSenderFindsRoom).
 	waiting, reserved int
-	room              int // limit - reserved: what a push that did not wait may fill
 
 	// the consumer's: segments its batches finished, not yet handed back
 	retired  *segment[T]
 	nretired int
+
+	// to 192 bytes on 64-bit platforms, a size class whose objects begin
+	// on a cache line (TestAQueuesPushFieldsShareOneCacheLine)
+	_ [24]byte
 }
 
 // New returns an empty queue whose message lane holds at most limit items
@@ -193,7 +202,7 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 	}
 	signal := q.n == 0 && len(q.ctl) == 0
 	t := q.tail
-	if t == nil || t.n == segSize {
+	if t == nil || q.tailN == segSize {
 		s := q.free
 		if s != nil {
 			q.free, s.next = s.next, nil
@@ -205,12 +214,12 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 		if t == nil {
 			q.head = s
 		} else {
-			t.next = s
+			t.n, t.next = segSize, s
 		}
-		q.tail, t = s, s
+		q.tail, t, q.tailN = s, s, 0
 	}
-	t.items[t.n] = *v
-	t.n++
+	t.items[q.tailN] = *v
+	q.tailN++
 	q.n++
 	q.mu.Unlock()
 	if signal {
@@ -282,8 +291,11 @@ func (q *Queue[T, C]) DrainInto(b *Batch[T, C], ctl []C) []C {
 	q.handBack()
 	q.drains++
 	b.q, b.seg, b.i, b.past, b.seq = q, q.head, 0, 0, q.drains
+	if q.tail != nil {
+		q.tail.n = int(q.tailN)
+	}
 	gotCtl := q.ctl
-	q.head, q.tail, q.n = nil, nil, 0
+	q.head, q.tail, q.n, q.tailN = nil, nil, 0, 0
 	q.ctl = ctl[:0]
 	q.releaseWaiters()
 	q.mu.Unlock()
