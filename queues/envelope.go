@@ -104,23 +104,29 @@ type Request struct {
 	// Interleave is set when the target is already waiting in Chain and has
 	// allowed re-entry: the request may run while the target's turn waits.
 	Interleave bool
-	// abandoned: the caller no longer waits for the reply
-	abandoned atomic.Bool
-	// resolved: the outcome was delivered (kept only for requests made from
-	// a grain's turn, with a Chain: what a runtime's deadlock check reads)
-	resolved atomic.Bool
 	// handover: how the outcome reaches the caller — in out, taken with
-	// Take, or on done, for a caller that waits there (see Take)
+	// Take, or on done, for a caller that waits there (its low byte, see
+	// Take) — and, in the bit abandoned, whether the caller gave up. One
+	// word for both, beside out: a runtime's ask record that embeds a
+	// request fits 192 bytes, a size class whose objects begin on a cache
+	// line, and the outcome and its word share one.
 	handover atomic.Uint32
 }
+
+// abandoned is the bit of Request.handover that says the caller no longer
+// waits for the reply; the handover's state is the low byte.
+const (
+	abandoned uint32 = 1 << 8
+	stateMask uint32 = 0xff
+)
 
 // Abandon records that the caller gave up waiting: its ctx ended, or its
 // call timed out. A runtime that has not begun the request's turn yet drops
 // it (as a dead letter) rather than run it for nobody.
-func (r *Request) Abandon() { r.abandoned.Store(true) }
+func (r *Request) Abandon() { r.handover.Or(abandoned) }
 
 // Abandoned reports whether the caller gave up waiting.
-func (r *Request) Abandoned() bool { return r.abandoned.Load() }
+func (r *Request) Abandoned() bool { return r.handover.Load()&abandoned != 0 }
 
 // NewRequest returns a request whose reply can be awaited with Done.
 func NewRequest(ctx context.Context, chain Chain) *Request {
@@ -161,19 +167,19 @@ const (
 // Resolve delivers the outcome. Only the first call has an effect, so the
 // runtime can never block on, or double-deliver, a reply.
 func (r *Request) Resolve(v any, err error) {
-	if r.Chain != nil {
-		r.resolved.Store(true) // before the caller can see the outcome
-	}
 	for {
-		switch r.handover.Load() {
+		x := r.handover.Load()
+		switch x & stateMask {
 		case replyPending:
-			if r.handover.CompareAndSwap(replyPending, replyWriting) {
+			if r.handover.CompareAndSwap(x, x&^stateMask|replyWriting) {
 				r.out = Result{Value: v, Err: err}
-				r.handover.Store(replyReady)
+				// Writing to ready, keeping the abandoned bit, which the
+				// caller may set meanwhile: an add, not a store.
+				r.handover.Add(replyReady - replyWriting)
 				return
 			}
 		case replyWaiting:
-			if r.handover.CompareAndSwap(replyWaiting, replySent) {
+			if r.handover.CompareAndSwap(x, x&^stateMask|replySent) {
 				r.send(Result{Value: v, Err: err})
 				return
 			}
@@ -195,7 +201,7 @@ func (r *Request) send(res Result) {
 // for it, which takes it either here or from the channel (Done, DoneOn),
 // never both. It touches no channel.
 func (r *Request) Take() (Result, bool) {
-	if r.handover.Load() != replyReady {
+	if r.handover.Load()&stateMask != replyReady {
 		return Result{}, false
 	}
 	return r.out, true
@@ -204,15 +210,16 @@ func (r *Request) Take() (Result, bool) {
 // Done returns the channel the outcome arrives on, once.
 func (r *Request) Done() <-chan Result {
 	for {
-		switch r.handover.Load() {
+		x := r.handover.Load()
+		switch x & stateMask {
 		case replyPending:
-			if r.handover.CompareAndSwap(replyPending, replyWaiting) {
+			if r.handover.CompareAndSwap(x, x&^stateMask|replyWaiting) {
 				return r.done
 			}
 		case replyWriting:
 			runtime.Gosched() // a Resolve is between two of its stores
 		case replyReady:
-			if r.handover.CompareAndSwap(replyReady, replySent) {
+			if r.handover.CompareAndSwap(x, x&^stateMask|replySent) {
 				r.send(r.out)
 				return r.done
 			}
@@ -230,10 +237,16 @@ func (r *Request) DoneOn(done chan Result) <-chan Result {
 	return r.Done()
 }
 
-// Resolved reports whether a request with a Chain (one made from a grain's
-// turn) has had its outcome delivered. It is set before the caller can see
-// the outcome, and never unset. For a request without a Chain it is false.
-func (r *Request) Resolved() bool { return r.resolved.Load() }
+// Resolved reports whether the request's outcome has been delivered, or is
+// being: it is true from the moment a Resolve begins, before the caller
+// can see the outcome, and stays true.
+func (r *Request) Resolved() bool {
+	switch r.handover.Load() & stateMask {
+	case replyWriting, replyReady, replySent:
+		return true // replySent only ever follows a Resolve
+	}
+	return false
+}
 
 // Link is one grain waiting in a call chain.
 type Link struct {

@@ -79,3 +79,47 @@ func TestRequestHandoverUnderRaces(t *testing.T) {
 		require.Contains(t, []any{0, 1}, got.Value, "round %d", i)
 	}
 }
+
+// Abandoning is a mark beside the handover, kept whatever the outcome
+// does: a caller that gave up may still find the outcome it raced, and a
+// request is resolved from the moment a Resolve begins, whoever waits.
+func TestRequestAbandonedAndResolvedSurviveEachOther(t *testing.T) {
+	r := &queues.Request{}
+	r.InitWith(t.Context(), nil, nil)
+	assert.False(t, r.Abandoned())
+	assert.False(t, r.Resolved())
+	r.Abandon()
+	assert.True(t, r.Abandoned())
+	assert.False(t, r.Resolved(), "abandoned is not resolved")
+	r.Resolve(5, nil)
+	assert.True(t, r.Abandoned(), "a Resolve keeps the mark")
+	assert.True(t, r.Resolved())
+	res, ok := r.Take()
+	require.True(t, ok, "the outcome of an abandoned request is still in it")
+	assert.Equal(t, 5, res.Value)
+
+	w := &queues.Request{}
+	w.InitWith(t.Context(), nil, nil)
+	done := make(chan queues.Result, 1)
+	ch := w.DoneOn(done)
+	assert.False(t, w.Resolved(), "waiting is not resolved")
+	w.Abandon()
+	w.Resolve(6, nil)
+	assert.True(t, w.Resolved())
+	assert.True(t, w.Abandoned())
+	assert.Equal(t, 6, (<-ch).Value, "sent to the channel whatever the mark")
+
+	// The mark and a Resolve racing: neither is lost.
+	for i := range 20_000 {
+		r := &queues.Request{}
+		r.InitWith(t.Context(), nil, nil)
+		var wg sync.WaitGroup
+		wg.Go(func() { r.Resolve(i, nil) })
+		r.Abandon()
+		wg.Wait()
+		require.True(t, r.Abandoned(), "round %d", i)
+		res, ok := r.Take()
+		require.True(t, ok, "round %d", i)
+		require.Equal(t, i, res.Value, "round %d", i)
+	}
+}

@@ -250,7 +250,7 @@ func (s *Silo) answered(ti *turnInfo, ask *askCtx, done chan queues.Result, r qu
 	if done != nil {
 		s.replies.Put(done)
 	}
-	ask.tc.ended.Store(true)
+	ask.tc.end()
 	if r.Err != nil {
 		ti.lend() // an error may come from a turn that goes on: a given-up activation's
 	}

@@ -61,7 +61,7 @@ func (ti *turnInfo) chain() queues.Chain {
 // turnFrom returns the turn ctx runs in, or nil outside any turn.
 func turnFrom(ctx context.Context) *turnInfo {
 	if tc, ok := ctx.(*turnCtx); ok { // the turn's own ctx, as most sends from a turn pass
-		if tc.ended.Load() {
+		if tc.ended() {
 			return nil // an ask's turn that is over: whoever holds its ctx is not in it
 		}
 		return &tc.info
@@ -90,36 +90,50 @@ type turnCtx struct {
 	home *partition
 	info turnInfo
 	m    atomic.Pointer[merged] // made on the first Done, if parent can end
-	// ended: the call this ctx served is over — its caller has the reply
-	// (set by the caller, not by the owner, whose hot path has no room for
-	// another atomic store). An ask's ctx is never reused, so it stays done
-	// and Canceled, and no longer a turn to the send path, for a goroutine
-	// that kept it. A worker's, reused turn after turn, cannot.
-	ended atomic.Bool
-	// timedOut: the caller gave up at the silo's default call timeout
+	// fate: how the ctx ended, if it has, in bits (one word: an ask's
+	// record, a turnCtx with its request, fits 192 bytes —
+	// TestAnAskFits192Bytes):
+	//
+	// ctxEnded: the call this ctx served is over — its caller has the
+	// reply. An ask's ctx is never reused, so it stays done and Canceled,
+	// and no longer a turn to the send path, for a goroutine that kept it.
+	// A worker's, reused turn after turn, cannot.
+	//
+	// ctxTimedOut: the caller gave up at the silo's default call timeout
 	// (Config.CallTimeout), which its own ctx knows nothing of; the
 	// handler's ctx ends then too, with DeadlineExceeded, as if the
 	// caller's ctx had had that deadline. Set by the caller.
-	timedOut atomic.Bool
-	// gone: the caller gave up, its own ctx done (set by the caller, which
-	// watches that ctx anyway as it waits: so the handler's ctx needs no
-	// registration with it, only this mark).
-	gone atomic.Bool
+	//
+	// ctxGone: the caller gave up, its own ctx done (set by the caller,
+	// which watches that ctx anyway as it waits: so the handler's ctx needs
+	// no registration with it, only this mark).
+	fate atomic.Uint32
 	// wrapped: the handler of a turn with this ctx gets an ownCtx of it
 	// (a worker's itc: tells of kinds whose turns interleave); release
 	// ends that, moving gen on
 	wrapped bool
 	// hook: an OnActivate's own ctx (partition.hookCtx), which ends for
-	// good with the hook (release sets ended): a goroutine the hook started
-	// that kept it — to watch a subscription, say — passed for the hook's
-	// turn after it, and took the grain's turn token back after its calls
-	// for a turn that would never give it up. (Beside wrapped: together
-	// they fill the word the three flags above leave, and an ask's record,
-	// a turnCtx with its request, fits the allocator's 208-byte class
-	// instead of 224: TestAnAskFits208Bytes.)
+	// good with the hook (release marks it ended): a goroutine the hook
+	// started that kept it — to watch a subscription, say — passed for the
+	// hook's turn after it, and took the grain's turn token back after its
+	// calls for a turn that would never give it up. (Beside wrapped: both
+	// fit in the word fate leaves.)
 	hook bool
 	gen  atomic.Uint64
 }
+
+// The bits of turnCtx.fate.
+const (
+	ctxEnded uint32 = 1 << iota
+	ctxTimedOut
+	ctxGone
+)
+
+// ended reports whether the call c served is over (ctxEnded).
+func (c *turnCtx) ended() bool { return c.fate.Load()&ctxEnded != 0 }
+
+// end marks the call c served over.
+func (c *turnCtx) end() { c.fate.Or(ctxEnded) }
 
 // handlerCtx returns the ctx the turn's handler (and its Decider) runs
 // under: c itself, or, for a tell's turn of a kind whose turns interleave,
@@ -188,7 +202,7 @@ func (c *ownCtx) AfterFunc(f func()) (stop func() bool) {
 
 // timeOut ends c for a caller that gave up at the default call timeout.
 func (c *turnCtx) timeOut() {
-	c.timedOut.Store(true)
+	c.fate.Or(ctxTimedOut)
 	if m := c.m.Load(); m != nil {
 		m.cancel(context.DeadlineExceeded)
 	}
@@ -196,7 +210,7 @@ func (c *turnCtx) timeOut() {
 
 // callerGone ends c for a caller whose own ctx ended while it waited.
 func (c *turnCtx) callerGone() {
-	c.gone.Store(true)
+	c.fate.Or(ctxGone)
 	if m := c.m.Load(); m != nil {
 		m.cancel(c.parent.Err())
 	}
@@ -369,7 +383,7 @@ func (c *turnCtx) release() {
 		// goroutine of the turn that calls with it after the turn — the
 		// handler did not wait for it — is no longer taken for the turn,
 		// whose turn token it would have taken back for good.)
-		c.ended.Store(true)
+		c.end()
 	}
 	m := c.m.Load()
 	if m == nil {
@@ -398,7 +412,7 @@ func (c *turnCtx) Done() <-chan struct{} {
 	if m := c.m.Load(); m != nil {
 		return m.done
 	}
-	if c.ended.Load() { // asked for only after its turn: done already
+	if c.ended() { // asked for only after its turn: done already
 		m := &merged{done: make(chan struct{})}
 		m.cancel(context.Canceled)
 		if !c.m.CompareAndSwap(nil, m) {
@@ -434,10 +448,10 @@ func (c *turnCtx) Done() <-chan struct{} {
 		m.mu.Unlock()
 	}
 	// The caller may have given up before m was there to cancel.
-	if c.timedOut.Load() {
+	if c.fate.Load()&ctxTimedOut != 0 {
 		m.cancel(context.DeadlineExceeded)
 	}
-	if c.gone.Load() && parent != nil {
+	if c.fate.Load()&ctxGone != 0 && parent != nil {
 		m.cancel(parent.Err())
 	}
 	return m.done
@@ -462,7 +476,7 @@ func (c *turnCtx) Err() error {
 		defer m.mu.Unlock()
 		return m.err
 	}
-	if c.ended.Load() {
+	if c.ended() {
 		return context.Canceled
 	}
 	if c.parent != nil {
@@ -470,7 +484,7 @@ func (c *turnCtx) Err() error {
 			return err
 		}
 	}
-	if c.timedOut.Load() {
+	if c.fate.Load()&ctxTimedOut != 0 {
 		return context.DeadlineExceeded
 	}
 	return c.home.base.Err()
@@ -478,7 +492,7 @@ func (c *turnCtx) Err() error {
 
 func (c *turnCtx) Value(key any) any {
 	if key == (turnKey{}) {
-		if c.ended.Load() {
+		if c.ended() {
 			return nil
 		}
 		return &c.info
