@@ -9,7 +9,7 @@ import (
 
 // The machine this was written on has two speeds between its cores: a
 // cache line makes the round trip from one core to the other and back in
-// about 0.11–0.17 µs in its fast state and 0.43–0.50 µs in its slow one
+// about 0.11–0.17 µs in its fast state and 0.43–0.61 µs in its slow one
 // (docs/performance.md, "Reading a ratio"), and a workload whose every
 // message crosses the cores — ask, above all — runs at about half speed in
 // the slow one, whatever the implementation. Each child measures the
