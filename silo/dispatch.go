@@ -273,24 +273,33 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	// a cut in a partition behind with many grains ready kept it behind
 	// (slice.go).
 	first := len(p.ready) - p.rhead
-	clk := stepClock{next: 1}
+	clk := stepClock{next: 1, took: -1}
+	var last *act // the grain stepped before
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n >= first && (p.ready[p.rhead].Mailbox.Len() >= floodDepth || len(p.holders) > 0 && p.heldNow(p.ready[p.rhead])) &&
-			p.othersWait(&clk, n) {
-			// A flood's slice of steps, or a held grain's: what came
-			// meanwhile goes next (slice.go) — the messages a held
-			// grain's door let in among them.
-			break
+		if n >= first && (p.ready[p.rhead].Mailbox.Len() >= floodDepth || len(p.holders) > 0 && p.heldNow(p.ready[p.rhead])) {
+			stop := p.othersWait(&clk, n)
+			p.measureStep(&clk, last)
+			if stop {
+				// A flood's slice of steps, or a held grain's: what came
+				// meanwhile goes next (slice.go) — the messages a held
+				// grain's door let in among them.
+				break
+			}
 		}
 		a := p.ready[p.rhead]
+		last = a
 		p.ready[p.rhead] = nil
 		p.rhead++
 		if p.rhead == len(p.ready) {
 			p.ready, p.rhead = reuse(p.ready, len(p.ready)), 0
 		}
 		a.setInReady(false)
+		published := p.publishStep(w, a)
 		if !p.advance(w, a) {
-			return false
+			return false // a sender may have handed it off (stepoff.go)
+		}
+		if published {
+			p.stepOff.Store(nil)
 		}
 		if !p.multiP {
 			p.soloTurn()

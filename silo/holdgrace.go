@@ -68,7 +68,8 @@ type holdGrace struct {
 // partition from, if the monitor took it (not a call) and the grain's
 // senders were held back.
 func (p *partition) graceFrom(from *worker) {
-	if from.kind != tkMessage || from.slow.Load() == 0 {
+	stepped := from.stepped.Load()
+	if from.kind != tkMessage || from.slow.Load() == 0 && !stepped {
 		return
 	}
 	// The turn's record, as begin published it; from is not pooled before
@@ -78,8 +79,11 @@ func (p *partition) graceFrom(from *worker) {
 		return
 	}
 	held := p.heldNow(a)
-	if !held && !p.q.SendersWait() {
+	if !held && !p.q.SendersWait() && !stepped {
 		return // nobody waited for it: its senders were not held back
+	}
+	if stepped && p.grace.a != nil && p.grace.a != a {
+		return // another grain's grace runs on (publishStep checked, but a handoff may come between)
 	}
 	d := graceThresholds * p.s.cfg.HandoffThreshold
 	g := &p.grace

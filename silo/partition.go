@@ -27,7 +27,12 @@ type partition struct {
 	q       *queues.Queue[queues.Envelope, ctl]
 	ovN     atomic.Int32 // len(ov), for the cheap "nothing is overloaded" check
 	ovSlots atomic.Pointer[ovSlots]
-	_       [64]byte
+	// a flood's slow step under way, published for senders (stepoff.go):
+	// the worker running it, the word of its turn, its grain's hash
+	stepOff  atomic.Pointer[worker]
+	stepWord atomic.Uint64
+	stepHash atomic.Uint64
+	_        [64]byte
 
 	// base is the silo's base ctx, one child a partition: the parent of its
 	// grains' OnDeactivate ctxs, which then register with it, not all with
@@ -56,6 +61,9 @@ type partition struct {
 	sliceAt    uint32        // the monitor's looks when the round began delivering (sliceOver)
 	delivered  time.Duration // how long the round's deliveries took, timed if grains waited ready from the round before (othersWait)
 	holders    []heldGrain   // served grains whose full backlog holds their senders (hold)
+	// slowStepper: the grain whose flood steps were last measured slow
+	// (stepoff.go), nil if none
+	slowStepper *act
 	// asks answered (resolve), and their count when a flood's steps last
 	// let the callers run (othersWait)
 	answered, answeredSeen uint64
@@ -91,7 +99,8 @@ type partition struct {
 	nHandled uint64                 // owner
 	waitedAt uint64                 // owner: nHandled when the owner last yielded before waiting
 	handoffs atomic.Uint64
-	backlog  atomic.Int64 // messages waiting in mailboxes
+	stepOffs atomic.Uint64 // of them, from a flood's slow step (stepoff.go)
+	backlog  atomic.Int64  // messages waiting in mailboxes
 	// for a stateless worker's senders (stateless.go): messages to
 	// stateless kinds pushed here and not yet delivered, counted up by
 	// their senders and down by the owner; and turns of stateless grains
@@ -163,6 +172,7 @@ func (p *partition) run(w, from *worker) {
 		if from.req != nil {
 			p.orphans[from.req] = struct{}{}
 		}
+		p.stepOff.CompareAndSwap(from, nil) // a step handed off otherwise: a call, the monitor
 		p.watchActivation(from)
 		p.graceFrom(from)
 		p.doneWith(from) // read: it may be pooled once its turn is over too

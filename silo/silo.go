@@ -560,6 +560,9 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		waited = nil
 		switch {
 		case err == nil:
+			if w := p.stepOff.Load(); w != nil {
+				p.stepAside(w, env, ti) // a flood's slow step holds the partition (stepoff.go)
+			}
 			return nil
 		case !errors.Is(err, queues.ErrFull):
 			if !late && s.lateSend(ti) {

@@ -94,6 +94,11 @@ type stepClock struct {
 	share time.Duration
 	n0    int
 	next  int
+	// the last reading and its step; took: how long the step before it
+	// ran, when the clock was read at both its ends, else -1 (stepoff.go)
+	at   time.Time
+	atN  int
+	took time.Duration
 }
 
 // othersWait reads the clock at step n, if it is c's next, and reports
@@ -105,10 +110,15 @@ type stepClock struct {
 // first step, 200 µs, made its share 400 µs and its neighbours' wait half
 // as long again.
 func (p *partition) othersWait(c *stepClock, n int) bool {
+	c.took = -1
 	if n < c.next {
 		return false
 	}
 	now := time.Now()
+	if !c.at.IsZero() && c.atN == n-1 {
+		c.took = now.Sub(c.at)
+	}
+	c.at, c.atN = now, n
 	if c.from.IsZero() {
 		c.from, c.n0, c.next = now, n, n+1
 		c.share = max(stepShare, p.delivered)

@@ -25,8 +25,13 @@ type Stats struct {
 	// DeadLetterDrops counts dead letters a slow subscriber missed.
 	DeadLetterDrops uint64
 	// Handoffs counts partitions handed to a new goroutine because a turn
-	// blocked.
+	// blocked, called out, or — a step of a flood of slow turns — held up
+	// a message for another grain (StepOffs).
 	Handoffs uint64
+	// StepOffs counts the handoffs a sender made from a flood's slow step,
+	// so that its message for another grain of the partition ran at once
+	// on another core (see the package doc's Execution model).
+	StepOffs uint64
 	// Restarts and Stops count supervision directives carried out.
 	Restarts, Stops uint64
 	// FailedTells counts turns that failed — an error returned, a panic —
@@ -109,6 +114,7 @@ func (s *Silo) Stats() Stats {
 	for i, p := range s.parts {
 		st.Handled += p.handled.Load()
 		st.Handoffs += p.handoffs.Load()
+		st.StepOffs += p.stepOffs.Load()
 		st.QueueDepth[i] = p.q.Len()
 		st.Backlog[i] = int(p.backlog.Load())
 	}

@@ -26,17 +26,20 @@ const (
 // (running -> idle) or the party handing the partition off, decides who owns
 // the partition next. The loser of the race changes nothing.
 type worker struct {
-	p     *partition
-	word  atomic.Uint64
-	seq   uint64          // turns started; written by the worker only
-	req   *queues.Request // the ask of the turn running, for a Close after a handoff
-	a     *act            // an activation or deactivation turn's activation (see goexit.go)
-	env   queues.Envelope // and its own copy of its envelope
-	slow  atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
-	tc    turnCtx
-	gc    grain.Context
-	res   turnResult   // the outcome of the turn w ran last
-	chain *filterChain // the filters around a filtered turn's grain; made for the first one
+	p    *partition
+	word atomic.Uint64
+	seq  uint64          // turns started; written by the worker only
+	req  *queues.Request // the ask of the turn running, for a Close after a handoff
+	a    *act            // an activation or deactivation turn's activation (see goexit.go)
+	env  queues.Envelope // and its own copy of its envelope
+	slow atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
+	// a sender took the partition from this turn, a flood's slow step
+	// (stepoff.go)
+	stepped atomic.Bool
+	tc      turnCtx
+	gc      grain.Context
+	res     turnResult   // the outcome of the turn w ran last
+	chain   *filterChain // the filters around a filtered turn's grain; made for the first one
 	// the propagator's layer around a turn whose message carries its
 	// sender's ctx values (propagate.go); made for the first one
 	inject *injector

@@ -46,6 +46,7 @@ func (p *partition) freshWorker() *worker {
 	w.req, w.a, w.env, w.from = nil, nil, queues.Envelope{}, nil
 	w.kind, w.actRace, w.deciding, w.ilv = 0, 0, false, false
 	w.slow.Store(0)
+	w.stepped.Store(false)
 	w.res = turnResult{}
 	w.labeled = nil // it will run on another goroutine, with other labels
 	w.handoffDone.Store(0)

@@ -1,0 +1,98 @@
+package silo
+
+import (
+	"time"
+
+	"github.com/granary-go/granary/queues"
+)
+
+// Stepping off a flood's slow turn for its neighbours.
+//
+// A grain sent a flood shares its partition a slice at a time (slice.go):
+// its neighbours' messages wait for the turn under way and then for the
+// flood's share of steps, 200 µs at least. With turns of some work — the
+// bench's `flood`, 200 µs of CPU each — a neighbour's ask waited 0.33 ms
+// at the median and 0.5–0.6 ms at the 99th percentile, while the other
+// core stood idle; protoactor, a goroutine an actor, answered in 8 µs.
+// Orleans runs each activation's turns as work items of a thread pool, so
+// a flooded grain there holds one thread, not its neighbours.
+//
+// So, with more than one P, the owner publishes each step of a grain whose
+// flood steps it measured slow (stepOffMin or more each: a consecutive
+// pair of othersWait's clock readings, which it takes at each step of such
+// a flood anyway): which worker runs it, and the word the step's turn will
+// have. A sender whose message for another grain of the partition lands
+// in the queue meanwhile hands the partition off from that turn — the
+// same handoff as a turn that calls out, by the same compare-and-swap
+// (worker.detachAt): the flood's turn finishes on its goroutine, off the
+// partition, while a new owner, on a free core, takes the message at once.
+// The turn's outcome comes back as any handed-off turn's does, and the
+// grain steps on. One sender a step hands off (it takes the publication
+// with a compare-and-swap); the flood's own senders never do.
+//
+// The grain counts as served while its stepped-off turn runs — its full
+// backlog holds its senders at its door, as before the handoff — by the
+// grace a turn taken by the handoff monitor has (holdgrace.go): the turn
+// is not blocked, only elsewhere. A step is published only while no other
+// grain's grace runs, which it would end.
+//
+// Not on one P, where a new owner would only wait for the flood's
+// goroutine to give the core up; nor while the scheduler is crowded
+// (watchdog.go), where it would wait for a core behind the crowd; nor for
+// cheap steps, where the handoff would cost more than the step.
+
+// stepOffMin is how long a flood's steps must take for a neighbour's
+// message to hand the partition off from them: a handoff costs a few
+// microseconds of the sender's and the new owner's, a twentieth of a
+// step at least.
+const stepOffMin = 50 * time.Microsecond
+
+// publishStep tells senders that w is about to run a step of a, if a's
+// flood steps are slow (see above), and reports whether it did.
+func (p *partition) publishStep(w *worker, a *act) bool {
+	if a != p.slowStepper || !p.multiP || p.grace.a != nil || p.s.dog.crowded.Load() {
+		return false
+	}
+	if a.Mailbox.Len() < floodDepth && !p.heldNow(a) {
+		return false // not a flood's step (runReady)
+	}
+	p.stepHash.Store(a.ID.HashWithKind(a.k.nameHash))
+	p.stepWord.Store((w.seq+1)<<2 | wRunning) // the word begin gives the step's turn
+	p.stepOff.Store(w)
+	return true
+}
+
+// measureStep records what othersWait measured of the step before the one
+// it just read the clock for, last (nil if unknown): a slow step of a
+// flood makes its grain the partition's slow stepper; a quick one of it
+// makes none.
+func (p *partition) measureStep(c *stepClock, last *act) {
+	if c.took < 0 || last == nil {
+		return
+	}
+	switch {
+	case c.took >= stepOffMin:
+		p.slowStepper = last
+	case last == p.slowStepper:
+		p.slowStepper = nil
+	}
+}
+
+// stepAside hands the partition off from the flood step published as w's,
+// for a message just pushed, unless the message is for the flood's grain
+// (hash) or comes from a turn of this partition. Safe for concurrent use.
+func (p *partition) stepAside(w *worker, env *queues.Envelope, ti *turnInfo) {
+	if env.Hash == p.stepHash.Load() || ti != nil && ti.w.p == p {
+		return
+	}
+	x := p.stepWord.Load()
+	if !p.stepOff.CompareAndSwap(w, nil) {
+		return // another sender took it, or the step is over
+	}
+	w.stepped.Store(true) // before the handoff: the new owner reads it (graceFrom)
+	if !w.detachAt(x, false) {
+		w.stepped.Store(false) // the step is over: nothing handed off
+		return
+	}
+	p.stepOffs.Add(1)
+}

@@ -1,0 +1,159 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// stepper's turns are a flood's: each spins for its work, but for the
+// first, which waits in an await point until released (the grain busy
+// meanwhile, so that what it is sent waits in its backlog and runs as the
+// partition's steps), and a gate, which says it has begun and waits.
+type stepper struct{}
+
+type (
+	stepAwait struct{ release chan struct{} }
+	stepWork  struct{ work time.Duration }
+	stepGate  struct{ begun, release chan struct{} }
+)
+
+func (stepper) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case stepAwait:
+		return nil, silo.Await(ctx, func() error { <-m.release; return nil })
+	case stepWork:
+		busyWork(m.work)
+	case stepGate:
+		close(m.begun)
+		<-m.release
+	}
+	return "served", nil
+}
+
+// With more than one core, a message for a grain of a partition whose
+// owner runs a step of a flood of slow turns runs at once, on another
+// core: its sender hands the partition off from the step (stepoff.go).
+// The flood's gate step here waits until the neighbour has its answer,
+// and the handoff monitor, its threshold an hour, never takes it: without
+// the step-off, the ask would wait for the gate for good.
+func TestANeighbourOfAFloodsSlowStepRunsWhileTheStepRuns(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a step-off needs a second core (on one, the new owner would wait for the step's)")
+	}
+	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "stepper", func(grain.ID) stepper { return stepper{} }))
+	})
+	ctx := ctxT(t)
+	hot, other := grain.NewID("stepper", "hot"), grain.NewID("stepper", "other")
+	_, err := silo.Call[string](ctx, s, other, stepWork{}) // active before the flood
+	require.NoError(t, err)
+
+	awaited := make(chan struct{})
+	require.NoError(t, s.Tell(ctx, hot, stepAwait{awaited}))
+	const before, after = 8, 24 // slow steps before the gate, and behind it (a flood's backlog)
+	for range before {
+		require.NoError(t, s.Tell(ctx, hot, stepWork{100 * time.Microsecond}))
+	}
+	gate := stepGate{make(chan struct{}), make(chan struct{})}
+	require.NoError(t, s.Tell(ctx, hot, gate))
+	for range after {
+		require.NoError(t, s.Tell(ctx, hot, stepWork{time.Microsecond}))
+	}
+	waitBacklog(t, s, before+1+after) // all in hot's backlog, behind its await
+	close(awaited)
+	<-gate.begun
+
+	askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	reply, err := silo.Call[string](askCtx, s, other, stepWork{})
+	close(gate.release)
+	require.NoError(t, err, "the neighbour waited for the flood's step")
+	require.Equal(t, "served", reply)
+	st := s.Stats()
+	require.EqualValues(t, 1, st.StepOffs)
+	require.GreaterOrEqual(t, st.Handoffs, st.StepOffs)
+
+	// The flood goes on, every turn of it run.
+	_, err = silo.Call[string](ctx, s, hot, stepWork{})
+	require.NoError(t, err)
+	require.Empty(t, s.Stats().DeadLetters)
+}
+
+// A flood's grain whose step a neighbour's message handed off stays
+// served: its full backlog holds its senders at its door through the
+// step-off, as through a step on the partition, and nothing it is sent is
+// refused or dropped (the grace of holdgrace.go). Otherwise a step-off,
+// its grain's turn off the partition, would apply the overflow policy to
+// the flood's next message.
+func TestAFloodsStepOffsRefuseNothing(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a step-off needs a second core")
+	}
+	for _, policy := range []silo.Overflow{silo.RejectNewest, silo.DropOldest} {
+		t.Run(policyName(policy), func(t *testing.T) {
+			const (
+				flood = 300
+				limit = 8
+				work  = 500 * time.Microsecond
+			)
+			var done atomic.Int64
+			s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "flooded", func(grain.ID) flooded { return flooded{&done, work} },
+					silo.WithMaxBacklog(limit, policy)))
+			})
+			ctx := ctxT(t)
+			hot, other := grain.NewID("flooded", "hot"), grain.NewID("flooded", "other")
+			_, err := silo.Call[int64](ctx, s, other, "")
+			require.NoError(t, err)
+			asked := make(chan int)
+			go func() { // the neighbour, asked until the flood is over
+				n := 0
+				for done.Load() < flood {
+					if _, err := silo.Call[int64](ctx, s, other, ""); err != nil {
+						break
+					}
+					n++
+				}
+				asked <- n
+			}()
+			refused := 0
+			for range flood {
+				if err := s.Tell(ctx, hot, struct{}{}); err != nil {
+					require.ErrorIs(t, err, silo.ErrOverloaded)
+					refused++
+				}
+			}
+			n, err := silo.Call[int64](ctx, s, hot, "all of it")
+			for errors.Is(err, silo.ErrOverloaded) {
+				refused++
+				n, err = silo.Call[int64](ctx, s, hot, "all of it")
+			}
+			require.NoError(t, err)
+			asks := <-asked
+			st := s.Stats()
+			t.Logf("%d asks of the neighbour, %d step-offs, %d handoffs, %d backlog holds; %d refused, %d dead letters",
+				asks, st.StepOffs, st.Handoffs, st.BacklogHolds, refused, st.DeadLetters[grain.ReasonOverload])
+			require.NotZero(t, st.StepOffs, "no ask came during a step")
+			require.NotZero(t, st.BacklogHolds, "the flood's backlog never held its senders")
+			if st.Handoffs > st.StepOffs {
+				// The monitor took a turn whose goroutine waited for a core
+				// (a loaded machine): that may refuse or drop, each a dead
+				// letter (TestAFloodPastTheBacklogLimitOfAServedGrainWaitsForRoom).
+				require.EqualValues(t, flood, int(n)+int(st.DeadLetters[grain.ReasonOverload]), "handled or a dead letter: every tell")
+				return
+			}
+			require.Zero(t, refused)
+			require.EqualValues(t, flood, n, "every tell handled")
+			require.Empty(t, st.DeadLetters)
+		})
+	}
+}
