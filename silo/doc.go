@@ -21,7 +21,12 @@
 // order. A grain sent a flood of messages shares its partition a time slice
 // (a few milliseconds) at a time, so the partition's other grains do not
 // wait for the whole flood; its senders — and no one else's — wait for room
-// once its backlog is full. See docs/architecture.md and docs/calls.md.
+// once its backlog is full. With more than one core, a message for another
+// grain that comes while the flood runs one of its slow turns (50 µs or
+// more) does not wait for it either: its sender hands the partition to a
+// new goroutine, which runs the message at once while the flood's turn
+// finishes beside it (Stats.StepOffs). See docs/architecture.md and
+// docs/calls.md.
 //
 // A grain runs one turn at a time unless its kind says otherwise, and then
 // only while a turn waits — in a Call, or in Await: WithReentrant lets every
