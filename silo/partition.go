@@ -32,6 +32,7 @@ type partition struct {
 	stepOff  atomic.Pointer[worker]
 	stepWord atomic.Uint64
 	stepHash atomic.Uint64
+	stepBusy atomic.Int32 // senders inside stepAside
 	_        [64]byte
 
 	// base is the silo's base ctx, one child a partition: the parent of its
@@ -188,7 +189,7 @@ func (p *partition) run(w, from *worker) {
 			p.doneWith(w)
 		}
 	} else {
-		p.s.owners.Done()
+		p.quitOwner()
 	}
 }
 

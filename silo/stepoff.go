@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"runtime"
 	"time"
 
 	"github.com/granary-go/granary/queues"
@@ -85,6 +86,12 @@ func (p *partition) stepAside(w *worker, env *queues.Envelope, ti *turnInfo) {
 	if env.Hash == p.stepHash.Load() || ti != nil && ti.w.p == p {
 		return
 	}
+	// Counted in stepBusy before it takes the publication, a sender keeps
+	// the partition's owners from leaving until it is done (quitOwner):
+	// detachAt counts a turn in the silo's turns group before its CAS,
+	// which must not happen once Close has waited for the owners.
+	p.stepBusy.Add(1)
+	defer p.stepBusy.Add(-1)
 	x := p.stepWord.Load()
 	if !p.stepOff.CompareAndSwap(w, nil) {
 		return // another sender took it, or the step is over
@@ -95,4 +102,17 @@ func (p *partition) stepAside(w *worker, env *queues.Envelope, ti *turnInfo) {
 		return
 	}
 	p.stepOffs.Add(1)
+}
+
+// quitOwner ends an owner's claim on the partition once no sender is
+// inside stepAside: one that took a publication before the owner cleared
+// it may still count a turn (see stepAside), and the owner's leaving may
+// be the last, the one Close waits for. The wait is a sender's few
+// instructions, and only when one raced the end of a step.
+func (p *partition) quitOwner() {
+	p.stepOff.Store(nil)
+	for p.stepBusy.Load() != 0 {
+		runtime.Gosched()
+	}
+	p.s.owners.Done()
 }

@@ -157,3 +157,53 @@ func TestAFloodsStepOffsRefuseNothing(t *testing.T) {
 		})
 	}
 }
+
+// A silo closed while its senders step a flood's turns off the partition
+// stops cleanly: every caller has its answer or an error, Close returns,
+// and no goroutine is left (goleak, TestMain). A sender inside a step-off
+// counts a turn; the partition's last owner waits for it before it leaves,
+// since Close waits for the owners and then for the turns they counted.
+func TestCloseWhileNeighboursStepOffAFlood(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a step-off needs a second core")
+	}
+	for round := range 10 {
+		var done atomic.Int64
+		s, err := silo.New(silo.Config{Partitions: 1})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "flooded", func(grain.ID) flooded { return flooded{&done, 100 * time.Microsecond} }))
+		require.NoError(t, s.Start())
+		ctx := ctxT(t)
+		for range 2_000 {
+			require.NoError(t, s.Tell(ctx, grain.NewID("flooded", "hot"), struct{}{}))
+		}
+		errs := make(chan error, 4)
+		for c := range 4 {
+			go func() {
+				for {
+					if _, err := silo.Call[int64](ctx, s, grain.NewIntID("flooded", int64(c)), ""); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		for s.Stats().StepOffs < uint64(10*(round+1)) && done.Load() < 2_000 {
+			runtime.Gosched()
+		}
+		if round%2 == 0 {
+			require.NoError(t, s.Close())
+		} else {
+			sctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+			err := s.Shutdown(sctx)
+			cancel()
+			if err != nil {
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				require.NoError(t, s.Close())
+			}
+		}
+		for range 4 {
+			require.ErrorIs(t, <-errs, silo.ErrSiloClosed)
+		}
+	}
+}
