@@ -294,7 +294,7 @@ func (p *partition) runReady(w *worker, budget int) bool {
 			p.ready, p.rhead = reuse(p.ready, len(p.ready)), 0
 		}
 		a.setInReady(false)
-		published := p.publishStep(w, a)
+		published := a == p.slowStepper && p.publishStep(w, a)
 		if !p.advance(w, a) {
 			return false // a sender may have handed it off (stepoff.go)
 		}

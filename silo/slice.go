@@ -151,6 +151,7 @@ func (p *partition) othersWait(c *stepClock, n int) bool {
 			return true
 		}
 		c.from, c.n0 = time.Now(), n
+		c.at = c.from // the next step's time is its own, not the yield's
 	}
 	return false
 }
