@@ -273,6 +273,9 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	// a cut in a partition behind with many grains ready kept it behind
 	// (slice.go).
 	first := len(p.ready) - p.rhead
+	if !p.multiP && p.ready[p.rhead] == p.slowStepper {
+		p.soloAnswered()
+	}
 	clk := stepClock{next: 1, took: -1}
 	var last *act // the grain stepped before
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {

@@ -81,3 +81,20 @@ func (p *partition) soloTurn() {
 	}
 	c.next = c.n + stride
 }
+
+// soloAnswered yields, on one core, before the steps of a flood of slow
+// turns (stepoff.go: the partition's slow stepper) if the round answered
+// asks: their callers run now, not after the flood's next steps. The steps
+// let them run too once their share has run (othersWait), but a share is
+// a step or two of a flood of 200 µs turns, and each ask to a flooded
+// grain's neighbour came back to its caller 0.4 ms after it was sent
+// (the bench's `flood` at GOMAXPROCS=1), where it had its answer within
+// microseconds. A yield costs a microsecond; a slow step, 50 or more.
+func (p *partition) soloAnswered() {
+	if p.answered == p.answeredSeen {
+		return
+	}
+	p.answeredSeen = p.answered
+	p.s.yieldSince(time.Now())
+	p.yields++
+}
