@@ -141,19 +141,8 @@ func TestAFloodPastTheBacklogLimitOfAServedGrainWaitsForRoom(t *testing.T) {
 				}
 				other <- n
 			}()
-			refused := 0
-			for range flood {
-				if err := s.Tell(ctx, hot, struct{}{}); err != nil {
-					require.ErrorIs(t, err, silo.ErrOverloaded)
-					refused++
-				}
-			}
-			n, err := silo.Call[int64](ctx, s, hot, "all of it")
-			asksRefused := 0
-			for errors.Is(err, silo.ErrOverloaded) { // refused while a turn was off the partition
-				asksRefused++
-				n, err = silo.Call[int64](ctx, s, hot, "all of it")
-			}
+			refused := tellFlood(t, ctx, s, hot, flood)
+			n, asksRefused, err := askHowMany(ctx, s, hot)
 			require.NoError(t, err)
 			require.GreaterOrEqual(t, <-other, int64(0))
 			st := s.Stats()
@@ -173,6 +162,32 @@ func TestAFloodPastTheBacklogLimitOfAServedGrainWaitsForRoom(t *testing.T) {
 		})
 	}
 }
+
+// tellFlood tells hot n messages, each a turn of its flood, and returns
+// how many were refused with ErrOverloaded (anything else fails t).
+func tellFlood(t *testing.T, ctx context.Context, s *silo.Silo, hot grain.ID, n int) (refused int) {
+	t.Helper()
+	for range n {
+		if err := s.Tell(ctx, hot, struct{}{}); err != nil {
+			require.ErrorIs(t, err, silo.ErrOverloaded)
+			refused++
+		}
+	}
+	return refused
+}
+
+// askHowMany asks the flooded grain hot how many of its turns ran, again
+// while the ask is refused with ErrOverloaded (a turn of it off the
+// partition), and returns the count and the refusals.
+func askHowMany(ctx context.Context, s *silo.Silo, hot grain.ID) (n int64, refused int, err error) {
+	n, err = silo.Call[int64](ctx, s, hot, "all of it")
+	for errors.Is(err, silo.ErrOverloaded) {
+		refused++
+		n, err = silo.Call[int64](ctx, s, hot, "all of it")
+	}
+	return n, refused, err
+}
+
 func policyName(o silo.Overflow) string {
 	if o == silo.DropOldest {
 		return "DropOldest"

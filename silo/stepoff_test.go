@@ -2,7 +2,6 @@ package silo_test
 
 import (
 	"context"
-	"errors"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -125,18 +124,9 @@ func TestAFloodsStepOffsRefuseNothing(t *testing.T) {
 				}
 				asked <- n
 			}()
-			refused := 0
-			for range flood {
-				if err := s.Tell(ctx, hot, struct{}{}); err != nil {
-					require.ErrorIs(t, err, silo.ErrOverloaded)
-					refused++
-				}
-			}
-			n, err := silo.Call[int64](ctx, s, hot, "all of it")
-			for errors.Is(err, silo.ErrOverloaded) {
-				refused++
-				n, err = silo.Call[int64](ctx, s, hot, "all of it")
-			}
+			refused := tellFlood(t, ctx, s, hot, flood)
+			n, asksRefused, err := askHowMany(ctx, s, hot)
+			refused += asksRefused
 			require.NoError(t, err)
 			asks := <-asked
 			st := s.Stats()
