@@ -17,7 +17,9 @@ import "time"
 // gave it up if it has answered asks since — their callers want it — and
 // soloMax after whatever it did, for the monitor, the program's timers and
 // the callers of other kinds of work. Then the `flood`'s callers run again
-// within 0.4 ms at the median, 0.5–6 ms at the 99th percentile. soloMax
+// within 0.4 ms at the median, 0.5–6 ms at the 99th percentile — and
+// within microseconds since the owner also yields before a slow flood's
+// next steps once its round answered asks (soloAnswered, below). soloMax
 // stays well under hogYield, so that a caller's yield behind the owner is
 // not taken for one behind a hog (and on one core a yield that looks long
 // on the monitor's reading is only suspected of it: yield.go). Yielding
