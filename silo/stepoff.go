@@ -48,10 +48,12 @@ import (
 // step at least.
 const stepOffMin = 50 * time.Microsecond
 
-// publishStep tells senders that w is about to run a step of a, if a's
-// flood steps are slow (see above), and reports whether it did.
+// publishStep tells senders that w is about to run a step of a, the
+// partition's slow stepper (runReady compares before it calls), if the
+// step is a flood's and may be stepped off (see above), and reports
+// whether it did.
 func (p *partition) publishStep(w *worker, a *act) bool {
-	if a != p.slowStepper || !p.multiP || p.grace.a != nil || p.s.dog.crowded.Load() {
+	if !p.multiP || p.grace.a != nil || p.s.dog.crowded.Load() {
 		return false
 	}
 	if a.Mailbox.Len() < floodDepth && !p.heldNow(a) {
