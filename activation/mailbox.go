@@ -8,106 +8,101 @@ import "github.com/granary-go/granary/queues"
 // Push and let go when the mailbox empties, so an idle grain holds no
 // buffer. Not safe for concurrent use: its partition's owner alone uses it.
 //
-// A backlog of up to segLen envelopes is a ring that grows by doubling; a
-// longer one goes on in segments of segLen, linked, so that a flood's
-// backlog of thousands never grows by copying. A doubling ring copied the
-// whole backlog at each power of two, with the GC's write barrier on every
-// pointer in it and, from a megabyte on, a fresh large allocation that
-// starts a GC cycle: the owner of a grain sent 10,000 tells stood still
-// 4–10 ms at the copy at 8,192 — its whole partition with it — and the
-// first ask to a neighbour of the flood waited 13–28 ms
-// (TestAFloodsBacklogDoesNotStallItsPartition measures the pause's
-// cause, BenchmarkMailboxFill the cost).
+// A backlog of up to segLen envelopes is one ring that grows by doubling;
+// a longer one goes on in further rings of segLen, chained, so that a
+// flood's backlog of thousands never grows by copying. A ring that kept
+// doubling copied the whole backlog at each power of two, with the GC's
+// write barrier on every pointer in it, and from a megabyte on made a
+// large allocation that starts a GC cycle: the owner of a grain sent
+// 10,000 tells stood still 4–10 ms at the copy at 8,192 — its whole
+// partition with it — and the first ask to a neighbour of the flood
+// waited 11–35 ms, now 8–14 (the flood's first time slice). Filling and
+// emptying 10,000 envelopes allocates 1.0 MB, not 2.9, in 0.4 of the time
+// (TestALongBacklogGrowsWithoutCopying, BenchmarkMailboxFill).
 type Mailbox struct {
 	r *ring
 }
 
 // segLen is the longest the first ring grows, and the length of each
-// further segment: 256 envelopes of 88 bytes, 22.5 KB, an allocation of
-// the heap's small size classes (up to 32 KB) rather than a large one.
+// further ring: 256 envelopes of 88 bytes, 22.5 KB, an allocation of the
+// heap's small size classes (up to 32 KB) rather than a large one.
 const segLen = 256
 
+// ring is a ring buffer of envelopes, its length a power of two (2 to
+// segLen), so that an index wraps with a mask rather than a division. A
+// long backlog is a chain of rings: the first is emptied from its head,
+// the last filled, and those between are full. Each ring of a chain points
+// at the chain's tail, so that Pop need only step to the next ring — and
+// is small enough to inline (a call, returning an 88-byte envelope, cost
+// a mailbox's turn more than the rest of Pop).
 type ring struct {
-	buf  []queues.Envelope // the oldest envelopes, a ring of up to segLen
-	head int
-	n    int  // envelopes in buf
-	more *seg // the envelopes after buf's, oldest first, once buf filled at segLen
-	last *seg
-	len  int // envelopes in all
-}
-
-// seg is a segment of a long backlog: filled from e[0] on, emptied from
-// e[head] on.
-type seg struct {
-	e    []queues.Envelope // len segLen
+	buf  []queues.Envelope
 	head int
 	n    int
-	next *seg
+	next *ring  // the ring after this one, nil for the last
+	tail *chain // nil while the ring is alone
+	idx  int    // the ring's place in its chain
 }
+
+// chain is what the rings of a long backlog share: which is the last.
+type chain struct{ last *ring }
 
 // Len returns the number of queued envelopes.
 func (m *Mailbox) Len() int {
-	if m.r == nil {
+	r := m.r
+	if r == nil {
 		return 0
 	}
-	return m.r.len
+	if r.tail == nil || r.tail.last == r {
+		return r.n
+	}
+	l := r.tail.last
+	return r.n + (l.idx-r.idx-1)*segLen + l.n
 }
 
 // Push appends e.
 func (m *Mailbox) Push(e queues.Envelope) {
-	if m.r == nil {
-		m.r = &ring{buf: make([]queues.Envelope, 2)}
-	}
 	r := m.r
-	r.len++
-	if r.more == nil {
-		if r.n == len(r.buf) && len(r.buf) < segLen {
+	if r == nil {
+		r = &ring{buf: make([]queues.Envelope, 2)}
+		m.r = r
+	}
+	l := r
+	if r.tail != nil {
+		l = r.tail.last
+	}
+	if l.n == len(l.buf) {
+		if l == r && len(r.buf) < segLen {
 			r.grow()
-		}
-		if r.n < len(r.buf) {
-			r.buf[(r.head+r.n)%len(r.buf)] = e
-			r.n++
-			return
-		}
-	}
-	s := r.last
-	if s == nil || s.head+s.n == segLen {
-		s = &seg{e: make([]queues.Envelope, segLen)}
-		if r.last == nil {
-			r.more = s
 		} else {
-			r.last.next = s
+			l = r.append(l)
 		}
-		r.last = s
 	}
-	s.e[s.head+s.n] = e
-	s.n++
+	l.buf[(l.head+l.n)&(len(l.buf)-1)] = e
+	l.n++
+}
+
+// append adds a ring after l, the last of r's chain (r alone, it starts
+// one), and returns it.
+func (r *ring) append(l *ring) *ring {
+	if r.tail == nil {
+		r.tail = &chain{last: r}
+	}
+	x := &ring{buf: make([]queues.Envelope, segLen), tail: r.tail, idx: l.idx + 1}
+	l.next, r.tail.last = x, x
+	return x
 }
 
 // Pop removes and returns the oldest envelope.
-func (m *Mailbox) Pop() (queues.Envelope, bool) {
-	if m.r == nil || m.r.len == 0 {
-		return queues.Envelope{}, false
-	}
+func (m *Mailbox) Pop() (e queues.Envelope, ok bool) {
 	r := m.r
-	if r.n == 0 {
-		// buf is done with: the first segment takes its place, a ring
-		// whose envelopes start at its head (it fills no further while
-		// segments follow it: Push appends to the last).
-		s := r.more
-		r.buf, r.head, r.n = s.e, s.head, s.n
-		r.more = s.next
-		if r.more == nil {
-			r.last = nil
-		}
+	if r == nil { // an empty mailbox holds no ring
+		return e, false
 	}
-	e := r.buf[r.head]
-	r.buf[r.head] = queues.Envelope{} // release the message for the GC
-	r.head = (r.head + 1) % len(r.buf)
-	r.n--
-	r.len--
-	if r.len == 0 {
-		m.r = nil
+	e, r.buf[r.head] = r.buf[r.head], queues.Envelope{} // release the message for the GC
+	r.head = (r.head + 1) & (len(r.buf) - 1)
+	if r.n--; r.n == 0 {
+		m.r = r.next // nil once the last ring is empty
 	}
 	return e, true
 }
@@ -126,7 +121,7 @@ func (m *Mailbox) Drain(f func(queues.Envelope)) {
 func (r *ring) grow() {
 	buf := make([]queues.Envelope, 2*len(r.buf))
 	for i := 0; i < r.n; i++ {
-		buf[i] = r.buf[(r.head+i)%len(r.buf)]
+		buf[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 	}
 	r.buf, r.head = buf, 0
 }
