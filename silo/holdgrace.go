@@ -24,9 +24,15 @@ import (
 // had a handoff; docs/performance-log.md, item 42).
 //
 // So a grain whose senders were held back when the monitor took its turn —
-// at its door, or the queue full, a sender waiting for room — counts as
-// served for a grace of graceThresholds HandoffThresholds: a full backlog
-// holds its senders at its door, as before the handoff. A preempted turn is
+// at its door, or the queue full, a sender waiting for room — or that was
+// working down a backlog (the turn a step of it, with more behind:
+// worker.behind) counts as served for a grace of graceThresholds
+// HandoffThresholds: a full backlog holds its senders at its door, as
+// before the handoff. A grain behind, with room left and nobody waiting
+// yet, is as much the partition's to serve as one held: without its grace,
+// a sender a little faster than it was refused the moment the backlog
+// filled behind a preempted turn, where it would have waited at the door
+// (TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace). A preempted turn is
 // back on a core well within it (its senders waiting, the cores come free);
 // the turn ends, and the grain is served again, as if the handoff had not
 // been (TestAGrainPreemptedOffItsPartitionRefusesNothing). A turn still off
@@ -38,9 +44,10 @@ import (
 // not been. The price is a blocked grain's senders wait a grace before they
 // are refused.
 //
-// A grain nobody waited for has no grace: it kept up with what it was sent,
-// and a turn of it that stops taking messages overflows by its policy at
-// once (TestOverloadRejectNewest), blocked or preempted. Nor has a turn the
+// A grain nobody waited for, with nothing behind the turn, has no grace:
+// it kept up with what it was sent, and a turn of it that stops taking
+// messages overflows by its policy at once (TestOverloadRejectNewest),
+// blocked or preempted. Nor has a turn the
 // monitor did not take: a call detaches its turn as it begins to wait, known
 // to wait, maybe on a grain of this partition.
 //
@@ -79,8 +86,8 @@ func (p *partition) graceFrom(from *worker) {
 		return
 	}
 	held := p.heldNow(a)
-	if !held && !p.q.SendersWait() && !stepped {
-		return // nobody waited for it: its senders were not held back
+	if !held && !p.q.SendersWait() && !stepped && !from.behind {
+		return // nobody waited for it, and it had caught up: its senders were not held back
 	}
 	if stepped && p.grace.a != nil && p.grace.a != a {
 		return // another grain's grace runs on (publishStep checked, but a handoff may come between)

@@ -23,13 +23,22 @@ type busyGrain struct {
 
 type stallFor time.Duration
 
+// blockUntil is a message whose turn lasts until it is closed.
+type blockUntil chan struct{}
+
 func (g *busyGrain) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-	if s, ok := msg.(stallFor); ok {
+	switch m := msg.(type) {
+	case stallFor:
 		select { // a Close ends it
 		case <-ctx.Done():
-		case <-time.After(time.Duration(s)):
+		case <-time.After(time.Duration(m)):
 		}
-	} else {
+	case blockUntil:
+		select {
+		case <-ctx.Done():
+		case <-m:
+		}
+	default:
 		time.Sleep(g.workFor) // the turn's work, on the bubble's clock
 	}
 	g.done.Add(1)
@@ -89,6 +98,56 @@ func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 		assert.Zero(t, refused, "tells refused")
 		assert.Equal(t, int64(n-refused), done.Load())
 		assert.Zero(t, st.DeadLetters[grain.ReasonOverload])
+	})
+}
+
+// A grain working down a backlog — a turn of it stepped with messages
+// behind it, its backlog not full and nobody waiting — whose turn the
+// monitor takes has the grace too: the backlog it fills meanwhile holds
+// its sender at its door, and the turn, back within the grace, finds the
+// grain served. Without the grace, RejectNewest refused the sender the
+// moment the backlog filled behind the turn off the partition, though the
+// grain had been keeping at it.
+func TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		threshold := 5 * time.Millisecond
+		s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
+			silo.WithMaxBacklog(8, silo.RejectNewest))
+		ctx := t.Context()
+		id := grain.NewID("busy", "a")
+		// A turn that blocks, ran as it came: taken, and no grace (nobody
+		// waited); meanwhile a stall and three more wait in the backlog.
+		release := make(blockUntil)
+		require.NoError(t, s.Tell(ctx, id, release))
+		for s.Stats().Handoffs == 0 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		require.NoError(t, s.Tell(ctx, id, stallFor(5*threshold/2))) // through two looks, back within the grace
+		for range 3 {
+			require.NoError(t, s.Tell(ctx, id, 0))
+		}
+		for s.Stats().Backlog[0] < 4 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		close(release) // the stall is the next step, with three behind it
+		for s.Stats().Handoffs == 1 {
+			time.Sleep(100 * time.Microsecond)
+		}
+		refused := 0
+		const sends = 100 // one each 200 µs, through the grace and after: twice as fast as the grain's turns
+		for i := range sends {
+			if err := s.Tell(ctx, id, i); err != nil {
+				require.ErrorIs(t, err, grain.ErrOverloaded)
+				refused++
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		assert.Zero(t, refused, "refused while the grain's turn was off for a grace")
+		assert.NotZero(t, s.Stats().BacklogWaits, "the sender never waited at the door: nothing was tested")
+		_, err := s.Ask(ctx, id, 0)
+		require.NoError(t, err)
+		assert.EqualValues(t, 1+1+3+sends+1, done.Load(), "every message handled")
+		require.NoError(t, s.Close())
 	})
 }
 

@@ -36,10 +36,14 @@ type worker struct {
 	// a sender took the partition from this turn, a flood's slow step
 	// (stepoff.go)
 	stepped atomic.Bool
-	tc      turnCtx
-	gc      grain.Context
-	res     turnResult   // the outcome of the turn w ran last
-	chain   *filterChain // the filters around a filtered turn's grain; made for the first one
+	// behind: the turn w runs was a step of its grain's backlog with more
+	// behind it (advance): the grain has a grace if the monitor takes it
+	// (holdgrace.go). Set before the turn begins, cleared after it.
+	behind bool
+	tc     turnCtx
+	gc     grain.Context
+	res    turnResult   // the outcome of the turn w ran last
+	chain  *filterChain // the filters around a filtered turn's grain; made for the first one
 	// the propagator's layer around a turn whose message carries its
 	// sender's ctx values (propagate.go); made for the first one
 	inject *injector
