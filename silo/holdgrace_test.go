@@ -61,6 +61,17 @@ func busySilo(t *testing.T, cfg silo.Config, workFor time.Duration, opts ...silo
 	return s, done
 }
 
+// holdThreshold is the handoff threshold of rejectingSilo.
+const holdThreshold = 5 * time.Millisecond
+
+// rejectingSilo is a busySilo of one partition whose "busy" grains take
+// 100 µs a turn and refuse the newest past a backlog of 8.
+func rejectingSilo(t *testing.T) (*silo.Silo, *atomic.Int64) {
+	t.Helper()
+	return busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: holdThreshold}, 100*time.Microsecond,
+		silo.WithMaxBacklog(8, silo.RejectNewest))
+}
+
 // A grain sent messages faster than it handles them holds its partition's
 // queue at its backlog limit (or fills it, its turns running as they
 // come), and its sender waits for room. When the handoff monitor takes one
@@ -73,9 +84,7 @@ func busySilo(t *testing.T, cfg silo.Config, workFor time.Duration, opts ...silo
 // (TestAGrainBlockedPastTheGraceOverflows).
 func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		threshold := 5 * time.Millisecond
-		s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
-			silo.WithMaxBacklog(8, silo.RejectNewest))
+		s, done := rejectingSilo(t)
 		ctx := t.Context()
 		id := grain.NewID("busy", "a")
 		const n, stallAt = 2000, 1000
@@ -84,7 +93,7 @@ func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 			var m any = i
 			if i == stallAt {
 				// Through two looks, back within the grace after them.
-				m = stallFor(5 * threshold / 2)
+				m = stallFor(5 * holdThreshold / 2)
 			}
 			if err := s.Tell(ctx, id, m); err != nil {
 				require.ErrorIs(t, err, grain.ErrOverloaded)
@@ -110,9 +119,7 @@ func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 // grain had been keeping at it.
 func TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		threshold := 5 * time.Millisecond
-		s, done := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
-			silo.WithMaxBacklog(8, silo.RejectNewest))
+		s, done := rejectingSilo(t)
 		ctx := t.Context()
 		id := grain.NewID("busy", "a")
 		// A turn that blocks, ran as it came: taken, and no grace (nobody
@@ -122,7 +129,7 @@ func TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace(t *testing.T) {
 		for s.Stats().Handoffs == 0 {
 			time.Sleep(100 * time.Microsecond)
 		}
-		require.NoError(t, s.Tell(ctx, id, stallFor(5*threshold/2))) // through two looks, back within the grace
+		require.NoError(t, s.Tell(ctx, id, stallFor(5*holdThreshold/2))) // through two looks, back within the grace
 		for range 3 {
 			require.NoError(t, s.Tell(ctx, id, 0))
 		}
@@ -157,9 +164,7 @@ func TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace(t *testing.T) {
 // its sender then. Meanwhile the partition's other grains are served.
 func TestAGrainBlockedPastTheGraceOverflows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		threshold := 5 * time.Millisecond
-		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
-			silo.WithMaxBacklog(8, silo.RejectNewest))
+		s, _ := rejectingSilo(t)
 		ctx := t.Context()
 		refusedAt := make(chan time.Time, 1)
 		go func() {
@@ -182,10 +187,10 @@ func TestAGrainBlockedPastTheGraceOverflows(t *testing.T) {
 		start := time.Now()
 		_, err := s.Ask(ctx, grain.NewID("busy", "b"), 0)
 		require.NoError(t, err)
-		assert.Less(t, time.Since(start), threshold, "another grain waited for the grace")
+		assert.Less(t, time.Since(start), holdThreshold, "another grain waited for the grace")
 		at := <-refusedAt
-		assert.GreaterOrEqual(t, at.Sub(handoff), 2*threshold-time.Millisecond, "refused before the grace was over")
-		assert.Less(t, at.Sub(handoff), 3*threshold)
+		assert.GreaterOrEqual(t, at.Sub(handoff), 2*holdThreshold-time.Millisecond, "refused before the grace was over")
+		assert.Less(t, at.Sub(handoff), 3*holdThreshold)
 		require.NoError(t, s.Close())
 	})
 }
@@ -195,9 +200,8 @@ func TestAGrainBlockedPastTheGraceOverflows(t *testing.T) {
 // counting — once the grace is over, not before.
 func TestAGrainBlockedPastTheGraceDropsItsOldest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		threshold := 5 * time.Millisecond
 		const limit = 8
-		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
+		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: holdThreshold}, 100*time.Microsecond,
 			silo.WithMaxBacklog(limit, silo.DropOldest))
 		dl := s.SubscribeDeadLetters(4096)
 		defer dl.Cancel()
@@ -223,7 +227,7 @@ func TestAGrainBlockedPastTheGraceDropsItsOldest(t *testing.T) {
 		handoff := time.Now()
 		first := <-dl.C
 		require.Equal(t, grain.ReasonOverload, first.Reason)
-		assert.GreaterOrEqual(t, time.Since(handoff), 2*threshold-time.Millisecond, "dropped before the grace was over")
+		assert.GreaterOrEqual(t, time.Since(handoff), 2*holdThreshold-time.Millisecond, "dropped before the grace was over")
 		stop()
 		n := <-sent
 		require.NoError(t, s.Close())
@@ -250,9 +254,7 @@ func TestAGrainBlockedPastTheGraceDropsItsOldest(t *testing.T) {
 // past its limit, one each.
 func TestSendersWaitingThroughAGraceAreRefusedWhenItEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		threshold := 5 * time.Millisecond
-		s, _ := busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: threshold}, 100*time.Microsecond,
-			silo.WithMaxBacklog(8, silo.RejectNewest))
+		s, _ := rejectingSilo(t)
 		type send struct {
 			waited bool
 			end    time.Time
