@@ -132,15 +132,18 @@ func TestAFloodsStepOffsRefuseNothing(t *testing.T) {
 			st := s.Stats()
 			t.Logf("%d asks of the neighbour, %d step-offs, %d handoffs, %d backlog holds; %d refused, %d dead letters",
 				asks, st.StepOffs, st.Handoffs, st.BacklogHolds, refused, st.DeadLetters[grain.ReasonOverload])
-			require.NotZero(t, st.StepOffs, "no ask came during a step")
-			require.NotZero(t, st.BacklogHolds, "the flood's backlog never held its senders")
 			if st.Handoffs > st.StepOffs {
 				// The monitor took a turn whose goroutine waited for a core
 				// (a loaded machine): that may refuse or drop, each a dead
-				// letter (TestAFloodPastTheBacklogLimitOfAServedGrainWaitsForRoom).
+				// letter (TestAFloodPastTheBacklogLimitOfAServedGrainWaitsForRoom)
+				// — the whole flood, if the turn it took was one that ran
+				// as it came, before the flood's steps began (two race
+				// runs at once: 278 of 300 dropped, no step taken).
 				require.EqualValues(t, flood, int(n)+int(st.DeadLetters[grain.ReasonOverload]), "handled or a dead letter: every tell")
 				return
 			}
+			require.NotZero(t, st.StepOffs, "no ask came during a step")
+			require.NotZero(t, st.BacklogHolds, "the flood's backlog never held its senders")
 			require.Zero(t, refused)
 			require.EqualValues(t, flood, n, "every tell handled")
 			require.Empty(t, st.DeadLetters)
