@@ -82,13 +82,22 @@ func (m *Mailbox) Push(e queues.Envelope) {
 	l.n++
 }
 
+// longRing is a ring of a chain with its buffer: one allocation (24 KB, the
+// size class its buffer alone takes), not two.
+type longRing struct {
+	ring
+	arr [segLen]queues.Envelope
+}
+
 // append adds a ring after l, the last of r's chain (r alone, it starts
 // one), and returns it.
 func (r *ring) append(l *ring) *ring {
 	if r.tail == nil {
 		r.tail = &chain{last: r}
 	}
-	x := &ring{buf: make([]queues.Envelope, segLen), tail: r.tail, idx: l.idx + 1}
+	lr := &longRing{}
+	x := &lr.ring
+	x.buf, x.tail, x.idx = lr.arr[:], r.tail, l.idx+1
 	l.next, r.tail.last = x, x
 	return x
 }
