@@ -100,7 +100,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	}
 	deferred := false
 	if a.State() == activation.Active && !a.wantsDeactivate() && !a.busy() && a.Mailbox.Len() == 0 {
-		if !p.overSlice(a) {
+		if !p.overSlice(a) && (a != p.lastRan || p.streak < streakFrom-1 || !p.slowStreak()) {
 			p.ranInline(a)
 			if p.lru != nil {
 				p.lru.Get(a.ID)
@@ -108,8 +108,9 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			return p.runTurn(w, a, tkMessage, env)
 		}
 		// It ran this round, when the monitor looked, and the round has
-		// had its slice: the message waits for the grain's step, behind
-		// the partition's other work (slice.go).
+		// had its slice, or its last few messages in a row were slow: the
+		// message waits for the grain's step, behind the partition's other
+		// work (slice.go).
 		deferred = true
 	}
 	// A busy grain that lets env in (a reentrant kind, or one whose

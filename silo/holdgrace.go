@@ -25,14 +25,22 @@ import (
 //
 // So a grain whose senders were held back when the monitor took its turn —
 // at its door, or the queue full, a sender waiting for room — or that was
-// working down a backlog (the turn a step of it, with more behind:
+// working down a backlog (the turn a step of it, with more behind, or a
+// turn run as it came with its next message right behind it in the queue:
 // worker.behind) counts as served for a grace of graceThresholds
 // HandoffThresholds: a full backlog holds its senders at its door, as
 // before the handoff. A grain behind, with room left and nobody waiting
 // yet, is as much the partition's to serve as one held: without its grace,
 // a sender a little faster than it was refused the moment the backlog
 // filled behind a preempted turn, where it would have waited at the door
-// (TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace). A preempted turn is
+// (TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace). Its backlog may be
+// in the queue as well: a grain of slow turns sent them one after another
+// steps from its mailbox after a few (slice.go), its sender held at its
+// door, and runs them as they come again each time it has caught up — a
+// turn of those the monitor took, its next message right behind it, found
+// nobody waiting and nothing in the mailbox, and its sender was refused at
+// once (TestAGrainBlockedPastTheGraceOverflows with turns of 100 µs: in 4
+// runs of 45). A preempted turn is
 // back on a core well within it (its senders waiting, the cores come free);
 // the turn ends, and the grain is served again, as if the handoff had not
 // been (TestAGrainPreemptedOffItsPartitionRefusesNothing). A turn still off
@@ -86,7 +94,7 @@ func (p *partition) graceFrom(from *worker) {
 		return
 	}
 	held := p.heldNow(a)
-	if !held && !p.q.SendersWait() && !stepped && !from.behind {
+	if !held && !p.q.SendersWait() && !stepped && !from.behind && !p.nextIsFor(a) {
 		return // nobody waited for it, and it had caught up: its senders were not held back
 	}
 	if stepped && p.grace.a != nil && p.grace.a != a {
@@ -155,4 +163,14 @@ func (p *partition) stopGrace() {
 		g.t.Stop()
 		g.a = nil
 	}
+}
+
+// nextIsFor reports whether the next message the partition's owner will
+// deliver is for a: a turn of a taken while it ran as it came, its next
+// message right behind it, leaves the batch there (a turn the monitor takes
+// among a run of one grain's messages; runTurn reads its own message
+// first, so the batch is past it).
+func (p *partition) nextIsFor(a *act) bool {
+	next := p.batch.Peek(0)
+	return next != nil && next.Hash == a.ID.HashWithKind(a.k.nameHash)
 }

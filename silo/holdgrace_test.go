@@ -65,12 +65,19 @@ func busySilo(t *testing.T, cfg silo.Config, workFor time.Duration, opts ...silo
 const holdThreshold = 5 * time.Millisecond
 
 // rejectingSilo is a busySilo of one partition whose "busy" grains take
-// 100 µs a turn and refuse the newest past a backlog of 8.
-func rejectingSilo(t *testing.T) (*silo.Silo, *atomic.Int64) {
+// workFor a turn and refuse the newest past a backlog of 8.
+func rejectingSilo(t *testing.T, workFor time.Duration) (*silo.Silo, *atomic.Int64) {
 	t.Helper()
-	return busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: holdThreshold}, 100*time.Microsecond,
+	return busySilo(t, silo.Config{Partitions: 1, QueueCapacity: 64, HandoffThreshold: holdThreshold}, workFor,
 		silo.WithMaxBacklog(8, silo.RejectNewest))
 }
+
+// quickTurn is a turn quick enough that a grain sent one message after
+// another runs them as they come, holding its partition while its sender
+// waits for room in the full queue: a grain of slower turns (stepOffMin,
+// 50 µs) steps from its mailbox after a few in a row, its sender held at
+// its door (slice.go).
+const quickTurn = 20 * time.Microsecond
 
 // A grain sent messages faster than it handles them holds its partition's
 // queue at its backlog limit (or fills it, its turns running as they
@@ -84,7 +91,7 @@ func rejectingSilo(t *testing.T) (*silo.Silo, *atomic.Int64) {
 // (TestAGrainBlockedPastTheGraceOverflows).
 func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, done := rejectingSilo(t)
+		s, done := rejectingSilo(t, 100*time.Microsecond)
 		ctx := t.Context()
 		id := grain.NewID("busy", "a")
 		const n, stallAt = 2000, 1000
@@ -119,7 +126,7 @@ func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 // grain had been keeping at it.
 func TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, done := rejectingSilo(t)
+		s, done := rejectingSilo(t, 100*time.Microsecond)
 		ctx := t.Context()
 		id := grain.NewID("busy", "a")
 		// A turn that blocks, ran as it came: taken, and no grace (nobody
@@ -164,7 +171,7 @@ func TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace(t *testing.T) {
 // its sender then. Meanwhile the partition's other grains are served.
 func TestAGrainBlockedPastTheGraceOverflows(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := rejectingSilo(t)
+		s, _ := rejectingSilo(t, quickTurn)
 		ctx := t.Context()
 		refusedAt := make(chan time.Time, 1)
 		go func() {
@@ -254,7 +261,7 @@ func TestAGrainBlockedPastTheGraceDropsItsOldest(t *testing.T) {
 // past its limit, one each.
 func TestSendersWaitingThroughAGraceAreRefusedWhenItEnds(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, _ := rejectingSilo(t)
+		s, _ := rejectingSilo(t, quickTurn)
 		type send struct {
 			waited bool
 			end    time.Time
