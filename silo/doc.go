@@ -19,8 +19,9 @@
 // Config.HandoffThreshold, or calls another grain, the partition is handed to
 // a new goroutine while the blocked grain's own later messages wait for it in
 // order. A grain sent a flood of messages shares its partition a time slice
-// (a few milliseconds) at a time, so the partition's other grains do not
-// wait for the whole flood; its senders — and no one else's — wait for room
+// at a time — a few of its turns when they are slow, a few milliseconds when
+// they are quick — so the partition's other grains do not wait for the whole
+// flood; its senders — and no one else's — wait for room
 // once its backlog is full. With more than one core, a message for another
 // grain that comes while the flood runs one of its slow turns (50 µs or
 // more) does not wait for it either: its sender hands the partition to a
