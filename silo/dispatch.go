@@ -353,6 +353,9 @@ func (p *partition) advance(w *worker, a *act) bool {
 			w.behind = false
 			return true
 		}
+		if a == p.slowStepper {
+			p.slowStepper = nil // its flood is over (a stale one would keep soloTurn's yields short)
+		}
 		return p.runTurn(w, a, tkMessage, &env)
 	case activation.Backoff:
 		if a.wantsDeactivate() { // shutdown or eviction while backing off: no instance to deactivate

@@ -72,6 +72,34 @@ func TestAFloodToOneGrainHoldsItsPartitionASliceNotTheWholeFlood(t *testing.T) {
 	require.Empty(t, s.Stats().DeadLetters)
 }
 
+// On one core the program's other goroutines get the core back soon while
+// a partition works down a flood of slow turns: the owner yields every
+// soloFlood then, not every soloMax (solo.go). A goroutine's 1 ms sleep
+// beside the flood overran by the owner's hold of the core: 5 ms at the
+// median, about 25 of the flood's turns.
+func TestOnOneCoreAFloodOfSlowTurnsHoldsTheCoreBriefly(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // before Start, which reads it
+	const (
+		flood  = 5_000
+		work   = 200 * time.Microsecond // the flood: a second of turns
+		sleeps = 11
+	)
+	_, _, done := startFlood(t, flood, work)
+	for done.Load() == 0 {
+		runtime.Gosched() // the flood has begun
+	}
+	ran := make([]int64, 0, sleeps) // the flood's turns during each sleep
+	for range sleeps {
+		at := done.Load()
+		time.Sleep(time.Millisecond) // five of the flood's turns, if the core came back at once
+		ran = append(ran, done.Load()-at)
+	}
+	require.Less(t, done.Load(), int64(flood), "the flood ended before the sleeps did: nothing measured")
+	slices.Sort(ran)
+	t.Logf("the flood's turns during a 1 ms sleep: %v", ran)
+	require.LessOrEqual(t, ran[sleeps/2], int64(12), "the sleeper waited for the owner's hold of the core")
+}
+
 // A flood of slow turns lets its partition's other messages by after a few
 // of its turns, not after a slice of the monitor's looks: a grain sent one
 // message after another, each turn of some work, steps from its mailbox

@@ -107,6 +107,9 @@ func (p *partition) deactivationOverran(a *act) {
 // stopped or the silo is closing.
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
+	if a == p.slowStepper {
+		p.slowStepper = nil
+	}
 	h := a.ID.Hash()
 	if cur, ok := p.dir.Get(a.ID, h); ok && cur == a { // never a successor's entry
 		p.dir.Delete(a.ID, h)
