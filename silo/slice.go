@@ -191,18 +191,29 @@ func (p *partition) overSlice(a *act) bool {
 // messages run as they come, one after another, streakFrom of them and more
 // in a row, is timed — the clock read as the streak's turn streakFrom
 // begins, and again after 4, 8, 16… more of its turns — and once they took
-// stepOffMin each on average, its next message waits for its step, as if
-// the round had had its slice: the partition's other messages go next, and
-// the flood steps, each step one a neighbour's message may step off
-// (stepoff.go). Waiting for the looks, the first message sent to a
-// neighbour as a flood of 200 µs turns began waited for the slice, 10–13
-// ms on two cores; now a few of the flood's turns.
+// stepOffMin each on average, or streakSlice all told, its next message
+// waits for its step, as if the round had had its slice: the partition's
+// other messages go next, and the flood steps — a slow flood's each step
+// one a neighbour's message may step off (stepoff.go). Waiting for the
+// looks, the first message sent to a neighbour as a flood of 10,000 tells
+// began waited for the slice and more, 8–16 ms on two cores (turns of 5,
+// 20 or 200 µs); now a few of the flood's turns when they are slow, 2–4 ms
+// when they are quick (TestAFloodStepsAfterAStreakOfItsTurns).
 //
 // A streak is rare in a busy partition's mixed traffic — `zipf`'s hot keys
 // make a run of four once in some 700 messages — and only a streak reads
 // the clock, a few times in each. The check sits in enqueue, not in
 // overSlice, which stays small enough to inline.
 const streakFrom = 3
+
+// streakSlice is how long a streak of quicker turns runs before the
+// grain's next message waits for its step: a flood of 5 or 20 µs turns
+// held its neighbours for the looks' slice (5–10 ms) and then for the
+// flood's share of steps, where a slow flood's took a few of its turns. A
+// streak is checked when its turns since the clock are a power of two, so
+// it runs streakSlice to twice that. A round of mixed traffic has no such
+// streak: `tell` and `zipf` are even with it.
+const streakSlice = time.Millisecond
 
 // slowStreak reports whether the streak of lastRan's messages, whose next
 // would run now, has run slow turns: it reads the clock as the streak's
@@ -214,11 +225,17 @@ func (p *partition) slowStreak() bool {
 		p.streakAt = time.Now()
 		return false
 	}
-	if m < 4 || m&(m-1) != 0 || time.Since(p.streakAt) < time.Duration(m)*stepOffMin {
+	if m < 4 || m&(m-1) != 0 {
 		return false
 	}
-	p.slowStepper = p.lastRan
-	return true
+	switch ran := time.Since(p.streakAt); {
+	case ran >= time.Duration(m)*stepOffMin:
+		p.slowStepper = p.lastRan
+		return true
+	case ran >= streakSlice:
+		return true // a flood of quicker turns: a slice of them
+	}
+	return false
 }
 
 // sliceOver reports whether the monitor has looked n times since its looks
