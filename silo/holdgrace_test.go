@@ -76,7 +76,8 @@ func rejectingSilo(t *testing.T, workFor time.Duration) (*silo.Silo, *atomic.Int
 // another runs them as they come, holding its partition while its sender
 // waits for room in the full queue: a grain of slower turns (stepOffMin,
 // 50 µs) steps from its mailbox after a few in a row, its sender held at
-// its door (slice.go).
+// its door, and one of quicker turns after a streak of streakSlice, 1 ms
+// (slice.go) — which rejectingSilo's queue of 64 never holds.
 const quickTurn = 20 * time.Microsecond
 
 // A grain sent messages faster than it handles them holds its partition's
