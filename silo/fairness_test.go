@@ -46,6 +46,32 @@ func startFlood(t *testing.T, n int, work time.Duration) (*silo.Silo, context.Co
 	return s, ctx, done
 }
 
+// soloFloodTurns is the flood startSoloFlood sends: turns of 200 µs, a
+// second of them.
+const soloFloodTurns = 5_000
+
+// startSoloFlood is startFlood on one core (GOMAXPROCS=1, as Go sets it in
+// a container limited to one CPU, until the test ends), of soloFloodTurns.
+func startSoloFlood(t *testing.T) (*silo.Silo, context.Context, *atomic.Int64) {
+	t.Helper()
+	prev := runtime.GOMAXPROCS(1) // before Start, which reads it
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	return startFlood(t, soloFloodTurns, 200*time.Microsecond)
+}
+
+// duringFlood measures n times while a flood of flood turns (done counts
+// them) runs, and returns the measures sorted; the flood must outlast them.
+func duringFlood(t *testing.T, done *atomic.Int64, flood, n int, measure func() int64) []int64 {
+	t.Helper()
+	out := make([]int64, 0, n)
+	for range n {
+		out = append(out, measure())
+	}
+	require.Less(t, done.Load(), int64(flood), "the flood ended before the measures did: nothing measured")
+	slices.Sort(out)
+	return out
+}
+
 // A flood of messages to one grain holds its partition's other grains for
 // a time slice, not for the whole flood. The partition's owner ran every
 // message for an idle grain as it came to it, so the flood's thousands of
@@ -58,14 +84,20 @@ func TestAFloodToOneGrainHoldsItsPartitionASliceNotTheWholeFlood(t *testing.T) {
 		work  = 200 * time.Microsecond // the flood: 0.4 s of turns
 	)
 	s, ctx, _ := startFlood(t, flood, work)
+	askBehindFlood(ctx, t, s, flood, flood/2)
+}
+
+// askBehindFlood asks the grain "other" of a flooded silo how many of the
+// flood's turns ran before its own, and requires fewer than most; then
+// that the flood's grain "hot" handled all of it, behind the other's
+// turn, and nothing became a dead letter.
+func askBehindFlood(ctx context.Context, t *testing.T, s *silo.Silo, flood, most int) {
+	t.Helper()
 	hot, other := grain.NewID("flooded", "hot"), grain.NewID("flooded", "other")
-	// other answers how many of the flood's turns ran before its own.
 	ahead, err := silo.Call[int64](ctx, s, other, "how many ran before me")
 	require.NoError(t, err)
 	t.Logf("%d of the flood's %d turns ran before the other grain's", ahead, flood)
-	require.Less(t, ahead, int64(flood/2), "the other grain waited for the flood")
-
-	// The flood is all handled, behind the other grain's turn.
+	require.Less(t, ahead, int64(most), "the other grain waited for the flood")
 	n, err := silo.Call[int64](ctx, s, hot, "all of it")
 	require.NoError(t, err)
 	require.EqualValues(t, flood, n)
@@ -78,24 +110,16 @@ func TestAFloodToOneGrainHoldsItsPartitionASliceNotTheWholeFlood(t *testing.T) {
 // beside the flood overran by the owner's hold of the core: 5 ms at the
 // median, about 25 of the flood's turns.
 func TestOnOneCoreAFloodOfSlowTurnsHoldsTheCoreBriefly(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // before Start, which reads it
-	const (
-		flood  = 5_000
-		work   = 200 * time.Microsecond // the flood: a second of turns
-		sleeps = 11
-	)
-	_, _, done := startFlood(t, flood, work)
+	const sleeps = 11
+	_, _, done := startSoloFlood(t)
 	for done.Load() == 0 {
 		runtime.Gosched() // the flood has begun
 	}
-	ran := make([]int64, 0, sleeps) // the flood's turns during each sleep
-	for range sleeps {
+	ran := duringFlood(t, done, soloFloodTurns, sleeps, func() int64 { // the flood's turns during a sleep
 		at := done.Load()
 		time.Sleep(time.Millisecond) // five of the flood's turns, if the core came back at once
-		ran = append(ran, done.Load()-at)
-	}
-	require.Less(t, done.Load(), int64(flood), "the flood ended before the sleeps did: nothing measured")
-	slices.Sort(ran)
+		return done.Load() - at
+	})
 	t.Logf("the flood's turns during a 1 ms sleep: %v", ran)
 	require.LessOrEqual(t, ran[sleeps/2], int64(12), "the sleeper waited for the owner's hold of the core")
 }
@@ -123,18 +147,10 @@ func TestAFloodStepsAfterAStreakOfItsTurns(t *testing.T) {
 				require.NoError(t, silo.Register(s, "flooded", func(grain.ID) flooded { return flooded{done, tc.work} }))
 			})
 			ctx := ctxT(t)
-			hot, other := grain.NewID("flooded", "hot"), grain.NewID("flooded", "other")
 			for range flood {
-				require.NoError(t, s.Tell(ctx, hot, struct{}{}))
+				require.NoError(t, s.Tell(ctx, grain.NewID("flooded", "hot"), struct{}{}))
 			}
-			ahead, err := silo.Call[int64](ctx, s, other, "how many ran before me")
-			require.NoError(t, err)
-			t.Logf("%d of the flood's %d turns ran before the other grain's", ahead, flood)
-			require.Less(t, ahead, int64(flood/4), "the other grain waited for the flood")
-			n, err := silo.Call[int64](ctx, s, hot, "all of it")
-			require.NoError(t, err)
-			require.EqualValues(t, flood, n)
-			require.Empty(t, s.Stats().DeadLetters)
+			askBehindFlood(ctx, t, s, flood, flood/4)
 		})
 	}
 }
@@ -147,22 +163,14 @@ func TestAFloodStepsAfterAStreakOfItsTurns(t *testing.T) {
 // turns further on (solo.go); then, until the owner yielded before the
 // flood's next steps, two turns later (0.4 ms: soloAnswered).
 func TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1)) // before Start, which reads it
-	const (
-		flood = 5_000
-		work  = 200 * time.Microsecond // the flood: a second of turns
-		asks  = 11
-	)
-	s, ctx, done := startFlood(t, flood, work)
+	const asks = 11
+	s, ctx, done := startSoloFlood(t)
 	other := grain.NewID("flooded", "other")
-	later := make([]int64, 0, asks) // the flood's turns between an answer and its caller's return
-	for range asks {
+	later := duringFlood(t, done, soloFloodTurns, asks, func() int64 { // the flood's turns between an answer and its caller's return
 		at, err := silo.Call[int64](ctx, s, other, "how many ran")
 		require.NoError(t, err)
-		later = append(later, done.Load()-at)
-	}
-	require.Less(t, done.Load(), int64(flood), "the flood ended before the asks did: nothing measured")
-	slices.Sort(later)
+		return done.Load() - at
+	})
 	t.Logf("the flood's turns between an answer and its caller's return: %v", later)
 	// Most callers run before the flood's next turn: the owner yields once
 	// its round answered them, before a slow flood steps (soloAnswered).
