@@ -106,22 +106,25 @@ func askBehindFlood(ctx context.Context, t *testing.T, s *silo.Silo, flood, most
 
 // On one core the program's other goroutines get the core back soon while
 // a partition works down a flood of slow turns: the owner yields every
-// soloFlood then, not every soloMax (solo.go). A goroutine's 1 ms sleep
-// beside the flood overran by the owner's hold of the core: 5 ms at the
-// median, about 25 of the flood's turns.
+// soloFlood then, not every soloMax (solo.go). A goroutine waiting on a
+// 1 ms timer beside the flood got the core back when the owner gave it up:
+// 5 ms at the median, about 25 of the flood's turns.
 func TestOnOneCoreAFloodOfSlowTurnsHoldsTheCoreBriefly(t *testing.T) {
-	const sleeps = 11
+	const timers = 11
 	_, _, done := startSoloFlood(t)
-	for done.Load() == 0 {
-		runtime.Gosched() // the flood has begun
+	for done.Load() < 20 {
+		// The flood steps: past its first few turns, which ran as they
+		// came, and the rest of it going into its mailbox — under the
+		// race detector 5–10 ms, in which no turn runs to count.
+		runtime.Gosched()
 	}
-	ran := duringFlood(t, done, soloFloodTurns, sleeps, func() int64 { // the flood's turns during a sleep
+	ran := duringFlood(t, done, soloFloodTurns, timers, func() int64 { // the flood's turns during a timer's wait
 		at := done.Load()
-		time.Sleep(time.Millisecond) // five of the flood's turns, if the core came back at once
+		<-time.After(time.Millisecond) // a timer of the program's: five of the flood's turns, if the core came back at once
 		return done.Load() - at
 	})
-	t.Logf("the flood's turns during a 1 ms sleep: %v", ran)
-	require.LessOrEqual(t, ran[sleeps/2], int64(12), "the sleeper waited for the owner's hold of the core")
+	t.Logf("the flood's turns during a 1 ms timer: %v", ran)
+	require.LessOrEqual(t, ran[timers/2], int64(12), "the timer's goroutine waited for the owner's hold of the core")
 }
 
 // A flood lets its partition's other messages by after a few of its turns

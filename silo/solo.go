@@ -38,11 +38,12 @@ import "time"
 // stepoff.go, slice.go) the owner yields every soloFlood: each yield costs
 // a microsecond against the flood's 50 µs or more a turn, and the program's
 // other goroutines — a flooded grain's neighbours' callers, a timer — had
-// waited for soloMax. A 1 ms sleep beside a flood of 200 µs turns took
-// 5 ms, about 25 of its turns (TestOnOneCoreAFloodOfSlowTurnsHoldsTheCoreBriefly:
-// now about 6); the bench's `flood` at GOMAXPROCS=1, p99 5.2 → 0.6 ms
-// (protoactor 0.36–0.5), the flood's rate 0.3–0.5 % lower. Work of cheap turns
-// keeps soloMax: it is what a fifth of `tell` paid for.
+// waited for soloMax. A goroutine's 1 ms timer beside a flood of 200 µs
+// turns took 5 ms, 25 of its turns, and now 6
+// (TestOnOneCoreAFloodOfSlowTurnsHoldsTheCoreBriefly); the bench's `flood`
+// at GOMAXPROCS=1, p99 5.2 → 0.6 ms (protoactor 0.36–0.74), the flood's
+// rate 0.3–0.5 % lower. Work of cheap turns keeps soloMax: it is what a
+// fifth of `tell` paid for.
 const (
 	soloSlice = 2 * time.Millisecond
 	soloMax   = 5 * time.Millisecond
