@@ -215,10 +215,11 @@ const streakFrom = 3
 // streak: `tell` and `zipf` are even with it.
 const streakSlice = time.Millisecond
 
-// slowStreak reports whether the streak of lastRan's messages, whose next
-// would run now, has run slow turns: it reads the clock as the streak's
-// message streakFrom begins and at its checks (see above), and makes the
-// grain the partition's slow stepper when they were.
+// slowStreak reports whether lastRan's next message, which would run now as
+// the streak's next, waits for its step instead: the streak's turns were
+// slow — then the grain is the partition's slow stepper — or ran
+// streakSlice. It reads the clock as the streak's message streakFrom
+// (counted from 0) begins and at its checks (see above).
 func (p *partition) slowStreak() bool {
 	m := p.streak + 1 - streakFrom // the streak's turns since its clock
 	if m == 0 {
