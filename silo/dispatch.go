@@ -274,7 +274,7 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	// a cut in a partition behind with many grains ready kept it behind
 	// (slice.go).
 	first := len(p.ready) - p.rhead
-	if !p.multiP && p.ready[p.rhead] == p.slowStepper {
+	if !p.multiP && p.ready[p.rhead] == p.flooder {
 		p.soloAnswered()
 	}
 	clk := stepClock{next: 1, took: -1}
@@ -353,8 +353,8 @@ func (p *partition) advance(w *worker, a *act) bool {
 			w.behind = false
 			return true
 		}
-		if a == p.slowStepper {
-			p.slowStepper = nil // its flood is over (a stale one would keep soloTurn's yields short)
+		if a == p.flooder {
+			p.flooder, p.slowStepper = nil, nil // its flood is over (a stale one would keep soloTurn's yields short)
 		}
 		return p.runTurn(w, a, tkMessage, &env)
 	case activation.Backoff:

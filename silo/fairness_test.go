@@ -46,17 +46,17 @@ func startFlood(t *testing.T, n int, work time.Duration) (*silo.Silo, context.Co
 	return s, ctx, done
 }
 
-// soloFloodTurns is the flood startSoloFlood sends: turns of 200 µs, a
-// second of them.
+// soloFloodTurns is the flood startSoloFlood sends.
 const soloFloodTurns = 5_000
 
 // startSoloFlood is startFlood on one core (GOMAXPROCS=1, as Go sets it in
-// a container limited to one CPU, until the test ends), of soloFloodTurns.
-func startSoloFlood(t *testing.T) (*silo.Silo, context.Context, *atomic.Int64) {
+// a container limited to one CPU, until the test ends), of soloFloodTurns
+// turns of work.
+func startSoloFlood(t *testing.T, work time.Duration) (*silo.Silo, context.Context, *atomic.Int64) {
 	t.Helper()
 	prev := runtime.GOMAXPROCS(1) // before Start, which reads it
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
-	return startFlood(t, soloFloodTurns, 200*time.Microsecond)
+	return startFlood(t, soloFloodTurns, work)
 }
 
 // duringFlood measures n times while a flood of flood turns (done counts
@@ -111,7 +111,7 @@ func askBehindFlood(ctx context.Context, t *testing.T, s *silo.Silo, flood, most
 // 5 ms at the median, about 25 of the flood's turns.
 func TestOnOneCoreAFloodOfSlowTurnsHoldsTheCoreBriefly(t *testing.T) {
 	const timers = 11
-	_, _, done := startSoloFlood(t)
+	_, _, done := startSoloFlood(t, 200*time.Microsecond)
 	for done.Load() < 20 {
 		// The flood steps: past its first few turns, which ran as they
 		// came, and the rest of it going into its mailbox — under the
@@ -164,22 +164,34 @@ func TestAFloodStepsAfterAStreakOfItsTurns(t *testing.T) {
 // owner: each ask to a neighbour of the flooded grain was answered within
 // a slice, but its caller ran again 20 ms later, a hundred of the flood's
 // turns further on (solo.go); then, until the owner yielded before the
-// flood's next steps, two turns later (0.4 ms: soloAnswered).
+// flood's next steps, two turns later (0.4 ms: soloAnswered) — and for a
+// flood of quicker turns, until a streak of them made the grain the
+// partition's flooder, ten (the share's 200 µs).
 func TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon(t *testing.T) {
-	const asks = 11
-	s, ctx, done := startSoloFlood(t)
-	other := grain.NewID("flooded", "other")
-	later := duringFlood(t, done, soloFloodTurns, asks, func() int64 { // the flood's turns between an answer and its caller's return
-		at, err := silo.Call[int64](ctx, s, other, "how many ran")
-		require.NoError(t, err)
-		return done.Load() - at
-	})
-	t.Logf("the flood's turns between an answer and its caller's return: %v", later)
-	// Most callers run before the flood's next turn: the owner yields once
-	// its round answered them, before a slow flood steps (soloAnswered).
-	// Without that they ran after the flood's share of steps (two turns
-	// here), and without solo.go's yields, 20 ms later.
-	require.LessOrEqual(t, later[asks/2], int64(1), "the callers waited for the flood's steps")
+	for _, tc := range []struct {
+		name string
+		work time.Duration
+	}{
+		{"slow turns", 200 * time.Microsecond}, // a second of them
+		{"quick turns", 20 * time.Microsecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			const asks = 11
+			s, ctx, done := startSoloFlood(t, tc.work)
+			other := grain.NewID("flooded", "other")
+			later := duringFlood(t, done, soloFloodTurns, asks, func() int64 { // the flood's turns between an answer and its caller's return
+				at, err := silo.Call[int64](ctx, s, other, "how many ran")
+				require.NoError(t, err)
+				return done.Load() - at
+			})
+			t.Logf("the flood's turns between an answer and its caller's return: %v", later)
+			// Most callers run before the flood's next turn: the owner
+			// yields once its round answered them, before a flood steps
+			// (soloAnswered). Without that they ran after the flood's
+			// share of steps, and without solo.go's yields, 20 ms later.
+			require.LessOrEqual(t, later[asks/2], int64(1), "the callers waited for the flood's steps")
+		})
+	}
 }
 
 // A flood past the backlog limit of a grain whose turns run — slower than

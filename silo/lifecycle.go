@@ -107,8 +107,8 @@ func (p *partition) deactivationOverran(a *act) {
 // stopped or the silo is closing.
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
-	if a == p.slowStepper {
-		p.slowStepper = nil
+	if a == p.flooder || a == p.slowStepper {
+		p.flooder, p.slowStepper = nil, nil
 	}
 	h := a.ID.Hash()
 	if cur, ok := p.dir.Get(a.ID, h); ok && cur == a { // never a successor's entry

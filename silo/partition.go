@@ -67,6 +67,11 @@ type partition struct {
 	// slowStepper: the grain whose flood steps were last measured slow
 	// (stepoff.go), nil if none
 	slowStepper *act
+	// flooder: the grain a streak of its messages showed to be flooded,
+	// or whose flood steps were measured slow (slice.go); nil once its
+	// flood is over. On one core the owner yields often while it is worked
+	// down (solo.go).
+	flooder *act
 	// asks answered (resolve), and their count when a flood's steps last
 	// let the callers run (othersWait)
 	answered, answeredSeen uint64

@@ -231,10 +231,11 @@ func (p *partition) slowStreak() bool {
 	}
 	switch ran := time.Since(p.streakAt); {
 	case ran >= time.Duration(m)*stepOffMin:
-		p.slowStepper = p.lastRan
+		p.slowStepper, p.flooder = p.lastRan, p.lastRan
 		return true
 	case ran >= streakSlice:
-		return true // a flood of quicker turns: a slice of them
+		p.flooder = p.lastRan // a flood of quicker turns: a slice of them
+		return true
 	}
 	return false
 }

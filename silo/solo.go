@@ -34,15 +34,18 @@ import "time"
 // owner over costs 10 µs: there the owner yields only as it did, and in a
 // flood's steps (othersWait).
 //
-// While the partition works down a flood of slow turns (its slow stepper:
-// stepoff.go, slice.go) the owner yields every soloFlood: each yield costs
-// a microsecond against the flood's 50 µs or more a turn, and the program's
-// other goroutines — a flooded grain's neighbours' callers, a timer — had
+// While the partition works down a flood (its flooder: a grain a streak of
+// its messages or its steps showed flooded — slice.go, stepoff.go) the
+// owner yields every soloFlood: each yield costs a microsecond against a
+// quarter of a millisecond of the flood's, and the program's other
+// goroutines — a flooded grain's neighbours' callers, a timer — had
 // waited for soloMax. A goroutine's 1 ms timer beside a flood of 200 µs
 // turns took 5 ms, 25 of its turns, and now 6
 // (TestOnOneCoreAFloodOfSlowTurnsHoldsTheCoreBriefly); the bench's `flood`
 // at GOMAXPROCS=1, p99 5.2 → 0.6 ms (protoactor 0.36–0.74), the flood's
-// rate 0.3–0.5 % lower. Work of cheap turns keeps soloMax: it is what a
+// rate 0.3–0.5 % lower; with turns of 20 µs, p99 4.6–4.9 → 0.31 ms and
+// p50 225 → 1.8 µs, the callers no longer waiting for the flood's share
+// of steps (soloAnswered). Work without a flood keeps soloMax: it is what a
 // fifth of `tell` paid for.
 const (
 	soloSlice = 2 * time.Millisecond
@@ -80,7 +83,7 @@ func (p *partition) soloTurn() {
 		return
 	}
 	ran := now.Sub(c.from)
-	if ran >= soloSlice && (p.answered != p.answeredSeen || ran >= soloMax) || ran >= soloFlood && p.slowStepper != nil {
+	if ran >= soloSlice && (p.answered != p.answeredSeen || ran >= soloMax) || ran >= soloFlood && p.flooder != nil {
 		if !p.s.dog.crowded.Load() {
 			p.answeredSeen = p.answered
 			p.s.yieldSince(now)
@@ -96,14 +99,14 @@ func (p *partition) soloTurn() {
 	c.next = c.n + stride
 }
 
-// soloAnswered yields, on one core, before the steps of a flood of slow
-// turns (stepoff.go: the partition's slow stepper) if the round answered
-// asks: their callers run now, not after the flood's next steps. The steps
-// let them run too once their share has run (othersWait), but a share is
-// a step or two of a flood of 200 µs turns, and each ask to a flooded
-// grain's neighbour came back to its caller 0.4 ms after it was sent
-// (the bench's `flood` at GOMAXPROCS=1), where it had its answer within
-// microseconds. A yield costs a microsecond; a slow step, 50 or more.
+// soloAnswered yields, on one core, before the steps of a flood (the
+// partition's flooder) if the round answered asks: their callers run now,
+// not after the flood's next steps. The steps let them run too once their
+// share has run (othersWait), but a share is a step or two of a flood of
+// 200 µs turns, ten of 20 µs, and each ask to a flooded grain's neighbour
+// came back to its caller 0.2–0.4 ms after it was sent (the bench's
+// `flood` at GOMAXPROCS=1), where it had its answer within microseconds.
+// A yield costs a microsecond.
 func (p *partition) soloAnswered() {
 	if p.answered == p.answeredSeen {
 		return

@@ -75,7 +75,7 @@ func (p *partition) measureStep(c *stepClock, last *act) {
 	}
 	switch {
 	case c.took >= stepOffMin:
-		p.slowStepper = last
+		p.slowStepper, p.flooder = last, last
 	case last == p.slowStepper:
 		p.slowStepper = nil
 	}
