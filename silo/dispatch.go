@@ -353,9 +353,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 			w.behind = false
 			return true
 		}
-		if a == p.flooder {
-			p.flooder, p.slowStepper = nil, nil // its flood is over (a stale one would keep soloTurn's yields short)
-		}
+		p.floodOver(a)
 		return p.runTurn(w, a, tkMessage, &env)
 	case activation.Backoff:
 		if a.wantsDeactivate() { // shutdown or eviction while backing off: no instance to deactivate

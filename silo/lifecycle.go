@@ -107,9 +107,7 @@ func (p *partition) deactivationOverran(a *act) {
 // stopped or the silo is closing.
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
-	if a == p.flooder || a == p.slowStepper {
-		p.flooder, p.slowStepper = nil, nil
-	}
+	p.floodOver(a)
 	h := a.ID.Hash()
 	if cur, ok := p.dir.Get(a.ID, h); ok && cur == a { // never a successor's entry
 		p.dir.Delete(a.ID, h)

@@ -81,6 +81,18 @@ func (p *partition) measureStep(c *stepClock, last *act) {
 	}
 }
 
+// floodOver records that a's flood is over — its last message stepped, or
+// the grain gone: it is neither the partition's flooder nor its slow
+// stepper any more (a stale flooder would keep soloTurn's yields short).
+func (p *partition) floodOver(a *act) {
+	if a == p.flooder {
+		p.flooder = nil
+	}
+	if a == p.slowStepper {
+		p.slowStepper = nil
+	}
+}
+
 // stepAside hands the partition off from the flood step published as w's,
 // for a message just pushed, unless the message is for the flood's grain
 // (hash) or comes from a turn of this partition. Safe for concurrent use.
