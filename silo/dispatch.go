@@ -100,7 +100,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	}
 	deferred := false
 	if a.State() == activation.Active && !a.wantsDeactivate() && !a.busy() && a.Mailbox.Len() == 0 {
-		if !p.overSlice(a) && (a != p.lastRan || p.streak < streakFrom-1 || !p.slowStreak()) {
+		if !p.overSlice(a) && (a != p.lastRan || p.streak < streakFrom-1 || !p.floodStreak()) {
 			p.ranInline(a)
 			if p.lru != nil {
 				p.lru.Get(a.ID)

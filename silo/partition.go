@@ -59,7 +59,7 @@ type partition struct {
 	round      uint16        // counts rounds, by two; a grain's Round is the last in which a message ran as it came (ranInline)
 	lookSeen   uint32        // the monitor's looks when the last message ran as it came (ranInline)
 	lastRan    *act          // the grain of that message, this round; nil before the first
-	streak     int           // lastRan's messages that ran as they came in a row this round, less one (slowStreak)
+	streak     int           // lastRan's messages that ran as they came in a row this round, less one (floodStreak)
 	streakAt   time.Time     // the clock as the streak's message streakFrom (from 0) began
 	sliceAt    uint32        // the monitor's looks when the round began delivering (sliceOver)
 	delivered  time.Duration // how long the round's deliveries took, timed if grains waited ready from the round before (othersWait)

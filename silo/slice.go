@@ -215,12 +215,12 @@ const streakFrom = 3
 // streak: `tell` and `zipf` are even with it.
 const streakSlice = time.Millisecond
 
-// slowStreak reports whether lastRan's next message, which would run now as
-// the streak's next, waits for its step instead: the streak's turns were
-// slow — then the grain is the partition's slow stepper — or ran
-// streakSlice. It reads the clock as the streak's message streakFrom
+// floodStreak reports whether lastRan's streak shows a flood, so that its
+// next message, which would run now as the streak's next, waits for its
+// step instead: the streak's turns were slow — then the grain is the
+// partition's slow stepper too — or ran streakSlice. It reads the clock as the streak's message streakFrom
 // (counted from 0) begins and at its checks (see above).
-func (p *partition) slowStreak() bool {
+func (p *partition) floodStreak() bool {
 	m := p.streak + 1 - streakFrom // the streak's turns since its clock
 	if m == 0 {
 		p.streakAt = time.Now()
