@@ -111,6 +111,9 @@ type actExtra struct {
 	// while another waited in a call; Silo.Deactivate of a busy reentrant
 	// grain); applied when the grain's last turn ends
 	deactWhenIdle bool
+	// owner: the steps of its flood were last measured slow (stepoff.go:
+	// slowSteps)
+	slowSteps bool
 
 	keepUntil time.Duration
 	timerOps  []timerOp

@@ -274,8 +274,9 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	// a cut in a partition behind with many grains ready kept it behind
 	// (slice.go).
 	first := len(p.ready) - p.rhead
-	if !p.multiP && p.ready[p.rhead] == p.flooder {
-		p.soloAnswered()
+	if !p.multiP && p.ready[p.rhead] == p.flooder || p.steppedFor {
+		p.steppedFor = false
+		p.answeredYield()
 	}
 	clk := stepClock{next: 1, took: -1}
 	var last *act // the grain stepped before
@@ -298,7 +299,7 @@ func (p *partition) runReady(w *worker, budget int) bool {
 			p.ready, p.rhead = reuse(p.ready, len(p.ready)), 0
 		}
 		a.setInReady(false)
-		published := a == p.slowStepper && p.publishStep(w, a)
+		published := a.slowSteps() && p.publishStep(w, a)
 		if !p.advance(w, a) {
 			return false // a sender may have handed it off (stepoff.go)
 		}

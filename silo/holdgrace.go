@@ -67,21 +67,32 @@ import (
 // default, 10 ms, Go's time slice.
 const graceThresholds = 2
 
-// holdGrace is the partition's grace, if one runs. Owner state, but for the
-// timer's function, which only pushes a control item.
+// holdGraces are the partition's graces, one a grain whose turn is off
+// (two floods stepped off at once, or the monitor taking one grain's turn
+// while another's is stepped off: a single grace, taken over by the
+// second, ended the first's early, and a flood's step was published for
+// senders only while no other grain's grace ran — beside a second flood,
+// half its steps). Owner state, but for the timer's function, which only
+// pushes a control item; one timer serves them all, set for the first to
+// end.
+type holdGraces struct {
+	list []holdGrace // usually none, or one
+	t    *time.Timer
+}
+
+// holdGrace is one grain's grace.
 type holdGrace struct {
-	a   *act      // the grain in grace; nil when none
+	a   *act      // the grain in grace
 	end time.Time // when it ends
 	// base: the backlog the grain had at the handoff that it took while
 	// served (its senders held), which does not count toward its limit
 	// once its turn is off (heldGrain.base); 0 if it did not hold them
 	base int
-	t    *time.Timer
 }
 
 // graceFrom starts a grace for the grain whose turn the new owner took the
-// partition from, if the monitor took it (not a call) and the grain's
-// senders were held back.
+// partition from, if the monitor took it (not a call) or a sender stepped
+// it off, and the grain's senders were held back, or it was behind.
 func (p *partition) graceFrom(from *worker) {
 	stepped := from.stepped.Load()
 	if from.kind != tkMessage || from.slow.Load() == 0 && !stepped {
@@ -97,45 +108,88 @@ func (p *partition) graceFrom(from *worker) {
 	if !held && !p.q.SendersWait() && !stepped && !from.behind && !p.nextIsFor(a) {
 		return // nobody waited for it, and it had caught up: its senders were not held back
 	}
-	if stepped && p.grace.a != nil && p.grace.a != a {
-		return // another grain's grace runs on (publishStep checked, but a handoff may come between)
-	}
 	d := graceThresholds * p.s.cfg.HandoffThreshold
-	g := &p.grace
-	g.a, g.end, g.base = a, time.Now().Add(d), 0
+	gs := &p.grace
+	g := gs.of(a)
+	if g == nil {
+		gs.list = append(gs.list, holdGrace{a: a})
+		g = &gs.list[len(gs.list)-1]
+	}
+	g.end, g.base = time.Now().Add(d), 0
 	if held {
 		g.base = a.Mailbox.Len()
 	}
-	if g.t == nil {
-		g.t = time.AfterFunc(d, func() { p.q.PushControl(ctl{op: opGraceOver}) })
-	} else {
-		g.t.Reset(d)
+	switch {
+	case gs.t == nil:
+		gs.t = time.AfterFunc(d, func() { p.q.PushControl(ctl{op: opGraceOver}) })
+	case len(gs.list) == 1:
+		gs.t.Reset(d) // graces all last d: with others running, the timer is set for the first to end
 	}
+}
+
+// of returns a's grace, nil if it has none.
+func (gs *holdGraces) of(a *act) *holdGrace {
+	for i := range gs.list {
+		if gs.list[i].a == a {
+			return &gs.list[i]
+		}
+	}
+	return nil
+}
+
+// drop removes the grace at i.
+func (gs *holdGraces) drop(i int) {
+	last := len(gs.list) - 1
+	gs.list[i] = gs.list[last]
+	gs.list[last] = holdGrace{}
+	gs.list = gs.list[:last]
 }
 
 // graced reports whether a is in a grace: its turn is off the partition,
 // but a full backlog of it holds its senders.
 func (p *partition) graced(a *act) bool {
-	return p.grace.a == a && a != nil
+	return len(p.grace.list) > 0 && a != nil && p.grace.of(a) != nil
 }
 
 // endGrace ends the grace of a, if it has one: its turn is back.
 func (p *partition) endGrace(a *act) {
-	if p.graced(a) {
-		p.grace.a = nil
+	gs := &p.grace
+	for i := range gs.list {
+		if gs.list[i].a == a {
+			gs.drop(i)
+			return
+		}
 	}
 }
 
-// graceOver handles the timer's opGraceOver: unless a later grace, which
-// reset the timer, runs on, the grace ends, and a grain whose turn is still
-// off overflows by its policy from its backlog at the handoff.
+// graceOver handles the timer's opGraceOver: each grace that has run its
+// time ends, and a grain whose turn is still off overflows by its policy
+// from its backlog at the handoff; the timer is set again for the first
+// of those left.
 func (p *partition) graceOver() {
-	g := &p.grace
-	a := g.a
-	if a == nil || time.Now().Before(g.end) {
-		return
+	gs := &p.grace
+	now := time.Now()
+	var next time.Time
+	for i := 0; i < len(gs.list); {
+		g := gs.list[i]
+		if now.Before(g.end) {
+			if next.IsZero() || g.end.Before(next) {
+				next = g.end
+			}
+			i++
+			continue
+		}
+		gs.drop(i)
+		p.graceEnded(g)
 	}
-	g.a = nil
+	if !next.IsZero() {
+		gs.t.Reset(next.Sub(now))
+	}
+}
+
+// graceEnded applies the end of g, if its grain's turn is still off.
+func (p *partition) graceEnded(g holdGrace) {
+	a := g.a
 	if !a.busy() || p.mode != modeRunning { // back, or the holds are over (holding)
 		return
 	}
@@ -159,9 +213,10 @@ func (p *partition) graceOver() {
 
 // stopGrace stops the grace timer of a partition that has stopped.
 func (p *partition) stopGrace() {
-	if g := &p.grace; g.t != nil {
-		g.t.Stop()
-		g.a = nil
+	if gs := &p.grace; gs.t != nil {
+		gs.t.Stop()
+		clear(gs.list)
+		gs.list = gs.list[:0]
 	}
 }
 

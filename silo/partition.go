@@ -64,14 +64,14 @@ type partition struct {
 	sliceAt    uint32        // the monitor's looks when the round began delivering (sliceOver)
 	delivered  time.Duration // how long the round's deliveries took, timed if grains waited ready from the round before (othersWait)
 	holders    []heldGrain   // served grains whose full backlog holds their senders (hold)
-	// slowStepper: the grain whose flood steps were last measured slow
-	// (stepoff.go), nil if none
-	slowStepper *act
 	// flooder: the grain a streak of its messages showed to be flooded,
 	// or whose flood steps were measured slow (slice.go); nil once its
 	// flood is over. On one core the owner yields often while it is worked
 	// down (solo.go).
 	flooder *act
+	// steppedFor: this owner took the partition from a flood's step a
+	// sender stepped off, and delivers what came first (takeSteppedFor)
+	steppedFor bool
 	// asks answered (resolve), and their count when a flood's steps last
 	// let the callers run (othersWait)
 	answered, answeredSeen uint64
@@ -98,7 +98,7 @@ type partition struct {
 	mode        mode
 	timers      partitionTimers // owner: its grains' timers (timers.go)
 	done        chan struct{}   // closed when the partition has stopped for good
-	grace       holdGrace       // a held grain whose turn the monitor took (holdgrace.go)
+	grace       holdGraces      // held grains whose turns the monitor took or senders stepped off (holdgrace.go)
 	over        chan struct{}   // closed at birth: the Done of a turn's ctx that is over (ownCtx)
 
 	// shared
@@ -183,6 +183,9 @@ func (p *partition) run(w, from *worker) {
 		p.stepOff.CompareAndSwap(from, nil) // a step handed off otherwise: a call, the monitor
 		p.watchActivation(from)
 		p.graceFrom(from)
+		if from.stepped.Load() {
+			p.takeSteppedFor()
+		}
 		p.doneWith(from) // read: it may be pooled once its turn is over too
 	}
 	for p.step(w) {

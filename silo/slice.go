@@ -217,9 +217,10 @@ const streakSlice = time.Millisecond
 
 // floodStreak reports whether lastRan's streak shows a flood, so that its
 // next message, which would run now as the streak's next, waits for its
-// step instead: the streak's turns were slow — then the grain is the
-// partition's slow stepper too — or ran streakSlice. It reads the clock as the streak's message streakFrom
-// (counted from 0) begins and at its checks (see above).
+// step instead: the streak's turns were slow — then its steps are marked
+// slow too, to be stepped off (stepoff.go) — or ran streakSlice. It reads
+// the clock as the streak's message streakFrom (counted from 0) begins and
+// at its checks (see above).
 func (p *partition) floodStreak() bool {
 	m := p.streak + 1 - streakFrom // the streak's turns since its clock
 	if m == 0 {
@@ -231,7 +232,8 @@ func (p *partition) floodStreak() bool {
 	}
 	switch ran := time.Since(p.streakAt); {
 	case ran >= time.Duration(m)*stepOffMin:
-		p.slowStepper, p.flooder = p.lastRan, p.lastRan
+		p.lastRan.extra().slowSteps = true
+		p.flooder = p.lastRan
 		return true
 	case ran >= streakSlice:
 		p.flooder = p.lastRan // a flood of quicker turns: a slice of them

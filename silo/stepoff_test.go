@@ -23,6 +23,14 @@ type (
 	stepAwait struct{ release chan struct{} }
 	stepWork  struct{ work time.Duration }
 	stepGate  struct{ begun, release chan struct{} }
+	// a gate that a test's end opens too
+	stepGateOr struct {
+		stepGate
+		or chan struct{}
+	}
+	// a step that says it has begun and waits for open (or for the
+	// test's end: or)
+	stepBlock struct{ begun, open, or chan struct{} }
 )
 
 func (stepper) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
@@ -34,6 +42,18 @@ func (stepper) Receive(ctx context.Context, _ *grain.Context, msg any) (any, err
 	case stepGate:
 		close(m.begun)
 		<-m.release
+	case stepBlock:
+		m.begun <- struct{}{}
+		select {
+		case <-m.open:
+		case <-m.or:
+		}
+	case stepGateOr:
+		close(m.begun)
+		select {
+		case <-m.release:
+		case <-m.or:
+		}
 	}
 	return "served", nil
 }
@@ -84,6 +104,132 @@ func TestANeighbourOfAFloodsSlowStepRunsWhileTheStepRuns(t *testing.T) {
 	// The flood goes on, every turn of it run.
 	_, err = silo.Call[string](ctx, s, hot, stepWork{})
 	require.NoError(t, err)
+	require.Empty(t, s.Stats().DeadLetters)
+}
+
+// Two grains flooded at once step in turn, and a neighbour's message
+// steps the partition off either's slow step: each has its own mark of
+// slow steps and its own grace, and the new owner takes the message before
+// the other flood's next step. Here each flood's gate step waits until a
+// neighbour has its answer, and the monitor never takes a turn: with one
+// flood's steps published at a time (a single mark, a single grace), or a
+// new owner going on with the other flood's steps first, one of the two
+// asks would wait for a gate for good.
+func TestANeighbourStepsOffEitherOfTwoFloods(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a step-off needs a second core")
+	}
+	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "stepper", func(grain.ID) stepper { return stepper{} }))
+	})
+	ctx := ctxT(t)
+	hot := []grain.ID{grain.NewID("stepper", "hot1"), grain.NewID("stepper", "hot2")}
+	other := grain.NewID("stepper", "other")
+	_, err := silo.Call[string](ctx, s, other, stepWork{}) // active before the floods
+	require.NoError(t, err)
+
+	const before, after = 8, 24 // slow steps before each gate, and behind it
+	awaited := make(chan struct{})
+	var gates []stepGate
+	released := make(chan struct{})
+	t.Cleanup(func() { close(released) }) // before the silo's shutdown: a gate left shut on a failure opens
+	for _, h := range hot {
+		require.NoError(t, s.Tell(ctx, h, stepAwait{awaited}))
+	}
+	for _, h := range hot {
+		for range before {
+			require.NoError(t, s.Tell(ctx, h, stepWork{100 * time.Microsecond}))
+		}
+		gate := stepGate{make(chan struct{}), make(chan struct{})}
+		gates = append(gates, gate)
+		require.NoError(t, s.Tell(ctx, h, stepGateOr{gate, released}))
+		for range after {
+			require.NoError(t, s.Tell(ctx, h, stepWork{time.Microsecond}))
+		}
+	}
+	waitBacklog(t, s, 2*(before+1+after)) // all in the backlogs, behind the awaits
+	close(awaited)
+
+	// The floods step in turn; whichever gate begins first, a neighbour's
+	// ask steps it off, and then the other's.
+	askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	var open []stepGate
+	for range gates {
+		var g stepGate
+		select {
+		case <-gates[0].begun:
+			g, gates[0].begun = gates[0], nil
+		case <-gates[1].begun:
+			g, gates[1].begun = gates[1], nil
+		case <-askCtx.Done():
+			t.Fatal("a flood's gate never began")
+		}
+		open = append(open, g)
+		reply, err := silo.Call[string](askCtx, s, other, stepWork{})
+		require.NoError(t, err, "the neighbour waited for a flood's step (%d gates begun)", len(open))
+		require.Equal(t, "served", reply)
+	}
+	for _, g := range open {
+		close(g.release)
+	}
+	st := s.Stats()
+	require.EqualValues(t, 2, st.StepOffs)
+
+	// Both floods go on, every turn of them run.
+	for _, h := range hot {
+		_, err = silo.Call[string](ctx, s, h, stepWork{})
+		require.NoError(t, err)
+	}
+	require.Empty(t, s.Stats().DeadLetters)
+}
+
+// A new owner that a neighbour's message stepped off a flood's step
+// delivers that message before the round's other steps. Two grains are
+// flooded at once, their messages sent one after another (a streak: each
+// steps from its mailbox after a few slow ones), and past the first
+// twenty each blocks until the neighbour has its answer: the first to
+// begin is stepped off for the neighbour's ask, and the other flood's is
+// the round's next step. Taken before the ask, it would wait for the
+// answer, and the ask for it.
+func TestASteppedOffOwnerTakesTheMessageBeforeTheNextStep(t *testing.T) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a step-off needs a second core")
+	}
+	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "stepper", func(grain.ID) stepper { return stepper{} }))
+	})
+	ctx := ctxT(t)
+	hot := []grain.ID{grain.NewID("stepper", "hot1"), grain.NewID("stepper", "hot2")}
+	other := grain.NewID("stepper", "other")
+	for _, id := range append(hot, other) { // active before the floods
+		_, err := silo.Call[string](ctx, s, id, stepWork{})
+		require.NoError(t, err)
+	}
+	const slow, blocked = 20, 20
+	begun, open, ended := make(chan struct{}, 2*blocked), make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(ended) }) // a step left blocked on a failure ends
+	for _, h := range hot {
+		for range slow {
+			require.NoError(t, s.Tell(ctx, h, stepWork{100 * time.Microsecond}))
+		}
+		for range blocked {
+			require.NoError(t, s.Tell(ctx, h, stepBlock{begun, open, ended}))
+		}
+	}
+	<-begun
+	askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	reply, err := silo.Call[string](askCtx, s, other, stepWork{})
+	close(open)
+	require.NoError(t, err, "the neighbour's ask waited behind the next flood step")
+	require.Equal(t, "served", reply)
+	require.EqualValues(t, 1, s.Stats().StepOffs)
+
+	for _, h := range hot { // both floods go on, every turn of them run
+		_, err = silo.Call[string](ctx, s, h, stepWork{})
+		require.NoError(t, err)
+	}
 	require.Empty(t, s.Stats().DeadLetters)
 }
 
