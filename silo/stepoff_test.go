@@ -58,6 +58,31 @@ func (stepper) Receive(ctx context.Context, _ *grain.Context, msg any) (any, err
 	return "served", nil
 }
 
+// stepperSilo is a silo of one partition, on two cores or more, whose
+// handoff monitor never takes a turn (its threshold an hour): only a
+// sender steps the partition off a flood's turn.
+func stepperSilo(t *testing.T) *silo.Silo {
+	t.Helper()
+	if runtime.GOMAXPROCS(0) < 2 {
+		t.Skip("a step-off needs a second core (on one, the new owner would wait for the step's)")
+	}
+	return newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "stepper", func(grain.ID) stepper { return stepper{} }))
+	})
+}
+
+// floodsGoOn checks that the floods of the stepper grains hot go on to
+// their end, every turn of them run: an ask behind each is answered, and
+// nothing became a dead letter.
+func floodsGoOn(ctx context.Context, t *testing.T, s *silo.Silo, hot ...grain.ID) {
+	t.Helper()
+	for _, h := range hot {
+		_, err := silo.Call[string](ctx, s, h, stepWork{})
+		require.NoError(t, err)
+	}
+	require.Empty(t, s.Stats().DeadLetters)
+}
+
 // With more than one core, a message for a grain of a partition whose
 // owner runs a step of a flood of slow turns runs at once, on another
 // core: its sender hands the partition off from the step (stepoff.go).
@@ -65,12 +90,7 @@ func (stepper) Receive(ctx context.Context, _ *grain.Context, msg any) (any, err
 // and the handoff monitor, its threshold an hour, never takes it: without
 // the step-off, the ask would wait for the gate for good.
 func TestANeighbourOfAFloodsSlowStepRunsWhileTheStepRuns(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("a step-off needs a second core (on one, the new owner would wait for the step's)")
-	}
-	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "stepper", func(grain.ID) stepper { return stepper{} }))
-	})
+	s := stepperSilo(t)
 	ctx := ctxT(t)
 	hot, other := grain.NewID("stepper", "hot"), grain.NewID("stepper", "other")
 	_, err := silo.Call[string](ctx, s, other, stepWork{}) // active before the flood
@@ -101,10 +121,7 @@ func TestANeighbourOfAFloodsSlowStepRunsWhileTheStepRuns(t *testing.T) {
 	require.EqualValues(t, 1, st.StepOffs)
 	require.GreaterOrEqual(t, st.Handoffs, st.StepOffs)
 
-	// The flood goes on, every turn of it run.
-	_, err = silo.Call[string](ctx, s, hot, stepWork{})
-	require.NoError(t, err)
-	require.Empty(t, s.Stats().DeadLetters)
+	floodsGoOn(ctx, t, s, hot)
 }
 
 // Two grains flooded at once step in turn, and a neighbour's message
@@ -116,12 +133,7 @@ func TestANeighbourOfAFloodsSlowStepRunsWhileTheStepRuns(t *testing.T) {
 // new owner going on with the other flood's steps first, one of the two
 // asks would wait for a gate for good.
 func TestANeighbourStepsOffEitherOfTwoFloods(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("a step-off needs a second core")
-	}
-	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "stepper", func(grain.ID) stepper { return stepper{} }))
-	})
+	s := stepperSilo(t)
 	ctx := ctxT(t)
 	hot := []grain.ID{grain.NewID("stepper", "hot1"), grain.NewID("stepper", "hot2")}
 	other := grain.NewID("stepper", "other")
@@ -176,12 +188,7 @@ func TestANeighbourStepsOffEitherOfTwoFloods(t *testing.T) {
 	st := s.Stats()
 	require.EqualValues(t, 2, st.StepOffs)
 
-	// Both floods go on, every turn of them run.
-	for _, h := range hot {
-		_, err = silo.Call[string](ctx, s, h, stepWork{})
-		require.NoError(t, err)
-	}
-	require.Empty(t, s.Stats().DeadLetters)
+	floodsGoOn(ctx, t, s, hot...)
 }
 
 // A new owner that a neighbour's message stepped off a flood's step
@@ -193,12 +200,7 @@ func TestANeighbourStepsOffEitherOfTwoFloods(t *testing.T) {
 // the round's next step. Taken before the ask, it would wait for the
 // answer, and the ask for it.
 func TestASteppedOffOwnerTakesTheMessageBeforeTheNextStep(t *testing.T) {
-	if runtime.GOMAXPROCS(0) < 2 {
-		t.Skip("a step-off needs a second core")
-	}
-	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "stepper", func(grain.ID) stepper { return stepper{} }))
-	})
+	s := stepperSilo(t)
 	ctx := ctxT(t)
 	hot := []grain.ID{grain.NewID("stepper", "hot1"), grain.NewID("stepper", "hot2")}
 	other := grain.NewID("stepper", "other")
@@ -226,11 +228,7 @@ func TestASteppedOffOwnerTakesTheMessageBeforeTheNextStep(t *testing.T) {
 	require.Equal(t, "served", reply)
 	require.EqualValues(t, 1, s.Stats().StepOffs)
 
-	for _, h := range hot { // both floods go on, every turn of them run
-		_, err = silo.Call[string](ctx, s, h, stepWork{})
-		require.NoError(t, err)
-	}
-	require.Empty(t, s.Stats().DeadLetters)
+	floodsGoOn(ctx, t, s, hot...)
 }
 
 // A flood's grain whose step a neighbour's message handed off stays
