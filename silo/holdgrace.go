@@ -110,11 +110,12 @@ func (p *partition) graceFrom(from *worker) {
 	}
 	d := graceThresholds * p.s.cfg.HandoffThreshold
 	gs := &p.grace
-	g := gs.of(a)
-	if g == nil {
+	i := gs.index(a)
+	if i < 0 {
 		gs.list = append(gs.list, holdGrace{a: a})
-		g = &gs.list[len(gs.list)-1]
+		i = len(gs.list) - 1
 	}
+	g := &gs.list[i]
 	g.end, g.base = time.Now().Add(d), 0
 	if held {
 		g.base = a.Mailbox.Len()
@@ -127,14 +128,14 @@ func (p *partition) graceFrom(from *worker) {
 	}
 }
 
-// of returns a's grace, nil if it has none.
-func (gs *holdGraces) of(a *act) *holdGrace {
+// index returns where a's grace is in the list, -1 if it has none.
+func (gs *holdGraces) index(a *act) int {
 	for i := range gs.list {
 		if gs.list[i].a == a {
-			return &gs.list[i]
+			return i
 		}
 	}
-	return nil
+	return -1
 }
 
 // drop removes the grace at i.
@@ -148,17 +149,13 @@ func (gs *holdGraces) drop(i int) {
 // graced reports whether a is in a grace: its turn is off the partition,
 // but a full backlog of it holds its senders.
 func (p *partition) graced(a *act) bool {
-	return len(p.grace.list) > 0 && a != nil && p.grace.of(a) != nil
+	return p.grace.index(a) >= 0
 }
 
 // endGrace ends the grace of a, if it has one: its turn is back.
 func (p *partition) endGrace(a *act) {
-	gs := &p.grace
-	for i := range gs.list {
-		if gs.list[i].a == a {
-			gs.drop(i)
-			return
-		}
+	if i := p.grace.index(a); i >= 0 {
+		p.grace.drop(i)
 	}
 }
 

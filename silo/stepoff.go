@@ -95,8 +95,9 @@ func (a *act) slowSteps() bool {
 }
 
 // floodOver records that a's flood is over — its last message stepped, or
-// the grain gone: it is neither the partition's flooder nor its slow
-// stepper any more (a stale flooder would keep soloTurn's yields short).
+// the grain gone: it is not the partition's flooder any more (a stale
+// flooder would keep soloTurn's yields short), nor are its steps marked
+// slow.
 func (p *partition) floodOver(a *act) {
 	if a == p.flooder {
 		p.flooder = nil
