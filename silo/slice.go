@@ -232,8 +232,7 @@ func (p *partition) floodStreak() bool {
 	}
 	switch ran := time.Since(p.streakAt); {
 	case ran >= time.Duration(m)*stepOffMin:
-		p.lastRan.extra().slowSteps = true
-		p.flooder = p.lastRan
+		p.slowFlood(p.lastRan)
 		return true
 	case ran >= streakSlice:
 		p.flooder = p.lastRan // a flood of quicker turns: a slice of them

@@ -76,11 +76,17 @@ func (p *partition) measureStep(c *stepClock, last *act) {
 	}
 	switch {
 	case c.took >= stepOffMin:
-		last.extra().slowSteps = true
-		p.flooder = last
-	case last.slowSteps():
-		last.x.Load().slowSteps = false
+		p.slowFlood(last)
+	default:
+		last.clearSlowSteps()
 	}
+}
+
+// slowFlood records a flood of slow turns of a: its steps are marked slow,
+// and it is the partition's flooder.
+func (p *partition) slowFlood(a *act) {
+	a.extra().slowSteps = true
+	p.flooder = a
 }
 
 // slowSteps reports whether a's flood steps were last measured slow: the
@@ -94,6 +100,13 @@ func (a *act) slowSteps() bool {
 	return x != nil && x.slowSteps
 }
 
+// clearSlowSteps removes a's mark of slow steps, if it has one.
+func (a *act) clearSlowSteps() {
+	if x := a.x.Load(); x != nil {
+		x.slowSteps = false
+	}
+}
+
 // floodOver records that a's flood is over — its last message stepped, or
 // the grain gone: it is not the partition's flooder any more (a stale
 // flooder would keep soloTurn's yields short), nor are its steps marked
@@ -102,9 +115,7 @@ func (p *partition) floodOver(a *act) {
 	if a == p.flooder {
 		p.flooder = nil
 	}
-	if a.slowSteps() {
-		a.x.Load().slowSteps = false
-	}
+	a.clearSlowSteps()
 }
 
 // stepAside hands the partition off from the flood step published as w's,
