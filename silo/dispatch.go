@@ -281,7 +281,10 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	clk := stepClock{next: 1, took: -1}
 	var last *act // the grain stepped before
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
-		if n >= first && (p.ready[p.rhead].Mailbox.Len() >= floodDepth || len(p.holders) > 0 && p.heldNow(p.ready[p.rhead])) {
+		if n >= first && p.floodStep(p.ready[p.rhead]) {
+			if p.neighbourWaits() {
+				break // the neighbour's message first (stepoff.go)
+			}
 			stop := p.othersWait(&clk, n)
 			p.measureStep(&clk, last)
 			if stop {

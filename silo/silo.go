@@ -562,6 +562,8 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		case err == nil:
 			if w := p.stepOff.Load(); w != nil {
 				p.stepAside(w, env, ti) // a flood's slow step holds the partition (stepoff.go)
+			} else if h := p.flooding.Load(); h != 0 && h != env.Hash {
+				p.neighbourCame(ti)
 			}
 			return nil
 		case !errors.Is(err, queues.ErrFull):

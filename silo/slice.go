@@ -86,6 +86,18 @@ const (
 	maxStride  = 64
 )
 
+// floodStep reports whether a's step, due now, is a flood's: one after
+// which the round's steps may end once they have run their share
+// (othersWait), and one a neighbour's message may step off (publishStep).
+// A grain with floodDepth messages waiting, or whose senders wait at its
+// door — or whose steps were last measured slow, to its flood's last
+// message: cut off at floodDepth, a flood of 200 µs turns ran its last
+// fifteen in a row, and a neighbour's ask sent meanwhile waited for them
+// all, 3–4 ms.
+func (p *partition) floodStep(a *act) bool {
+	return a.Mailbox.Len() >= floodDepth || a.slowSteps() || len(p.holders) > 0 && p.heldNow(a)
+}
+
 // stepClock is runReady's reading of the real clock: when its steps began
 // (read after the first), the share they may run, and at which step it
 // reads next.
@@ -190,15 +202,16 @@ func (p *partition) overSlice(a *act) bool {
 // A flood of slow turns is known before the monitor's looks: a grain whose
 // messages run as they come, one after another, streakFrom of them and more
 // in a row, is timed — the clock read as the streak's turn streakFrom
-// begins, and again after 4, 8, 16… more of its turns — and once they took
-// stepOffMin each on average, or streakSlice all told, its next message
-// waits for its step, as if the round had had its slice: the partition's
-// other messages go next, and the flood steps — a slow flood's each step
-// one a neighbour's message may step off (stepoff.go). Waiting for the
-// looks, the first message sent to a neighbour as a flood of 10,000 tells
-// began waited for the slice and more, 8–16 ms on two cores (turns of 5,
-// 20 or 200 µs); now a few of the flood's turns when they are slow, 2–4 ms
-// when they are quick (TestAFloodStepsAfterAStreakOfItsTurns).
+// begins, and again after 1, 2, 4, 8… more of its turns — and once they
+// took stepOffMin each on average, or streakSlice all told, its next
+// message waits for its step, as if the round had had its slice: the
+// partition's other messages go next, and the flood steps — a slow flood's
+// each step one a neighbour's message may step off (stepoff.go). Waiting
+// for the looks, the first message sent to a neighbour as a flood of
+// 10,000 tells began waited for the slice and more, 8–16 ms on two cores
+// (turns of 5, 20 or 200 µs); now a few of the flood's turns when they are
+// slow — four of 200 µs, where the first check after 4 more let seven run
+// — and 2–4 ms when they are quick (TestAFloodStepsAfterAStreakOfItsTurns).
 //
 // A streak is rare in a busy partition's mixed traffic — `zipf`'s hot keys
 // make a run of four once in some 700 messages — and only a streak reads
@@ -227,15 +240,17 @@ func (p *partition) floodStreak() bool {
 		p.streakAt = time.Now()
 		return false
 	}
-	if m < 4 || m&(m-1) != 0 {
+	if m&(m-1) != 0 {
 		return false
 	}
 	switch ran := time.Since(p.streakAt); {
 	case ran >= time.Duration(m)*stepOffMin:
 		p.slowFlood(p.lastRan)
+		p.streakFlood = true
 		return true
 	case ran >= streakSlice:
 		p.flooder = p.lastRan // a flood of quicker turns: a slice of them
+		p.streakFlood = true
 		return true
 	}
 	return false

@@ -57,7 +57,7 @@ func (p *partition) publishStep(w *worker, a *act) bool {
 	if !p.multiP || p.s.dog.crowded.Load() {
 		return false
 	}
-	if a.Mailbox.Len() < floodDepth && !p.heldNow(a) {
+	if !p.floodStep(a) {
 		return false // not a flood's step (runReady)
 	}
 	p.stepHash.Store(a.ID.HashWithKind(a.k.nameHash))
@@ -87,6 +87,7 @@ func (p *partition) measureStep(c *stepClock, last *act) {
 func (p *partition) slowFlood(a *act) {
 	a.extra().slowSteps = true
 	p.flooder = a
+	p.flooding.Store(a.ID.HashWithKind(a.k.nameHash))
 }
 
 // slowSteps reports whether a's flood steps were last measured slow: the
@@ -115,6 +116,9 @@ func (p *partition) floodOver(a *act) {
 	if a == p.flooder {
 		p.flooder = nil
 	}
+	if h := p.flooding.Load(); h != 0 && h == a.ID.HashWithKind(a.k.nameHash) {
+		p.flooding.Store(0)
+	}
 	a.clearSlowSteps()
 }
 
@@ -141,6 +145,35 @@ func (p *partition) stepAside(w *worker, env *queues.Envelope, ti *turnInfo) {
 		return
 	}
 	p.stepOffs.Add(1)
+}
+
+// neighbourCame records, for the owner, that a message for a grain other
+// than the flooded one (flooding) was just pushed while no step of the
+// flood was published: a sender's step-off covers only a push made during
+// one (stepAside), and a message that came while the round delivered —
+// the flood's own messages, thousands, going to its mailbox — waited in
+// the queue for the flood's share of steps after them, as long as those
+// deliveries took (a neighbour's ask sent as a flood of 10,000 turns of
+// 200 µs began: 1–6 ms). The owner ends the flood's steps at the next
+// (runReady), reads the queue and runs the message. Not for a turn of
+// this partition, whose message the owner sees next anyway. Safe for
+// concurrent use.
+func (p *partition) neighbourCame(ti *turnInfo) {
+	if ti != nil && ti.w.p == p || p.othersCame.Load() {
+		return
+	}
+	p.othersCame.Store(true)
+}
+
+// neighbourWaits reports, and forgets, whether a neighbour's message came
+// while the flood's steps were not published (neighbourCame) and may
+// still wait in the queue.
+func (p *partition) neighbourWaits() bool {
+	if !p.othersCame.Load() {
+		return false
+	}
+	p.othersCame.Store(false)
+	return p.q.Len() > 0
 }
 
 // takeSteppedFor has a new owner that a sender stepped off a flood's step
