@@ -282,7 +282,7 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	var last *act // the grain stepped before
 	for n := 0; n < budget && p.rhead < len(p.ready); n++ {
 		if n >= first && p.floodStep(p.ready[p.rhead]) {
-			if p.neighbourWaits() {
+			if p.ready[p.rhead].slowSteps() && p.neighbourWaits() {
 				break // the neighbour's message first (stepoff.go)
 			}
 			stop := p.othersWait(&clk, n)

@@ -78,7 +78,7 @@ func (p *partition) measureStep(c *stepClock, last *act) {
 	case c.took >= stepOffMin:
 		p.slowFlood(last)
 	default:
-		last.clearSlowSteps()
+		p.clearSlowSteps(last)
 	}
 }
 
@@ -101,10 +101,20 @@ func (a *act) slowSteps() bool {
 	return x != nil && x.slowSteps
 }
 
-// clearSlowSteps removes a's mark of slow steps, if it has one.
-func (a *act) clearSlowSteps() {
-	if x := a.x.Load(); x != nil {
-		x.slowSteps = false
+// clearSlowSteps removes a's mark of slow steps, if it has one, and with
+// it the partition's record of a's flood for senders (flooding): a grain
+// once taken for a slow flood — a timed turn stretched by a preemption,
+// say — whose steps are quick is stepped by the share again, not ended by
+// every neighbour's message (neighbourCame), where a hot grain of a busy
+// partition would fall behind.
+func (p *partition) clearSlowSteps(a *act) {
+	x := a.x.Load()
+	if x == nil || !x.slowSteps {
+		return
+	}
+	x.slowSteps = false
+	if h := p.flooding.Load(); h != 0 && h == a.ID.HashWithKind(a.k.nameHash) {
+		p.flooding.Store(0)
 	}
 }
 
@@ -116,10 +126,7 @@ func (p *partition) floodOver(a *act) {
 	if a == p.flooder {
 		p.flooder = nil
 	}
-	if h := p.flooding.Load(); h != 0 && h == a.ID.HashWithKind(a.k.nameHash) {
-		p.flooding.Store(0)
-	}
-	a.clearSlowSteps()
+	p.clearSlowSteps(a)
 }
 
 // stepAside hands the partition off from the flood step published as w's,
@@ -155,9 +162,14 @@ func (p *partition) stepAside(w *worker, env *queues.Envelope, ti *turnInfo) {
 // the queue for the flood's share of steps after them, as long as those
 // deliveries took (a neighbour's ask sent as a flood of 10,000 turns of
 // 200 µs began: 1–6 ms). The owner ends the flood's steps at the next
-// (runReady), reads the queue and runs the message. Not for a turn of
-// this partition, whose message the owner sees next anyway. Safe for
-// concurrent use.
+// (runReady), reads the queue and runs the message: a slow flood gets a
+// step a round while its neighbours are sent messages, a turn for theirs,
+// as Orleans' scheduler gives each activation a turn in its order. Only
+// while the flood's steps are marked slow: a quick flood's, or a hot
+// grain's, still run their share, as long as the deliveries took, or a
+// hot grain of a busy partition would fall behind (slice.go). Not for a
+// turn of this partition, whose message the owner sees next anyway. Safe
+// for concurrent use.
 func (p *partition) neighbourCame(ti *turnInfo) {
 	if ti != nil && ti.w.p == p || p.othersCame.Load() {
 		return
