@@ -194,6 +194,30 @@ func TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon(t *testing.T) {
 	}
 }
 
+// With a second core, the callers a flood of quick turns' partition
+// answers run before the flood's next steps too, while the scheduler has a
+// core for them: answered as the round begins, each was readied on the
+// owner's core, and waited there for the flood's share of steps (200 µs,
+// ten turns of 20 µs) — the idle core takes a goroutine readied on a busy
+// one only after a pause of the scheduler's own (its runnext), longer than
+// that. So the owner yields to them first, as on one core (answeredYield).
+// A quick flood is never stepped off: a handoff would cost more than its
+// steps.
+func TestTheCallersOfAQuicklyFloodedPartitionRunSoon(t *testing.T) {
+	prev := runtime.GOMAXPROCS(2) // before Start, which reads it
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	const asks, flood = 11, 5_000
+	s, ctx, done := startFlood(t, flood, 20*time.Microsecond)
+	other := grain.NewID("flooded", "other")
+	later := duringFlood(t, done, flood, asks, func() int64 { // the flood's turns between an answer and its caller's return
+		at, err := silo.Call[int64](ctx, s, other, "how many ran")
+		require.NoError(t, err)
+		return done.Load() - at
+	})
+	t.Logf("the flood's turns between an answer and its caller's return: %v", later)
+	require.LessOrEqual(t, later[asks/2], int64(1), "the callers waited for the flood's steps")
+}
+
 // A flood past the backlog limit of a grain whose turns run — slower than
 // it is sent messages, but running — loses nothing: its senders wait for
 // room, at its door, as they did in the partition's queue when its turns
