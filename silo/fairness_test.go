@@ -176,20 +176,12 @@ func TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon(t *testing.T) {
 		{"quick turns", 20 * time.Microsecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			const asks = 11
 			s, ctx, done := startSoloFlood(t, tc.work)
-			other := grain.NewID("flooded", "other")
-			later := duringFlood(t, done, soloFloodTurns, asks, func() int64 { // the flood's turns between an answer and its caller's return
-				at, err := silo.Call[int64](ctx, s, other, "how many ran")
-				require.NoError(t, err)
-				return done.Load() - at
-			})
-			t.Logf("the flood's turns between an answer and its caller's return: %v", later)
 			// Most callers run before the flood's next turn: the owner
 			// yields once its round answered them, before a flood steps
-			// (soloAnswered). Without that they ran after the flood's
+			// (answeredYield). Without that they ran after the flood's
 			// share of steps, and without solo.go's yields, 20 ms later.
-			require.LessOrEqual(t, later[asks/2], int64(1), "the callers waited for the flood's steps")
+			callersRunSoon(ctx, t, s, done, soloFloodTurns)
 		})
 	}
 }
@@ -206,8 +198,17 @@ func TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon(t *testing.T) {
 func TestTheCallersOfAQuicklyFloodedPartitionRunSoon(t *testing.T) {
 	prev := runtime.GOMAXPROCS(2) // before Start, which reads it
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
-	const asks, flood = 11, 5_000
+	const flood = 5_000
 	s, ctx, done := startFlood(t, flood, 20*time.Microsecond)
+	callersRunSoon(ctx, t, s, done, flood)
+}
+
+// callersRunSoon asks a neighbour of the flooded grain, while its flood of
+// flood turns (done counts them) runs, and checks that most callers
+// returned before the flood's next turn after their answer.
+func callersRunSoon(ctx context.Context, t *testing.T, s *silo.Silo, done *atomic.Int64, flood int) {
+	t.Helper()
+	const asks = 11
 	other := grain.NewID("flooded", "other")
 	later := duringFlood(t, done, flood, asks, func() int64 { // the flood's turns between an answer and its caller's return
 		at, err := silo.Call[int64](ctx, s, other, "how many ran")

@@ -98,6 +98,54 @@ func floodsGoOn(ctx context.Context, t *testing.T, s *silo.Silo, hot ...grain.ID
 	require.Empty(t, s.Stats().DeadLetters)
 }
 
+// floodBeside is a stepperSilo with its flood's grain, hot, and a
+// neighbour, other, active before the flood.
+func floodBeside(t *testing.T) (*silo.Silo, context.Context, grain.ID, grain.ID) {
+	t.Helper()
+	s := stepperSilo(t)
+	ctx := ctxT(t)
+	hot, other := grain.NewID("stepper", "hot"), grain.NewID("stepper", "other")
+	_, err := silo.Call[string](ctx, s, other, stepWork{})
+	require.NoError(t, err)
+	return s, ctx, hot, other
+}
+
+// gatedFlood floods the stepper grain hot of s: its first message awaits,
+// so that the rest wait in its backlog, then before slow steps of 100 µs,
+// a gate and after steps of afterWork each. It lets the flood go and
+// returns once the gate's step has begun. The gate opens at the test's
+// end, whatever happens.
+func gatedFlood(ctx context.Context, t *testing.T, s *silo.Silo, hot grain.ID, before, after int, afterWork time.Duration) stepGate {
+	t.Helper()
+	awaited, released := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() { close(released) })
+	require.NoError(t, s.Tell(ctx, hot, stepAwait{awaited}))
+	for range before {
+		require.NoError(t, s.Tell(ctx, hot, stepWork{100 * time.Microsecond}))
+	}
+	gate := stepGate{make(chan struct{}), make(chan struct{})}
+	require.NoError(t, s.Tell(ctx, hot, stepGateOr{gate, released}))
+	for range after {
+		require.NoError(t, s.Tell(ctx, hot, stepWork{afterWork}))
+	}
+	waitBacklog(t, s, before+1+after) // all in hot's backlog, behind its await
+	close(awaited)
+	<-gate.begun
+	return gate
+}
+
+// askBesideGate asks the neighbour other while gate's step holds the
+// partition, then opens the gate: the ask must be answered first.
+func askBesideGate(ctx context.Context, t *testing.T, s *silo.Silo, other grain.ID, gate stepGate, why string) {
+	t.Helper()
+	askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	reply, err := silo.Call[string](askCtx, s, other, stepWork{})
+	close(gate.release)
+	require.NoError(t, err, why)
+	require.Equal(t, "served", reply)
+}
+
 // With more than one core, a message for a grain of a partition whose
 // owner runs a step of a flood of slow turns runs at once, on another
 // core: its sender hands the partition off from the step (stepoff.go).
@@ -105,33 +153,9 @@ func floodsGoOn(ctx context.Context, t *testing.T, s *silo.Silo, hot ...grain.ID
 // and the handoff monitor, its threshold an hour, never takes it: without
 // the step-off, the ask would wait for the gate for good.
 func TestANeighbourOfAFloodsSlowStepRunsWhileTheStepRuns(t *testing.T) {
-	s := stepperSilo(t)
-	ctx := ctxT(t)
-	hot, other := grain.NewID("stepper", "hot"), grain.NewID("stepper", "other")
-	_, err := silo.Call[string](ctx, s, other, stepWork{}) // active before the flood
-	require.NoError(t, err)
-
-	awaited := make(chan struct{})
-	require.NoError(t, s.Tell(ctx, hot, stepAwait{awaited}))
-	const before, after = 8, 24 // slow steps before the gate, and behind it (a flood's backlog)
-	for range before {
-		require.NoError(t, s.Tell(ctx, hot, stepWork{100 * time.Microsecond}))
-	}
-	gate := stepGate{make(chan struct{}), make(chan struct{})}
-	require.NoError(t, s.Tell(ctx, hot, gate))
-	for range after {
-		require.NoError(t, s.Tell(ctx, hot, stepWork{time.Microsecond}))
-	}
-	waitBacklog(t, s, before+1+after) // all in hot's backlog, behind its await
-	close(awaited)
-	<-gate.begun
-
-	askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	reply, err := silo.Call[string](askCtx, s, other, stepWork{})
-	close(gate.release)
-	require.NoError(t, err, "the neighbour waited for the flood's step")
-	require.Equal(t, "served", reply)
+	s, ctx, hot, other := floodBeside(t)
+	gate := gatedFlood(ctx, t, s, hot, 8, 24, time.Microsecond) // a flood's backlog behind the gate
+	askBesideGate(ctx, t, s, other, gate, "the neighbour waited for the flood's step")
 	st := s.Stats()
 	require.EqualValues(t, 1, st.StepOffs)
 	require.GreaterOrEqual(t, st.Handoffs, st.StepOffs)
@@ -146,34 +170,10 @@ func TestANeighbourOfAFloodsSlowStepRunsWhileTheStepRuns(t *testing.T) {
 // them all. Here the gate is the flood's fifth message from its end, and
 // waits until the neighbour has its answer.
 func TestANeighbourStepsOffAFloodsLastSteps(t *testing.T) {
-	s := stepperSilo(t)
-	ctx := ctxT(t)
-	hot, other := grain.NewID("stepper", "hot"), grain.NewID("stepper", "other")
-	_, err := silo.Call[string](ctx, s, other, stepWork{}) // active before the flood
-	require.NoError(t, err)
-
-	awaited, released := make(chan struct{}), make(chan struct{})
-	t.Cleanup(func() { close(released) }) // a gate left shut on a failure opens
-	require.NoError(t, s.Tell(ctx, hot, stepAwait{awaited}))
-	const before, after = 32, 4 // slow steps before the gate (a deep flood, measured), and behind it
-	for range before {
-		require.NoError(t, s.Tell(ctx, hot, stepWork{100 * time.Microsecond}))
-	}
-	gate := stepGate{make(chan struct{}), make(chan struct{})}
-	require.NoError(t, s.Tell(ctx, hot, stepGateOr{gate, released}))
-	for range after {
-		require.NoError(t, s.Tell(ctx, hot, stepWork{100 * time.Microsecond}))
-	}
-	waitBacklog(t, s, before+1+after)
-	close(awaited)
-	<-gate.begun
-
-	askCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	reply, err := silo.Call[string](askCtx, s, other, stepWork{})
-	close(gate.release)
-	require.NoError(t, err, "the neighbour waited for the flood's last steps")
-	require.Equal(t, "served", reply)
+	s, ctx, hot, other := floodBeside(t)
+	// A deep flood before the gate, its steps measured slow; four behind.
+	gate := gatedFlood(ctx, t, s, hot, 32, 4, 100*time.Microsecond)
+	askBesideGate(ctx, t, s, other, gate, "the neighbour waited for the flood's last steps")
 	require.EqualValues(t, 1, s.Stats().StepOffs)
 
 	floodsGoOn(ctx, t, s, hot)
