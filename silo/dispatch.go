@@ -274,7 +274,7 @@ func (p *partition) runReady(w *worker, budget int) bool {
 	// a cut in a partition behind with many grains ready kept it behind
 	// (slice.go).
 	first := len(p.ready) - p.rhead
-	if p.ready[p.rhead] == p.flooder && (!p.multiP || p.s.dog.spare.Load()) || p.steppedFor {
+	if p.ready[p.rhead] == p.flooder || p.steppedFor {
 		p.steppedFor = false
 		p.answeredYield()
 	}

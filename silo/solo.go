@@ -99,29 +99,27 @@ func (p *partition) soloTurn() {
 	c.next = c.n + stride
 }
 
-// answeredYield yields, on one core, before the steps of a flood (the
-// partition's flooder) if the round answered asks: their callers run now,
-// not after the flood's next steps. The steps let them run too once their
-// share has run (othersWait), but a share is a step or two of a flood of
-// 200 µs turns, ten of 20 µs, and each ask to a flooded grain's neighbour
-// came back to its caller 0.2–0.4 ms after it was sent (the bench's
-// `flood` at GOMAXPROCS=1), where it had its answer within microseconds.
-// A yield costs a microsecond. With more cores, the same for a new owner
-// a sender stepped off a flood's step (takeSteppedFor) before the steps
-// of another flood: the stepped-off turn holds one core, the other
-// flood's step would hold the other, and the callers answered would wait
-// for one of them (two floods at once: 0.11–0.16 ms at the median). And
-// for any owner before a flood's steps while the scheduler had a core to
-// spare at the monitor's last look (fewer goroutines waiting for one than
-// there are: watchdog.spare): the callers it answered were readied on its
-// core, and the idle one takes a goroutine readied on a busy core only
-// after a pause of the scheduler's own (a runnext it leaves alone at
-// first), longer than a quick flood's share of steps — beside a flood of
-// 20 µs turns, a neighbour's ask 136–140 → 44 µs at the median, 0.2 →
-// 0.08 ms at the 90th percentile. With the scheduler busy, the owner
-// would yield behind goroutines that have a core's worth of work.
+// answeredYield yields before the steps of a flood (the partition's
+// flooder) if the round answered asks: their callers run now, not after
+// the flood's next steps. The steps let them run too once their share has
+// run (othersWait), but a share is a step or two of a flood of 200 µs
+// turns, ten of 20 µs. On one core each ask to a flooded grain's
+// neighbour came back to its caller 0.2–0.4 ms after it was sent (the
+// bench's `flood` at GOMAXPROCS=1), where it had its answer within
+// microseconds. With more cores the callers were readied on the owner's
+// core, and an idle one takes a goroutine readied on a busy core only
+// after a pause of the scheduler's own (it leaves that core's runnext
+// alone at first), longer than a quick flood's share: beside a flood of
+// 20 µs turns a neighbour's ask took 136–140 µs at the median, 44 now.
+// The same for a new owner a sender stepped off a flood's step
+// (takeSteppedFor), before the steps of another flood or its own: two
+// floods at once, 0.11–0.16 ms at the median before. A yield costs a
+// microsecond; callers asking without a pause are answered more often for
+// it, and the flood gives them up to a tenth of its rate. Not with the
+// scheduler crowded, where the owner would yield behind every goroutine
+// waiting for a core (yield.go).
 func (p *partition) answeredYield() {
-	if p.answered == p.answeredSeen {
+	if p.answered == p.answeredSeen || p.s.dog.crowded.Load() {
 		return
 	}
 	p.answeredSeen = p.answered

@@ -31,10 +31,6 @@ type watchdog struct {
 	// for a core than crowdedPerP for each: a goroutine that yields
 	// (runtime.Gosched) goes behind all of them (see Silo.Ask)
 	crowded atomic.Bool
-	// spare: at the monitor's last look, fewer goroutines were waiting
-	// for a core than there are cores — a goroutine readied now runs
-	// soon, whoever readied it (solo.go: answeredYield)
-	spare atomic.Bool
 	// hogged: the monitor's looks left during which the silo yields
 	// nowhere, a yield having waited out a goroutine's whole time slice
 	// (yield.go); counted down at each look
@@ -119,9 +115,7 @@ func (s *Silo) watch() {
 		}
 		metrics.Read(runnable) // 0.4 µs with 3,000 goroutines runnable
 		if v := runnable[0].Value; v.Kind() == metrics.KindUint64 {
-			n, procs := v.Uint64(), uint64(runtime.GOMAXPROCS(0))
-			d.crowded.Store(n > crowdedPerP*procs)
-			d.spare.Store(n < procs)
+			d.crowded.Store(v.Uint64() > uint64(crowdedPerP*runtime.GOMAXPROCS(0)))
 		}
 		parked := true
 		for i, p := range s.parts {
