@@ -163,8 +163,8 @@ func (p *partition) stepAside(w *worker, env *queues.Envelope, ti *turnInfo) {
 // deliveries took (a neighbour's ask sent as a flood of 10,000 turns of
 // 200 µs began: 1–6 ms). The owner ends the flood's steps at the next
 // (runReady), reads the queue and runs the message: a slow flood gets a
-// step a round while its neighbours are sent messages, a turn for theirs,
-// as Orleans' scheduler gives each activation a turn in its order. Only
+// step a round while its neighbours are sent messages, as Orleans'
+// scheduler gives each activation a turn in its order. Only
 // while the flood's steps are marked slow: a quick flood's, or a hot
 // grain's, still run their share, as long as the deliveries took, or a
 // hot grain of a busy partition would fall behind (slice.go). Not for a
