@@ -26,7 +26,9 @@
 // grain that comes while the flood runs one of its slow turns (50 µs or
 // more) does not wait for it either: its sender hands the partition to a
 // new goroutine, which runs the message at once while the flood's turn
-// finishes beside it (Stats.StepOffs). See docs/architecture.md and
+// finishes beside it (Stats.StepOffs); one that comes between its turns
+// ends the flood's steps at the next. The callers a flooded partition
+// answers run before the flood's next steps. See docs/architecture.md and
 // docs/calls.md.
 //
 // A grain runs one turn at a time unless its kind says otherwise, and then
