@@ -164,7 +164,7 @@ func TestAFloodStepsAfterAStreakOfItsTurns(t *testing.T) {
 // owner: each ask to a neighbour of the flooded grain was answered within
 // a slice, but its caller ran again 20 ms later, a hundred of the flood's
 // turns further on (solo.go); then, until the owner yielded before the
-// flood's next steps, two turns later (0.4 ms: soloAnswered) — and for a
+// flood's next steps, two turns later (0.4 ms: answeredYield) — and for a
 // flood of quicker turns, until a streak of them made the grain the
 // partition's flooder, ten (the share's 200 µs).
 func TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon(t *testing.T) {

@@ -19,7 +19,7 @@ import "time"
 // the callers of other kinds of work. Then the `flood`'s callers run again
 // within 0.4 ms at the median, 0.5–6 ms at the 99th percentile — and
 // within microseconds since the owner also yields before a slow flood's
-// next steps once its round answered asks (soloAnswered, below). soloMax
+// next steps once its round answered asks (answeredYield, below). soloMax
 // stays well under hogYield, so that a caller's yield behind the owner is
 // not taken for one behind a hog (and on one core a yield that looks long
 // on the monitor's reading is only suspected of it: yield.go). Yielding
@@ -45,7 +45,7 @@ import "time"
 // at GOMAXPROCS=1, p99 5.2 → 0.6 ms (protoactor 0.36–0.74), the flood's
 // rate 0.3–0.5 % lower; with turns of 20 µs, p99 4.6–4.9 → 0.31 ms and
 // p50 225 → 1.8 µs, the callers no longer waiting for the flood's share
-// of steps (soloAnswered). Work without a flood keeps soloMax: it is what a
+// of steps (answeredYield). Work without a flood keeps soloMax: it is what a
 // fifth of `tell` paid for.
 const (
 	soloSlice = 2 * time.Millisecond
