@@ -33,3 +33,11 @@ var (
 	StartCrowd = startCrowd
 	StartHogs  = startHogs
 )
+
+// YieldsOff reports whether the silo yields nowhere now, having taken a
+// yield for one behind a CPU-bound goroutine (hogged, yield.go), and
+// whether the monitor last saw the scheduler crowded, where an owner does
+// not yield to its answered callers (answeredYield).
+func (s *Silo) YieldsOff() (hogged, crowded bool) {
+	return s.dog.hogged.Load() > 0 || s.dog.suspect.Load(), s.dog.crowded.Load()
+}

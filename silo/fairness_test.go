@@ -176,12 +176,13 @@ func TestOnOneCoreTheCallersOfAFloodedPartitionRunSoon(t *testing.T) {
 		{"quick turns", 20 * time.Microsecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, ctx, done := startSoloFlood(t, tc.work)
 			// Most callers run before the flood's next turn: the owner
 			// yields once its round answered them, before a flood steps
 			// (answeredYield). Without that they ran after the flood's
 			// share of steps, and without solo.go's yields, 20 ms later.
-			callersRunSoon(ctx, t, s, done, soloFloodTurns)
+			callersRunSoon(t, func(t *testing.T) (*silo.Silo, context.Context, *atomic.Int64) {
+				return startSoloFlood(t, tc.work)
+			}, soloFloodTurns, 1)
 		})
 	}
 }
@@ -199,24 +200,53 @@ func TestTheCallersOfAQuicklyFloodedPartitionRunSoon(t *testing.T) {
 	prev := runtime.GOMAXPROCS(2) // before Start, which reads it
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
 	const flood = 5_000
-	s, ctx, done := startFlood(t, flood, 20*time.Microsecond)
-	callersRunSoon(ctx, t, s, done, flood)
+	// Without the yield a caller here often runs on the idle core after
+	// a turn or two of the flood's, not after ten: none, then.
+	callersRunSoon(t, func(t *testing.T) (*silo.Silo, context.Context, *atomic.Int64) {
+		return startFlood(t, flood, 20*time.Microsecond)
+	}, flood, 0)
 }
 
-// callersRunSoon asks a neighbour of the flooded grain, while its flood of
-// flood turns (done counts them) runs, and checks that most callers
-// returned before the flood's next turn after their answer.
-func callersRunSoon(ctx context.Context, t *testing.T, s *silo.Silo, done *atomic.Int64, flood int) {
+// callersRunSoon floods a fresh silo (start: a flood of flood turns, done
+// counting them), asks a neighbour of the flooded grain while the flood
+// runs, and checks that three callers in four returned before the flood's
+// next turn after their answer, or the one after it (most: the flood's
+// turns between an answer and its caller's return, at the third quartile).
+//
+// One trial is only as good as the machine's moment: the whole package
+// under -race -cpu 1,2,4 failed it once in nine runs, its callers waiting
+// for five of the flood's turns at the median, as if the owner had not
+// yielded — a yield that seems to wait out a CPU-bound goroutine (another
+// process taking a core for 20 ms will do) turns the silo's yields off
+// for about a second (yield.go), and a crowded scheduler the owner's to
+// its callers. So it floods two or three fresh silos, and requires the
+// callers to have run soon in two of them. Without the owner's yield to its answered
+// callers the trials fail (checked: on one core every caller waits 2 or
+// 10 turns, with turns of 200 and 20 µs; on two, mostly 1-10).
+func callersRunSoon(t *testing.T, start func(*testing.T) (*silo.Silo, context.Context, *atomic.Int64), flood int, most int64) {
 	t.Helper()
-	const asks = 11
+	const asks = 21
 	other := grain.NewID("flooded", "other")
-	later := duringFlood(t, done, flood, asks, func() int64 { // the flood's turns between an answer and its caller's return
-		at, err := silo.Call[int64](ctx, s, other, "how many ran")
-		require.NoError(t, err)
-		return done.Load() - at
-	})
-	t.Logf("the flood's turns between an answer and its caller's return: %v", later)
-	require.LessOrEqual(t, later[asks/2], int64(1), "the callers waited for the flood's steps")
+	var q3s []int64
+	for passed := 0; passed < 2 && len(q3s)-passed < 2; {
+		s, ctx, done := start(t)
+		later := duringFlood(t, done, flood, asks, func() int64 { // the flood's turns between an answer and its caller's return
+			at, err := silo.Call[int64](ctx, s, other, "how many ran")
+			require.NoError(t, err)
+			return done.Load() - at
+		})
+		hogged, crowded := s.YieldsOff()
+		s.Close() // its flood would hold up the next trial's
+		t.Logf("trial %d: the flood's turns between an answer and its caller's return: %v (yields off for a hog: %v; the scheduler crowded: %v)",
+			len(q3s)+1, later, hogged, crowded)
+		q3 := later[asks*3/4]
+		q3s = append(q3s, q3)
+		if q3 <= most {
+			passed++
+		}
+	}
+	slices.Sort(q3s)
+	require.LessOrEqual(t, q3s[len(q3s)/2], most, "the callers waited for the flood's steps (each trial's third quartile: %v)", q3s)
 }
 
 // A flood past the backlog limit of a grain whose turns run — slower than
