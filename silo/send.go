@@ -17,15 +17,15 @@ import (
 // become a dead letter. Bad input is refused with a typed error before
 // anything is queued: an invalid id, a nil message, an unknown kind, a silo
 // not running (ErrSiloClosed), a grain known to be overloaded
-// (ErrOverloaded). A ctx that has ended already refuses it too, with
-// ctx's error (context.Canceled, context.DeadlineExceeded): a turn's tells
-// once its caller gave up, say. Tell waits only for room, until ctx ends,
-// like a send on a full channel: in the grain's partition queue when it is
-// full (Config.QueueCapacity), or in the grain's backlog when that is full
-// while the grain's turns run (Config.MaxBacklog, WithMaxBacklog; see
-// Overflow). A Tell refused for an overloaded grain is
-// a dead letter as well (reason overload); one refused for anything else is
-// not: its caller hears why, and nothing was sent.
+// (ErrOverloaded). A ctx that has ended already refuses it too, with ctx's
+// error (context.Canceled, context.DeadlineExceeded): a turn's tells once
+// its caller gave up, say. Tell waits only for room, until ctx ends, like a
+// send on a full channel: in the grain's partition queue when it is full
+// (Config.QueueCapacity), or in the grain's backlog when that is full while
+// the grain's turns run (Config.MaxBacklog, WithMaxBacklog; see Overflow). A
+// Tell refused for an overloaded grain is a dead letter as well (reason
+// overload); one refused for anything else is not: its caller hears why, and
+// nothing was sent.
 //
 // ctx bounds the send only. The handler's ctx does not end with it — the
 // sender may be long gone when the turn runs — but ends when the silo
@@ -37,9 +37,9 @@ import (
 // grain as its sender (unless the grain is another silo's), and while a
 // Shutdown lets the work under way finish, it is taken (see Silo.Shutdown).
 //
-// id may be an observer's (NewObserver): the message goes into its buffer
-// at once, or is refused at once — a full buffer, a closed observer — and
-// never waits.
+// id may be an observer's (NewObserver): the message goes into its buffer at
+// once, or is refused at once — a full buffer, a closed observer — and never
+// waits.
 func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 	p, k, h, err := s.admitSend(ctx, id, msg)
 	if err != nil {
