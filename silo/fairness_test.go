@@ -218,11 +218,11 @@ func TestTheCallersOfAQuicklyFloodedPartitionRunSoon(t *testing.T) {
 // of the flood's turns at the median, as if the owner had not yielded — a
 // yield that seems to wait out a CPU-bound goroutine (another process taking
 // a core for 20 ms will do) turns the silo's yields off for about a second
-// (yield.go), and a crowded scheduler turns off the owner's yield to its callers. So
-// it floods two or three fresh silos, and requires the callers to have run soon
-// in two of them. Without the owner's yield to its answered callers the
-// trials fail (checked: on one core every caller waits 2 or 10 turns, with
-// turns of 200 and 20 µs; on two, mostly 1-10).
+// (yield.go), and a crowded scheduler turns off the owner's yield to its
+// callers. So it floods two or three fresh silos, and requires the callers
+// to have run soon in two of them. Without the owner's yield to its answered
+// callers the trials fail (checked: on one core every caller waits 2 or 10
+// turns, with turns of 200 and 20 µs; on two, mostly 1-10).
 func callersRunSoon(t *testing.T, start func(*testing.T) (*silo.Silo, context.Context, *atomic.Int64), flood int, most int64) {
 	t.Helper()
 	const asks = 21
