@@ -134,9 +134,9 @@ func TestHandoffsRacingTurnEnds(t *testing.T) {
 	blockSome := runtime.GOMAXPROCS(0) == 1
 	s := newSilo(t, silo.Config{Partitions: 2, HandoffThreshold: 20 * time.Microsecond, Logger: newTextLogger(io.Discard)}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "w", func(grain.ID) grain.Func {
-			return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
 				if blockSome && msg.(int)%61 == 0 { // 61: spread over the grains
-					time.Sleep(30 * time.Microsecond)
+					waitIO(ctx, 30*time.Microsecond)
 				} else {
 					busyWork(30 * time.Microsecond) // about the threshold: ends as it is handed off
 				}
@@ -164,6 +164,17 @@ func TestHandoffsRacingTurnEnds(t *testing.T) {
 	t.Logf("handoffs: %d", s.Stats().Handoffs)
 	require.Positive(t, s.Stats().Handoffs)
 	require.NoError(t, s.Shutdown(ctx))
+}
+
+// waitIO blocks as a turn waiting on I/O for d does, until ctx ends at the
+// latest.
+func waitIO(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // A partition with many activations still delivers every message to its
