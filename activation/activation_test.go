@@ -120,6 +120,35 @@ func TestSupervisionDirectives(t *testing.T) {
 	assert.Equal(t, activation.Stop, d, "the default limit, not a zero one")
 }
 
+// A ContextDecider used where no turn gives it a ctx — Supervision.Decide,
+// called by a runtime of one's own — is still called, with the failure and
+// a ctx that carries nothing and never ends.
+func TestAContextDeciderOutsideATurn(t *testing.T) {
+	id := grain.NewID("k", "a")
+	var gotID grain.ID
+	var gotErr error
+	var gotCtx context.Context
+	policy := activation.Supervision{Decider: activation.ContextDeciderFunc(func(ctx context.Context, id grain.ID, err error) activation.Directive {
+		gotCtx, gotID, gotErr = ctx, id, err
+		return activation.Stop
+	})}
+	d, back := policy.Decide(nil, id, errFatal, 0)
+	assert.Equal(t, activation.Stop, d)
+	assert.Zero(t, back)
+	assert.True(t, gotID.Equal(&id))
+	assert.ErrorIs(t, gotErr, errFatal)
+	require.NotNil(t, gotCtx)
+	assert.Nil(t, gotCtx.Done(), "a ctx that never ends")
+	assert.NoError(t, gotCtx.Err())
+
+	// Through the interface a runtime with a turn uses, the ctx is the one given.
+	type key struct{}
+	ctx := context.WithValue(t.Context(), key{}, "turn")
+	cd := policy.Decider.(activation.ContextDecider)
+	assert.Equal(t, activation.Stop, cd.DecideContext(ctx, id, errFatal))
+	assert.Equal(t, "turn", gotCtx.Value(key{}))
+}
+
 func TestRestartLimitAndBackoff(t *testing.T) {
 	s := activation.Supervision{MaxRestarts: 4, Window: 10 * time.Second, MinBackoff: 10 * time.Millisecond, MaxBackoff: 25 * time.Millisecond}.WithDefaults()
 	var r activation.Restarts
