@@ -151,6 +151,7 @@ func main() {
 	fmt.Print(table(all))
 	fmt.Printf("\n%s, GOMAXPROCS=%d, %s/%s, quick=%v\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, *quick)
 	fmt.Print(machineStates(all))
+	fmt.Print(roundRatios(all))
 	if failed {
 		fmt.Fprintln(os.Stderr, "bench: some runs failed")
 		os.Exit(1)

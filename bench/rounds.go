@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// roundRatios says, for each workload, Granary's throughput over each
+// other implementation's in every round of runs, in run order: the spread
+// behind the table's medians. On a machine whose speed drifts, a median of
+// three ratios hides a round taken in another state (2.20x, 2.59x, 2.74x
+// prints as 2.59x); this prints all three.
+func roundRatios(rs []Result) string {
+	type runKey struct {
+		w, i string
+		r    int
+	}
+	ops := map[runKey]float64{}
+	var order []string
+	runs := map[string][]int{}
+	for _, r := range rs {
+		if !slices.Contains(order, r.Workload) {
+			order = append(order, r.Workload)
+		}
+		ops[runKey{r.Workload, r.Impl, r.Run}] = r.OpsPerSec
+		if r.Impl == "granary" && !slices.Contains(runs[r.Workload], r.Run) {
+			runs[r.Workload] = append(runs[r.Workload], r.Run)
+		}
+	}
+	var b strings.Builder
+	for _, other := range impls {
+		if other == "granary" {
+			continue
+		}
+		var parts []string
+		for _, w := range order {
+			rr := slices.Clone(runs[w])
+			slices.Sort(rr)
+			var xs []string
+			for _, r := range rr {
+				g, o := ops[runKey{w, "granary", r}], ops[runKey{w, other, r}]
+				if g > 0 && o > 0 {
+					xs = append(xs, fmt.Sprintf("%.2fx", g/o))
+				}
+			}
+			if len(xs) > 0 {
+				parts = append(parts, w+" "+strings.Join(xs, " "))
+			}
+		}
+		if len(parts) > 0 {
+			fmt.Fprintf(&b, "granary vs %s, round by round: %s\n", other, strings.Join(parts, "; "))
+		}
+	}
+	return b.String()
+}
