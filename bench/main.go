@@ -170,13 +170,19 @@ func lastLine(s string) string {
 	return last
 }
 
+// median is the middle of xs, or the mean of the two middles when there
+// is an even number of them (-runs 2 or 4); 0 for none.
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return s[len(s)/2]
+	n := len(s)
+	if n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[n/2]
 }
 
 // table prints medians per workload and implementation. The ratio columns

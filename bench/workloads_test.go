@@ -166,6 +166,24 @@ func TestTheTableComparesRunsSideBySide(t *testing.T) {
 	}
 }
 
+// The table's medians are true medians for any number of runs (-runs).
+func TestMedianOfAnEvenNumberOfRunsIsTheMeanOfTheMiddleTwo(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{nil, 0},
+		{[]float64{3}, 3},
+		{[]float64{4, 1}, 2.5},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{8, 1, 2, 4}, 3},
+	} {
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+	}
+}
+
 // Over as many runs as there are implementations, each runs once in each
 // place of a run's order: none always first, none always after another.
 func TestTheOrderRotatesFromRunToRun(t *testing.T) {
