@@ -191,23 +191,14 @@ func median(xs []float64) float64 {
 // interleaved, so each ratio compares measurements taken side by side.
 func table(rs []Result) string {
 	type key struct{ w, i string }
-	type runKey struct {
-		w, i string
-		r    int
-	}
 	ops, p50, p99, bpa := map[key][]float64{}, map[key][]float64{}, map[key][]float64{}, map[key][]float64{}
-	byRun := map[runKey]float64{}
-	var order []string
+	byRun, order := opsByRun(rs)
 	for _, r := range rs {
 		k := key{r.Workload, r.Impl}
-		if !slices.Contains(order, r.Workload) {
-			order = append(order, r.Workload)
-		}
 		ops[k] = append(ops[k], r.OpsPerSec)
 		p50[k] = append(p50[k], r.P50us)
 		p99[k] = append(p99[k], r.P99us)
 		bpa[k] = append(bpa[k], r.BytesPerActivation)
-		byRun[runKey{r.Workload, r.Impl, r.Run}] = r.OpsPerSec
 	}
 	var b strings.Builder
 	b.WriteString("| workload | impl | ops/s (median) | vs protoactor | vs raw | p50 µs | p99 µs | bytes/activation |\n")

@@ -6,24 +6,35 @@ import (
 	"strings"
 )
 
+// runKey names one run: a workload, an implementation, a round.
+type runKey struct {
+	w, i string
+	r    int
+}
+
+// opsByRun indexes the results' throughput by run, and lists their
+// workloads in the order they came.
+func opsByRun(rs []Result) (map[runKey]float64, []string) {
+	ops := map[runKey]float64{}
+	var order []string
+	for _, r := range rs {
+		if !slices.Contains(order, r.Workload) {
+			order = append(order, r.Workload)
+		}
+		ops[runKey{r.Workload, r.Impl, r.Run}] = r.OpsPerSec
+	}
+	return ops, order
+}
+
 // roundRatios says, for each workload, Granary's throughput over each
 // other implementation's in every round of runs, in run order: the spread
 // behind the table's medians. On a machine whose speed drifts, a median of
 // three ratios hides a round taken in another state (2.20x, 2.59x, 2.74x
 // prints as 2.59x); this prints all three.
 func roundRatios(rs []Result) string {
-	type runKey struct {
-		w, i string
-		r    int
-	}
-	ops := map[runKey]float64{}
-	var order []string
+	ops, order := opsByRun(rs)
 	runs := map[string][]int{}
 	for _, r := range rs {
-		if !slices.Contains(order, r.Workload) {
-			order = append(order, r.Workload)
-		}
-		ops[runKey{r.Workload, r.Impl, r.Run}] = r.OpsPerSec
 		if r.Impl == "granary" && !slices.Contains(runs[r.Workload], r.Run) {
 			runs[r.Workload] = append(runs[r.Workload], r.Run)
 		}
