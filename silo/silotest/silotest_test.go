@@ -283,3 +283,31 @@ func TestProbeInASynctestBubble(t *testing.T) {
 		assert.Equal(t, time.Hour, time.Since(start).Round(time.Minute))
 	})
 }
+
+// A silo that cannot shut down gracefully within DefaultTimeout when the
+// test ends fails the test, saying so: a handler stuck past its ctx is
+// not passed over in silence.
+func TestStartFailsTheTestWhoseSiloCannotShutDown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release, began := make(chan struct{}), make(chan struct{})
+		stuck := grain.Func(func(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+			close(began)
+			<-release // ignores its ctx
+			return nil, nil
+		})
+		f := &fakeT{TB: t}
+		start := time.Now()
+		out := f.run(func() {
+			s := silotest.Start(f, silo.Config{}, func(s *silo.Silo) error {
+				return silo.Register(s, "stuck", func(grain.ID) grain.Func { return stuck })
+			})
+			assert.NoError(t, s.Tell(t.Context(), grain.NewID("stuck", "a"), "go"))
+			<-began
+		})
+		took := time.Since(start)
+		close(release)
+		assert.True(t, f.failed)
+		assert.Contains(t, out, "silotest: Shutdown at the end of the test: context deadline exceeded")
+		assert.Equal(t, silotest.DefaultTimeout, took.Round(time.Second), "the cleanup waits DefaultTimeout, on the bubble's clock")
+	})
+}
