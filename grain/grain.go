@@ -5,7 +5,10 @@ import "context"
 // Grain is what a grain kind implements: a handler that runs one message per
 // turn. The runtime never runs two turns of one activation at once (unless the
 // kind is registered as reentrant), so Receive may use the grain's fields
-// without a lock.
+// without a lock. Implement it on a pointer type (Receive on *Cart, a
+// factory returning &Cart{}): with a value receiver each turn changes a
+// copy, and the grain forgets its work (Go compiles it; staticcheck reports
+// the assignment).
 //
 // The reply is returned: for an ask it goes to the caller, for a tell it is
 // dropped. A non-nil error goes to the caller as it is. A panic is recovered
