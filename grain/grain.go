@@ -8,7 +8,7 @@ import "context"
 // without a lock. Implement it on a pointer type (Receive on *Cart, a
 // factory returning &Cart{}): with a value receiver each turn changes a
 // copy, and the grain forgets its work (Go compiles it; staticcheck reports
-// the assignment).
+// a field assigned and never read there).
 //
 // The reply is returned: for an ask it goes to the caller, for a tell it is
 // dropped. A non-nil error goes to the caller as it is. A panic is recovered
