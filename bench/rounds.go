@@ -33,11 +33,14 @@ func opsByRun(rs []Result) (map[runKey]float64, []string) {
 // prints as 2.59x); this prints all three.
 func roundRatios(rs []Result) string {
 	ops, order := opsByRun(rs)
-	runs := map[string][]int{}
+	runs := map[string][]int{} // Granary's rounds of each workload, in run order
 	for _, r := range rs {
 		if r.Impl == "granary" && !slices.Contains(runs[r.Workload], r.Run) {
 			runs[r.Workload] = append(runs[r.Workload], r.Run)
 		}
+	}
+	for _, rr := range runs {
+		slices.Sort(rr)
 	}
 	var b strings.Builder
 	for _, other := range impls {
@@ -46,10 +49,8 @@ func roundRatios(rs []Result) string {
 		}
 		var parts []string
 		for _, w := range order {
-			rr := slices.Clone(runs[w])
-			slices.Sort(rr)
 			var xs []string
-			for _, r := range rr {
+			for _, r := range runs[w] {
 				g, o := ops[runKey{w, "granary", r}], ops[runKey{w, other, r}]
 				if g > 0 && o > 0 {
 					xs = append(xs, fmt.Sprintf("%.2fx", g/o))
