@@ -173,12 +173,21 @@ func (e *DeadLetterError) Unwrap() []error {
 // the ask had been sent.)
 type CallCycleError struct {
 	Chain []ID
+	// Silos, for a chain through more than one silo, names the silo each
+	// grain of Chain waits in (its Config.Name; a second silo of a name
+	// already given is "name#2", a third "name#3"): two silos in one
+	// process each host a grain of every ID, and a chain through both can
+	// name one ID twice. Nil when every grain of Chain is in one silo.
+	Silos []string
 }
 
 func (e *CallCycleError) Error() string {
 	parts := make([]string, len(e.Chain))
 	for i, id := range e.Chain {
 		parts[i] = id.String()
+		if len(e.Silos) == len(e.Chain) {
+			parts[i] += " (silo " + e.Silos[i] + ")"
+		}
 	}
 	return "granary: call cycle: " + strings.Join(parts, " -> ")
 }

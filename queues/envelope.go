@@ -2,6 +2,7 @@ package queues
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"sync/atomic"
 
@@ -256,6 +257,10 @@ type Link struct {
 	// process each host a grain of every ID, and a chain that passes
 	// through both must not take one for the other.
 	Silo uint64
+	// SiloName is that silo's name (its Config.Name), for what a person
+	// reads: an error naming the chain's grains says where each waits.
+	// Silo, not the name, tells silos apart.
+	SiloName string
 	// AllowReentry: the grain made its call allowing call-chain reentrancy,
 	// so a request of this chain may run on it while it waits.
 	AllowReentry bool
@@ -292,4 +297,41 @@ func (c Chain) IDs() []grain.ID {
 		ids[i] = l.ID
 	}
 	return ids
+}
+
+// Cycle is the error for a call that would close a cycle: the chain's
+// grains, then the grain id of the silo numbered silo, named name, that it
+// comes back to. For a chain through more than one silo it names each
+// grain's silo (grain.CallCycleError.Silos).
+func (c Chain) Cycle(silo uint64, name string, id grain.ID) *grain.CallCycleError {
+	e := &grain.CallCycleError{Chain: append(c.IDs(), id)}
+	across := false
+	for _, l := range c {
+		across = across || l.Silo != silo
+	}
+	if !across {
+		return e
+	}
+	labels := make(map[uint64]string) // by silo number
+	used := make(map[string]bool)
+	label := func(silo uint64, name string) string {
+		if l, ok := labels[silo]; ok {
+			return l
+		}
+		if name == "" {
+			name = "unnamed"
+		}
+		l := name
+		for n := 2; used[l]; n++ {
+			l = fmt.Sprintf("%s#%d", name, n)
+		}
+		labels[silo], used[l] = l, true
+		return l
+	}
+	e.Silos = make([]string, 0, len(e.Chain))
+	for _, l := range c {
+		e.Silos = append(e.Silos, label(l.Silo, l.SiloName))
+	}
+	e.Silos = append(e.Silos, label(silo, name))
+	return e
 }

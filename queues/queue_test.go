@@ -200,6 +200,29 @@ func TestChain(t *testing.T) {
 	assert.Equal(t, []grain.ID{a, b}, d.IDs())
 }
 
+// A cycle's error names each grain's silo only when the chain passes
+// through more than one; silos sharing a name are told apart.
+func TestChainCycleNamesTheSilosOfAChainThroughSeveral(t *testing.T) {
+	a, b := grain.NewID("k", "a"), grain.NewID("k", "b")
+	one := queues.Chain{{ID: a, Silo: 1, SiloName: "eu"}, {ID: b, Silo: 1, SiloName: "eu"}}
+	e := one.Cycle(1, "eu", a)
+	assert.Equal(t, []grain.ID{a, b, a}, e.Chain)
+	assert.Nil(t, e.Silos, "one silo: no names")
+	assert.Equal(t, "granary: call cycle: k/a -> k/b -> k/a", e.Error())
+
+	e = one.Cycle(2, "us", b)
+	assert.Equal(t, []string{"eu", "eu", "us"}, e.Silos)
+	assert.Equal(t, "granary: call cycle: k/a (silo eu) -> k/b (silo eu) -> k/b (silo us)", e.Error())
+
+	// Four silos, three named local — one of them local#2 by its own name
+	// — and one with no name at all (a frame from elsewhere).
+	many := queues.Chain{{ID: a, Silo: 1, SiloName: "local"}, {ID: a, Silo: 2, SiloName: "local#2"},
+		{ID: a, Silo: 3, SiloName: "local"}, {ID: b, Silo: 4}, {ID: b, Silo: 1, SiloName: "local"}}
+	e = many.Cycle(3, "local", a)
+	assert.Equal(t, []string{"local", "local#2", "local#3", "unnamed", "local", "local#3"}, e.Silos)
+	require.ErrorIs(t, e, grain.ErrCallCycle)
+}
+
 func TestRequestResolvesOnce(t *testing.T) {
 	r := queues.NewRequest(t.Context(), nil)
 	r.Resolve(1, nil)

@@ -18,15 +18,15 @@ import (
 // bytes routes the reply back. The message itself is the application's to
 // encode, through a MessageEncoder and MessageDecoder.
 //
-// Layout (version 2), integers as varints:
+// Layout (version 3), integers as varints:
 //
-//	version  byte  (2)
+//	version  byte  (3)
 //	flags    byte  (1 ask, 2 sender, 4 tick, 8 deadline, 16 carried)
 //	target   ID
 //	sender   ID                      if flags&2
 //	tick     name string, seq        if flags&4
 //	deadline unix nanoseconds        if flags&8
-//	chain    count, then per link: ID, silo (8 bytes, little-endian), allow-reentry byte (0 or 1)   if flags&1
+//	chain    count, then per link: ID, silo (8 bytes, little-endian), silo name string, allow-reentry byte (0 or 1)   if flags&1
 //	carried  length, then the MessageEncoder's bytes   if flags&16
 //	message  length, then the MessageEncoder's bytes
 //
@@ -43,10 +43,10 @@ import (
 // receiver's own silo number — a sender refuses the call at once with a
 // CallCycleError when that is not allowed).
 //
-// Version 1 had no silo in a chain's links.
+// Version 1 had no silo in a chain's links, version 2 no silo name.
 
 // wireVersion is the layout above. A decoder refuses any other.
-const wireVersion = 2
+const wireVersion = 3
 
 const (
 	flagAsk = 1 << iota
@@ -159,6 +159,7 @@ func AppendEnvelope(b []byte, env *Envelope, enc MessageEncoder) ([]byte, error)
 		for _, l := range env.Request.Chain {
 			b = appendID(b, l.ID)
 			b = binary.LittleEndian.AppendUint64(b, l.Silo)
+			b = appendString(b, l.SiloName)
 			b = appendBool(b, l.AllowReentry)
 		}
 	}
@@ -235,15 +236,19 @@ func DecodeEnvelope(b []byte, dec MessageDecoder) (Envelope, *Call, []byte, erro
 			call = &Call{}
 		}
 		n := r.uvarint("chain length")
-		// Every link takes at least twelve bytes: no count can ask for more
-		// links than the bytes left could hold.
-		if r.err == nil && n > uint64(len(r.b))/12 {
+		// Every link takes at least thirteen bytes: no count can ask for
+		// more links than the bytes left could hold.
+		if r.err == nil && n > uint64(len(r.b))/13 {
 			r.fail(fmt.Sprintf("chain of %d links in %d bytes", n, len(r.b)))
 		}
 		if r.err == nil && n > 0 {
 			call.Chain = make(Chain, n)
 			for i := range call.Chain {
-				call.Chain[i] = Link{ID: r.id("chain link"), Silo: r.uint64("chain link's silo"), AllowReentry: r.bool("allow reentry")}
+				l := &call.Chain[i]
+				l.ID = r.id("chain link")
+				l.Silo = r.uint64("chain link's silo")
+				l.SiloName = r.string("chain link's silo name")
+				l.AllowReentry = r.bool("allow reentry")
 			}
 		}
 	}

@@ -45,7 +45,8 @@ func wireEnvelopes(tb testing.TB) map[string]queues.Envelope {
 	target := grain.NewID("player", "p1")
 	// A call back into a grain that waits in the chain, through grains of
 	// two silos.
-	ask := queues.NewRequest(ctx, queues.Chain{{ID: grain.NewIntID("lobby", -7), Silo: 1 << 63}, {ID: target, Silo: 7, AllowReentry: true}, {ID: grain.NewID("room", "r/9"), Silo: 7}})
+	ask := queues.NewRequest(ctx, queues.Chain{{ID: grain.NewIntID("lobby", -7), Silo: 1 << 63, SiloName: "eu-1"},
+		{ID: target, Silo: 7, SiloName: "eu-2", AllowReentry: true}, {ID: grain.NewID("room", "r/9"), Silo: 7, SiloName: "eu-2"}})
 	return map[string]queues.Envelope{
 		"tell":            {Target: target, Msg: "move"},
 		"int key":         {Target: grain.NewIntID("device", 1<<40), Msg: ""},
@@ -184,18 +185,20 @@ func TestEnvelopeWireRefusesMalformedBytes(t *testing.T) {
 		b    []byte
 		also error
 	}{
-		"other version":        {b: with(0, 1)}, // version 1 had no silo in its links
+		"version 1":            {b: with(0, 1)}, // no silo in its links
+		"version 2":            {b: with(0, 2)}, // no silo name
 		"unknown flag":         {b: with(1, 0x80)},
 		"tell with a deadline": {b: with(1, 8)},
 		"bad ID form":          {b: with(2, 7)},
-		"empty kind":           {b: []byte{2, 0, 0, 0, 1, 'x', 1, 'm'}, also: grain.ErrEmptyKind},
-		"kind with a slash":    {b: []byte{2, 0, 0, 1, '/', 1, 'x', 1, 'm'}, also: grain.ErrInvalidKind},
-		"empty string key":     {b: []byte{2, 0, 0, 1, 'k', 0, 1, 'm'}, also: grain.ErrEmptyKey},
-		"huge chain count":     {b: []byte{2, 1, 0, 1, 'k', 1, 'x', 0xff, 0xff, 0xff, 0xff, 0x0f, 0}},
-		"bool neither 0 nor 1": {b: []byte{2, 1, 0, 1, 'k', 1, 'x', 1, 1, 1, 'k', 2, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0}},
-		"message past the end": {b: []byte{2, 0, 0, 1, 'k', 1, 'x', 9, 'm'}},
-		"non-minimal varint":   {b: []byte{2, 0, 0, 0x81, 0x00, 'k', 1, 'x', 1, 'm'}},
-		"overlong varint":      {b: []byte{2, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+		"empty kind":           {b: []byte{3, 0, 0, 0, 1, 'x', 1, 'm'}, also: grain.ErrEmptyKind},
+		"kind with a slash":    {b: []byte{3, 0, 0, 1, '/', 1, 'x', 1, 'm'}, also: grain.ErrInvalidKind},
+		"empty string key":     {b: []byte{3, 0, 0, 1, 'k', 0, 1, 'm'}, also: grain.ErrEmptyKey},
+		"huge chain count":     {b: []byte{3, 1, 0, 1, 'k', 1, 'x', 0xff, 0xff, 0xff, 0xff, 0x0f, 0}},
+		"bool neither 0 nor 1": {b: []byte{3, 1, 0, 1, 'k', 1, 'x', 1, 1, 1, 'k', 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 0}},
+		"silo name past end":   {b: []byte{3, 1, 0, 1, 'k', 1, 'x', 1, 1, 1, 'k', 2, 0, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0}},
+		"message past the end": {b: []byte{3, 0, 0, 1, 'k', 1, 'x', 9, 'm'}},
+		"non-minimal varint":   {b: []byte{3, 0, 0, 0x81, 0x00, 'k', 1, 'x', 1, 'm'}},
+		"overlong varint":      {b: []byte{3, 0, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
 	} {
 		_, _, rest, err := queues.DecodeEnvelope(tc.b, stringDec)
 		require.ErrorIs(t, err, queues.ErrMalformedEnvelope, name)

@@ -131,12 +131,12 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		_, allow := ctx.Value(reentryKey{}).(bool)
 		// The calling grain may be another silo's (a turn of one silo
 		// calling into another): its link says whose.
-		link := queues.Link{ID: ti.a.ID, Silo: ti.w.p.s.incarnation, AllowReentry: allow}
+		link := queues.Link{ID: ti.a.ID, Silo: ti.w.p.s.incarnation, SiloName: ti.w.p.s.cfg.Name, AllowReentry: allow}
 		ask, chain = chainedAsk(outer, link)
 		if l, waiting := chain.Find(s.incarnation, id); waiting {
 			if !l.AllowReentry && !letIn {
 				unreserve(p, k)
-				return nil, &grain.CallCycleError{Chain: append(chain.IDs(), id)}
+				return nil, chain.Cycle(s.incarnation, s.cfg.Name, id)
 			}
 			reenter = true
 		}

@@ -43,9 +43,11 @@ func (g *router) Receive(ctx context.Context, _ *grain.Context, msg any) (any, e
 	return n + 1, err
 }
 
-func twoSilos(t *testing.T) *[2]*silo.Silo {
+func twoSilos(t *testing.T) *[2]*silo.Silo { return twoSilosNamed(t, "a", "b") }
+
+func twoSilosNamed(t *testing.T, names ...string) *[2]*silo.Silo {
 	var silos [2]*silo.Silo
-	for i, name := range []string{"a", "b"} {
+	for i, name := range names {
 		silos[i] = newSilo(t, silo.Config{Name: name}, func(s *silo.Silo) {
 			require.NoError(t, silo.Register(s, "router", func(grain.ID) *router { return &router{silos: &silos} }))
 		})
@@ -78,12 +80,25 @@ func TestACycleThroughTwoSilosFailsAtOnce(t *testing.T) {
 		var cycle *grain.CallCycleError
 		require.ErrorAs(t, err, &cycle, name)
 		assert.Equal(t, []grain.ID{x, stops[0].id, x}, cycle.Chain, name)
+		assert.Equal(t, []string{"a", "b", "a"}, cycle.Silos, name)
+		assert.ErrorContains(t, err, "router/x (silo a) -> router/"+stops[0].id.Key()+" (silo b) -> router/x (silo a)", name)
 	}
 
 	// Allowed to, the chain re-enters a's x through b.
 	n, err := silo.Call[int](ctx, silos[0], x, route{stops: []stop{{1, x}, {0, x}}, allow: true})
 	require.NoError(t, err)
 	assert.Equal(t, 3, n)
+}
+
+// Two silos of one name (the default's, say) are still told apart in a
+// cycle's error.
+func TestACycleThroughTwoSilosOfOneNameNamesThemApart(t *testing.T) {
+	silos := twoSilosNamed(t, "", "")
+	x := grain.NewID("router", "x")
+	_, err := silo.Call[int](ctxT(t), silos[0], x, route{stops: []stop{{1, x}, {0, x}}})
+	var cycle *grain.CallCycleError
+	require.ErrorAs(t, err, &cycle)
+	assert.Equal(t, []string{"local", "local#2", "local"}, cycle.Silos)
 }
 
 // senderOf answers with the sender its message names, if any.
