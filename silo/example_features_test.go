@@ -282,6 +282,48 @@ func ExampleAllowCallChainReentrancy() {
 	// true [node/a node/a/child node/a]
 }
 
+// mirror forwards a call to its namesake on the other silo, hops times.
+type mirror struct{ other **silo.Silo }
+
+func (m *mirror) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	hops := msg.(int)
+	if hops == 0 {
+		return 0, nil
+	}
+	n, err := silo.Call[int](ctx, *m.other, c.ID(), hops-1)
+	return n + 1, err
+}
+
+// Two silos in one process each host a grain of every ID: a chain that
+// passes through both may name one ID again without a cycle, and when it
+// does come back to a grain that waits, the error names each grain's silo.
+func Example_callCycleAcrossSilos() {
+	var eu, us *silo.Silo
+	eu, _ = silo.New(silo.Config{Name: "eu"})
+	us, _ = silo.New(silo.Config{Name: "us"})
+	_ = silo.Register(eu, "mirror", func(grain.ID) *mirror { return &mirror{other: &us} })
+	_ = silo.Register(us, "mirror", func(grain.ID) *mirror { return &mirror{other: &eu} })
+	_ = eu.Start()
+	_ = us.Start()
+	defer eu.Close()
+	defer us.Close()
+	ctx := context.Background()
+	id := grain.NewID("mirror", "m")
+
+	// eu's m calls us's m: another grain, no cycle.
+	n, err := silo.Call[int](ctx, eu, id, 1)
+	fmt.Println(n, err)
+	// eu's m calls us's m, which calls eu's m, still waiting: a cycle.
+	_, err = silo.Call[int](ctx, eu, id, 2)
+	var cycle *grain.CallCycleError
+	fmt.Println(errors.As(err, &cycle), cycle.Silos)
+	fmt.Println(err)
+	// Output:
+	// 1 <nil>
+	// true [eu us eu]
+	// granary: call cycle: mirror/m (silo eu) -> mirror/m (silo us) -> mirror/m (silo eu)
+}
+
 // A printer grain that can be held in a turn.
 type printer struct{ jobs int }
 
