@@ -152,6 +152,7 @@ func main() {
 	fmt.Printf("\n%s, GOMAXPROCS=%d, %s/%s, quick=%v\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, *quick)
 	fmt.Print(machineStates(all))
 	fmt.Print(roundRatios(all))
+	fmt.Print(targets(all, *quick))
 	if failed {
 		fmt.Fprintln(os.Stderr, "bench: some runs failed")
 		os.Exit(1)
@@ -210,18 +211,11 @@ func table(rs []Result) string {
 				continue
 			}
 			ratio := func(other string) string {
-				var rs []float64
-				for rk, v := range byRun {
-					if rk.w == w && rk.i == im {
-						if o := byRun[runKey{w, other, rk.r}]; o > 0 {
-							rs = append(rs, v/o)
-						}
-					}
-				}
-				if len(rs) == 0 {
+				r, ok := medianRatio(byRun, w, im, other)
+				if !ok {
 					return "–"
 				}
-				return fmt.Sprintf("%.2fx", median(rs))
+				return fmt.Sprintf("%.2fx", r)
 			}
 			opt := func(v float64, f string) string {
 				if v == 0 {
