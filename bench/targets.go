@@ -15,8 +15,9 @@ type goal struct {
 	workload string
 	against  string  // the other implementation, for a ratio
 	min      float64 // the ratio's floor
-	figure   string  // "bytes" or "p99", for a figure of Granary's own
-	max      float64 // the figure's ceiling: bytes, or µs
+	figure   func(Result) float64 // a figure of Granary's own, instead of a ratio
+	format   string               // how the figure prints, with its ceiling
+	max      float64              // the figure's ceiling
 }
 
 // blockedP99Max is the `blocked` target's "a small multiple of the
@@ -36,8 +37,10 @@ var goals = []goal{
 	{workload: "ask", against: "protoactor", min: 3},
 	{workload: "pingpong", against: "protoactor", min: 1},
 	{workload: "activate", against: "protoactor", min: 4},
-	{workload: "activate", figure: "bytes", max: 300},
-	{workload: "blocked", figure: "p99", max: float64(blockedP99Max.Microseconds())},
+	{workload: "activate", figure: func(r Result) float64 { return r.BytesPerActivation },
+		format: "%s %.0f bytes an activation (≤ %g)", max: 300},
+	{workload: "blocked", figure: func(r Result) float64 { return r.P99us },
+		format: "%s p99 %.0f µs (≤ %g)", max: float64(blockedP99Max.Microseconds())},
 }
 
 // medianRatio is the median, over the rounds both ran, of im's throughput
@@ -77,23 +80,14 @@ func targets(rs []Result, quick bool) string {
 			var xs []float64
 			for _, r := range rs {
 				if r.Workload == g.workload && r.Impl == "granary" {
-					if g.figure == "bytes" {
-						xs = append(xs, r.BytesPerActivation)
-					} else {
-						xs = append(xs, r.P99us)
-					}
+					xs = append(xs, g.figure(r))
 				}
 			}
 			if len(xs) == 0 {
 				continue
 			}
 			v := median(xs)
-			if g.figure == "bytes" {
-				got = fmt.Sprintf("%s %.0f bytes an activation (≤ %g)", g.workload, v, g.max)
-			} else {
-				got = fmt.Sprintf("%s p99 %.0f µs (≤ %g)", g.workload, v, g.max)
-			}
-			ok = v <= g.max
+			got, ok = fmt.Sprintf(g.format, g.workload, v, g.max), v <= g.max
 		}
 		if ok {
 			met++
