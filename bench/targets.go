@@ -13,8 +13,8 @@ import (
 // or a ceiling on a median figure of Granary's own.
 type goal struct {
 	workload string
-	against  string  // the other implementation, for a ratio
-	min      float64 // the ratio's floor
+	against  string               // the other implementation, for a ratio
+	min      float64              // the ratio's floor
 	figure   func(Result) float64 // a figure of Granary's own, instead of a ratio
 	format   string               // how the figure prints, with its ceiling
 	max      float64              // the figure's ceiling
