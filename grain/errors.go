@@ -76,6 +76,11 @@ var (
 	// ErrRemote: the directory placed the grain on another silo, which this
 	// build cannot reach.
 	ErrRemote = errors.New("granary: grain is on another silo")
+	// ErrNextOutsideTurn: a Filter's next was called outside the turn it
+	// was given for — after Intercept returned (from a goroutine it
+	// started, say), or while another call of it was under way. Nothing
+	// runs: the grain is not entered outside its turn.
+	ErrNextOutsideTurn = errors.New("granary: a filter's next called outside its turn")
 )
 
 // IDError reports an ID that cannot address a grain.

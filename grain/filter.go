@@ -19,7 +19,11 @@ import "context"
 // grain runs no other turn meanwhile. Filters run for every message turn —
 // an activation's first message and a timer's ticks included — and not for
 // OnActivate or OnDeactivate. next, like ctx and c, belongs to the turn:
-// call it before Intercept returns, from the turn's goroutine.
+// call it before Intercept returns, from the turn's goroutine (more than
+// once if need be: again after recovering a panic of the grain's, to
+// retry). A silo refuses a call of next after the turn ended, or while
+// another turn is inside its grain, with ErrNextOutsideTurn, entering no
+// grain.
 //
 // A Filter is shared by every grain it is registered for and runs on many
 // partitions at once: it must be safe for concurrent use.

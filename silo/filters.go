@@ -25,9 +25,29 @@ func WithFilters(fs ...grain.Filter) KindOption {
 // time (an interleaved turn, or the new owner after a handoff, has a
 // worker of its own), which is why the chain can be reused — and why a
 // filter must not keep next past its turn.
+//
+// One that does anyway — a filter that hands next to a goroutine and
+// returns — is refused with grain.ErrNextOutsideTurn rather than let into
+// a grain outside its turn: between turns the chain has no grain (g is
+// nil), and within one a link is entered only from the filter before it,
+// the links under way (depth) one fewer than its place, so a late call
+// while another turn is inside its grain or a later filter does not match
+// either. One that lands while another turn's filter i-1 runs its own
+// code, outside its next, is not told apart: the reuse that makes a
+// filtered turn free has no name for the turn a link was handed out in.
+// The fields are plain words: only such a misuse reads them from another
+// goroutine, and the race detector then names it.
 type filterChain struct {
-	fs    []grain.Filter
-	g     grain.Grain
+	fs []grain.Filter
+	// g points at the turn's grain (its activation's own field, one word:
+	// a late reader sees it whole); nil between turns
+	g *grain.Grain
+	// turn counts the chain's turns: a link that returns after its turn
+	// ended leaves the next turn's depth alone
+	turn uint64
+	// depth is the index of the innermost link under way, -1 before the
+	// first: link i may be entered only at depth i-1
+	depth int
 	links []filterLink // at least len(fs)+1; grown, never shrunk
 }
 
@@ -41,10 +61,23 @@ type filterLink struct {
 // Receive runs filter i with the next link, or the grain.
 func (l *filterLink) Receive(ctx context.Context, gc *grain.Context, msg any) (any, error) {
 	c := l.c
+	g, turn := c.g, c.turn
+	if g == nil || c.depth != l.i-1 {
+		return nil, grain.ErrNextOutsideTurn
+	}
+	c.depth = l.i
+	defer c.leave(turn, l.i-1) // a filter that recovers a panic of next's may call it again
 	if l.i >= len(c.fs) {
-		return c.g.Receive(ctx, gc, msg)
+		return (*g).Receive(ctx, gc, msg)
 	}
 	return c.fs[l.i].Intercept(ctx, gc, msg, &c.links[l.i+1])
+}
+
+// leave steps the chain back out of a link, if its turn still runs.
+func (c *filterChain) leave(turn uint64, depth int) {
+	if c.turn == turn {
+		c.depth = depth
+	}
 }
 
 // receiver returns what a message turn of a runs: the grain itself, or its
@@ -59,7 +92,8 @@ func (w *worker) receiver(a *act) grain.Grain {
 		c = &filterChain{}
 		w.chain = c
 	}
-	c.fs, c.g = fs, a.g
+	c.fs, c.g, c.depth = fs, &a.g, -1
+	c.turn++
 	if len(c.links) <= len(fs) {
 		c.links = make([]filterLink, len(fs)+1)
 		for i := range c.links {
@@ -72,7 +106,8 @@ func (w *worker) receiver(a *act) grain.Grain {
 // endFiltered lets go of the grain a filtered turn ran, so that a worker
 // does not keep a deactivated grain alive until its next filtered turn.
 func (w *worker) endFiltered() {
-	if w.chain != nil {
-		w.chain.g = nil
+	if c := w.chain; c != nil {
+		c.g = nil
+		c.turn++ // a link still under way leaves the depth as the next turn sets it
 	}
 }

@@ -330,3 +330,98 @@ func TestFilteredTurnsThatOverlapKeepTheirOwnGrain(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// kept is what a filter kept of a turn: its next, its Context and ctx.
+type kept struct {
+	next grain.Grain
+	gc   *grain.Context
+	ctx  context.Context
+}
+
+// held is a grain whose "wait" message holds its turn until told to go
+// on, having said it entered.
+type held struct {
+	n       int
+	entered chan struct{}
+	goOn    chan struct{}
+}
+
+func (g *held) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "wait" {
+		g.entered <- struct{}{}
+		<-g.goOn
+	}
+	g.n++
+	return g.n, nil
+}
+
+// A filter that keeps next past its turn — handing it to a goroutine, say —
+// and calls it later is refused with ErrNextOutsideTurn, whether the
+// worker that ran the turn is idle or inside another turn's grain: the
+// grain is not entered outside its turn (it used to be, or next panicked
+// on a nil grain in the filter's goroutine).
+func TestAFiltersNextKeptPastItsTurnIsRefused(t *testing.T) {
+	keep := make(chan kept, 1)
+	keeping := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
+		if msg == "keep" {
+			keep <- kept{next, c, ctx}
+			return "kept", nil
+		}
+		return next.Receive(ctx, c, msg)
+	})
+	g := &held{entered: make(chan struct{}), goOn: make(chan struct{})}
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "g", func(grain.ID) *held { return g }, silo.WithFilters(keeping)))
+	})
+	ctx := ctxT(t)
+	id := grain.NewID("g", "a")
+
+	r, err := s.Ask(ctx, id, "keep")
+	require.NoError(t, err)
+	require.Equal(t, "kept", r)
+	k := <-keep
+
+	// The turn is over and the worker idle (the reply came after the
+	// turn let go of its grain).
+	_, err = k.next.Receive(k.ctx, k.gc, "late")
+	require.ErrorIs(t, err, grain.ErrNextOutsideTurn)
+
+	// Another turn of the grain is inside the grain, on the same worker.
+	asked := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(ctx, id, "wait")
+		asked <- err
+	}()
+	<-g.entered
+	_, err = k.next.Receive(k.ctx, k.gc, "late")
+	require.ErrorIs(t, err, grain.ErrNextOutsideTurn)
+	close(g.goOn)
+	require.NoError(t, <-asked)
+
+	n, err := silo.Call[int](ctx, s, id, "count")
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the grain ran the wait and the count, never a late call")
+}
+
+// A filter may call next more than once in its turn — again after it
+// recovered a panic of the grain's, to retry — and each call goes in.
+func TestAFilterMayCallNextAgainAfterRecoveringItsPanic(t *testing.T) {
+	j := newJournal()
+	retrying := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (r any, err error) {
+		if _, ok := msg.(boom); !ok {
+			return next.Receive(ctx, c, msg)
+		}
+		func() {
+			defer func() { _ = recover() }()
+			r, err = next.Receive(ctx, c, msg)
+		}()
+		return next.Receive(ctx, c, say{"retried"})
+	})
+	s := filteredSilo(t, j, silo.Config{}, silo.WithFilters(retrying))
+	ctx := ctxT(t)
+
+	r, err := silo.Call[string](ctx, s, grain.NewID("j", "a"), boom{"once"})
+	require.NoError(t, err)
+	require.Equal(t, "retried", r)
+	require.Equal(t, []string{"activate", "grain j/a {once}", "grain j/a {retried}"}, j.take())
+}
