@@ -77,9 +77,9 @@ var (
 	// build cannot reach.
 	ErrRemote = errors.New("granary: grain is on another silo")
 	// ErrNextOutsideTurn: a Filter's next was called outside the turn it
-	// was given for — after Intercept returned (from a goroutine it
-	// started, say), or while another call of it was under way. Nothing
-	// runs: the grain is not entered outside its turn.
+	// was given for — after Intercept returned, from a goroutine it
+	// started, say, while the worker was idle or inside another turn's
+	// grain. Nothing runs: the grain is not entered outside its turn.
 	ErrNextOutsideTurn = errors.New("granary: a filter's next called outside its turn")
 )
 
