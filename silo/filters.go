@@ -38,10 +38,12 @@ func WithFilters(fs ...grain.Filter) KindOption {
 // The fields are plain words: only such a misuse reads them from another
 // goroutine, and the race detector then names it.
 type filterChain struct {
-	fs []grain.Filter
-	// g points at the turn's grain (its activation's own field, one word:
-	// a late reader sees it whole); nil between turns
-	g *grain.Grain
+	// fs points at the turn's kind's filters, and g at the turn's grain
+	// (its activation's own field), one word each: a late reader sees
+	// each whole, a slice or an interface of one turn, never half of
+	// another's; g is nil between turns
+	fs *[]grain.Filter
+	g  *grain.Grain
 	// turn counts the chain's turns: a link that returns after its turn
 	// ended leaves the next turn's depth alone
 	turn uint64
@@ -52,10 +54,13 @@ type filterChain struct {
 }
 
 // filterLink is the rest of the turn from filter i on: filter i, or the
-// grain once the filters are done.
+// grain once the filters are done. next is the link after it, nil for the
+// last of its array: a link keeps its own, so that a late call never reads
+// the chain's slice of links as it grows.
 type filterLink struct {
-	c *filterChain
-	i int
+	c    *filterChain
+	i    int
+	next *filterLink
 }
 
 // Receive runs filter i with the next link, or the grain.
@@ -67,10 +72,14 @@ func (l *filterLink) Receive(ctx context.Context, gc *grain.Context, msg any) (a
 	}
 	c.depth = l.i
 	defer c.leave(turn, l.i-1) // a filter that recovers a panic of next's may call it again
-	if l.i >= len(c.fs) {
+	fs := *c.fs
+	if l.i >= len(fs) {
 		return (*g).Receive(ctx, gc, msg)
 	}
-	return c.fs[l.i].Intercept(ctx, gc, msg, &c.links[l.i+1])
+	if l.next == nil { // a late link of a shorter chain, since grown
+		return nil, grain.ErrNextOutsideTurn
+	}
+	return fs[l.i].Intercept(ctx, gc, msg, l.next)
 }
 
 // leave steps the chain back out of a link, if its turn still runs.
@@ -92,12 +101,15 @@ func (w *worker) receiver(a *act) grain.Grain {
 		c = &filterChain{}
 		w.chain = c
 	}
-	c.fs, c.g, c.depth = fs, &a.g, -1
+	c.fs, c.g, c.depth = &a.k.filters, &a.g, -1
 	c.turn++
 	if len(c.links) <= len(fs) {
 		c.links = make([]filterLink, len(fs)+1)
 		for i := range c.links {
 			c.links[i] = filterLink{c: c, i: i}
+			if i > 0 {
+				c.links[i-1].next = &c.links[i]
+			}
 		}
 	}
 	return &c.links[0]
