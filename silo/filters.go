@@ -44,9 +44,10 @@ type filterChain struct {
 	// another's; g is nil between turns
 	fs *[]grain.Filter
 	g  *grain.Grain
-	// turn counts the chain's turns: a link that returns after its turn
-	// ended leaves the next turn's depth alone
-	turn uint64
+	// turn counts the chain's turns (a word, whole to a late reader on
+	// 32-bit platforms too): a link that returns after its turn ended
+	// leaves the next turn's depth alone
+	turn uintptr
 	// depth is the index of the innermost link under way, -1 before the
 	// first: link i may be entered only at depth i-1
 	depth int
@@ -83,7 +84,7 @@ func (l *filterLink) Receive(ctx context.Context, gc *grain.Context, msg any) (a
 }
 
 // leave steps the chain back out of a link, if its turn still runs.
-func (c *filterChain) leave(turn uint64, depth int) {
+func (c *filterChain) leave(turn uintptr, depth int) {
 	if c.turn == turn {
 		c.depth = depth
 	}
