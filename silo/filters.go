@@ -44,9 +44,10 @@ type filterChain struct {
 	// another's; g is nil between turns
 	fs *[]grain.Filter
 	g  *grain.Grain
-	// turn counts the chain's turns (a word, whole to a late reader on
-	// 32-bit platforms too): a link that returns after its turn ended
-	// leaves the next turn's depth alone
+	// turn counts the chain's turns, moved on as each begins (a word,
+	// whole to a late reader on 32-bit platforms too): a link that
+	// returns after its turn ended leaves the next turn's depth alone —
+	// between turns depth is unread, and the next turn sets it afresh
 	turn uintptr
 	// depth is the index of the innermost link under way, -1 before the
 	// first: link i may be entered only at depth i-1
@@ -119,8 +120,7 @@ func (w *worker) receiver(a *act) grain.Grain {
 // endFiltered lets go of the grain a filtered turn ran, so that a worker
 // does not keep a deactivated grain alive until its next filtered turn.
 func (w *worker) endFiltered() {
-	if c := w.chain; c != nil {
-		c.g = nil
-		c.turn++ // a link still under way leaves the depth as the next turn sets it
+	if w.chain != nil {
+		w.chain.g = nil
 	}
 }
