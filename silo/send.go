@@ -88,10 +88,14 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // naming why the message became a dead letter. It waits at most until ctx is
 // done; with no deadline on ctx, Config.CallTimeout applies (or the kind's
 // WithCallTimeout). A timeout is reported as a *grain.TimeoutError, and the
-// message is never resent; if
-// its turn had not begun when the caller gave up, it is not run either, but
-// dropped as a dead letter with reason expired. The handler's ctx carries
-// ctx's values (a trace id, say) and ends when the caller stops waiting.
+// message is never resent; if its turn had not begun when the caller gave
+// up, it is not run either, but dropped as a dead letter with reason
+// expired. An ask is refused before anything is sent for what refuses a
+// Tell (see Tell), a ctx that has ended already among it: context.Canceled,
+// or a *grain.TimeoutError for a deadline past. Nothing was sent, so such a
+// refusal is no dead letter; only one for an overloaded grain is one as
+// well. The handler's ctx carries ctx's values (a trace id, say) and ends
+// when the caller stops waiting.
 //
 // Called from a turn with the turn's ctx, Ask detects call cycles (failing
 // at once with a *grain.CallCycleError) and lets the partition serve other

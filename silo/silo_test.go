@@ -286,12 +286,20 @@ func TestCallHonoursDeadlineAndCancellation(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	// A deadline already past when the call is made: the same TimeoutError,
-	// and nothing is sent.
+	// and nothing is sent — so no dead letter, as for a cancelled ctx (and
+	// as for a Tell): the caller holds the error.
 	past, cancel4 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
 	defer cancel4()
 	_, err = s.Ask(past, id, incr{1})
 	require.ErrorAs(t, err, &te)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
+	gone, cancel5 := context.WithCancel(ctx)
+	cancel5()
+	_, err = s.Ask(gone, grain.NewID("counter", "never"), incr{1})
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorAs(t, err, &te, "a cancelled call did not time out")
+	assert.Empty(t, s.Stats().DeadLetters, "nothing was sent")
+	assert.Equal(t, 1, s.Stats().Activations["counter"], "only the slow grain is active: nothing went to \"never\"")
 
 	// The handler's ctx ends with the caller's deadline.
 	started := make(chan struct{})
