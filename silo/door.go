@@ -224,6 +224,6 @@ func (s *Silo) atDoor(ctx context.Context, p *partition, env *queues.Envelope, t
 			return nil // let in as ctx ended: it goes in
 		}
 		s.refuse(*env, grain.ReasonOverload, nil)
-		return fmt.Errorf("%w: %s, its backlog full: %w", grain.ErrOverloaded, env.Target, context.Cause(ctx))
+		return fmt.Errorf("%w: %s, its backlog full: %w", grain.ErrOverloaded, env.Target, ctxErr(ctx))
 	}
 }

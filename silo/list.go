@@ -32,8 +32,8 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 	if ctx == nil {
 		return nil, grain.ErrNilContext
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, context.Cause(ctx)
+	if err := ctxErr(ctx); err != nil {
+		return nil, err
 	}
 	switch s.state.Load() {
 	case stateRunning, stateStopping:
@@ -82,7 +82,7 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 			default:
 			}
 		case <-ctx.Done():
-			return nil, context.Cause(ctx)
+			return nil, ctxErr(ctx)
 		}
 	}
 	return s.dedupeWorkers(ids), nil

@@ -153,7 +153,7 @@ func (o *Observer) Receive(ctx context.Context) (Notification, error) {
 		}
 		return n, nil
 	case <-ctx.Done():
-		return Notification{}, ctx.Err()
+		return Notification{}, ctxErr(ctx)
 	}
 }
 

@@ -90,12 +90,16 @@ func AllowCallChainReentrancy(ctx context.Context) context.Context {
 // WithCallTimeout). A timeout is reported as a *grain.TimeoutError, and the
 // message is never resent; if its turn had not begun when the caller gave
 // up, it is not run either, but dropped as a dead letter with reason
-// expired. An ask is refused before anything is sent for what refuses a
-// Tell (see Tell), a ctx that has ended already among it: context.Canceled,
-// or a *grain.TimeoutError for a deadline past. Nothing was sent, so such a
-// refusal is no dead letter; only one for an overloaded grain is one as
-// well. The handler's ctx carries ctx's values (a trace id, say) and ends
+// expired. The handler's ctx carries ctx's values (a trace id, say) and ends
 // when the caller stops waiting.
+//
+// An ask is refused before anything is sent for what refuses a Tell (see
+// Tell), a ctx that has ended already among it: context.Canceled, or a
+// *grain.TimeoutError for a deadline past. Nothing was sent, so such a
+// refusal is no dead letter; only one for an overloaded grain is one as
+// well. Every error of an ended ctx, from Ask as from the rest of the silo,
+// matches ctx's cause too if it was given one (context.WithCancelCause,
+// WithTimeoutCause).
 //
 // Called from a turn with the turn's ctx, Ask detects call cycles (failing
 // at once with a *grain.CallCycleError) and lets the partition serve other
@@ -239,7 +243,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		req.Abandon()       // a turn not begun yet is dropped, not run for nobody
 		ask.tc.callerGone() // one under way sees its ctx end
 		ti.lend()
-		return nil, asTimeout(id, context.Cause(ctx))
+		return nil, asTimeout(id, ctxErr(ctx))
 	case <-expired:
 		req.Abandon()
 		ask.tc.timeOut() // the handler's ctx ends with the call, as the caller's would have

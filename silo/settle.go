@@ -32,7 +32,7 @@ import (
 // each call between here and checkTarget passed the 48-byte ID on again.
 func (s *Silo) admitSend(ctx context.Context, id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	if s != nil && ctx != nil && s.state.Load() == stateRunning {
-		if err := ctx.Err(); err != nil {
+		if err := ctxErr(ctx); err != nil {
 			return nil, nil, 0, err
 		}
 		return s.checkTarget(id, msg)

@@ -241,14 +241,14 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 			return nil
 		case <-ctx.Done():
 			s.closeNow(0)
-			return ctx.Err()
+			return ctxErr(ctx)
 		}
 	}
 	s.boundSettling(ctx)
 	if s.drainOrClose(ctx.Done()) {
 		return nil
 	}
-	return ctx.Err()
+	return ctxErr(ctx)
 }
 
 // drainOrClose waits for a graceful stop to finish, or, once end is closed,
@@ -474,7 +474,7 @@ func (s *Silo) admit(ctx context.Context, id grain.ID, msg any) (*partition, *ki
 	if ctx == nil {
 		return nil, nil, 0, grain.ErrNilContext
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctxErr(ctx); err != nil {
 		return nil, nil, 0, err
 	}
 	return s.check(id, msg)
@@ -586,7 +586,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		case <-ctx.Done():
 			p.q.GiveUp(space)
 			s.refuse(*env, grain.ReasonOverload, nil)
-			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, context.Cause(ctx))
+			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, ctxErr(ctx))
 		}
 	}
 }
