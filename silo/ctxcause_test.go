@@ -53,10 +53,7 @@ func TestAnEndedCtxsCauseIsKeptInEveryError(t *testing.T) {
 		assert.ErrorIs(t, err, errSLOPassed)
 
 		left, leave := context.WithCancelCause(t.Context())
-		go func() {
-			time.Sleep(time.Second)
-			leave(errClientLeft)
-		}()
+		time.AfterFunc(time.Second, func() { leave(errClientLeft) }) // on the bubble's clock
 		_, err = s.Ask(left, id, waitForCtx{}) // waits, and its caller leaves
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, errClientLeft)
