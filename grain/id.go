@@ -112,11 +112,18 @@ func ParseID(s string) (ID, error) {
 }
 
 // MarshalText implements encoding.TextMarshaler, so IDs can travel in JSON
-// envelopes. An ID whose kind or key is not valid UTF-8 (a binary key) is
-// refused with ErrInvalidID: text encoders such as encoding/json would
-// replace its bytes, and the ID read back would name another grain. The
-// wire form (queues.AppendEnvelope) carries any bytes.
+// envelopes. The zero ID is the empty text, as netip.Addr's zero value is:
+// a struct with an ID not set yet — a match's opponent before one is found
+// — encodes, and reads back with the ID zero; a JSON field tagged omitzero
+// leaves it out. An ID that is not valid otherwise is refused with
+// Validate's error, and one whose kind or key is not valid UTF-8 (a binary
+// key) with ErrInvalidID: text encoders such as encoding/json would replace
+// its bytes, and the ID read back would name another grain. The wire form
+// (queues.AppendEnvelope) carries any bytes.
 func (id ID) MarshalText() ([]byte, error) {
+	if id.IsZero() {
+		return []byte{}, nil
+	}
 	if err := id.Validate(); err != nil {
 		return nil, err
 	}
@@ -126,8 +133,14 @@ func (id ID) MarshalText() ([]byte, error) {
 	return []byte(id.String()), nil
 }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler. The empty text is the
+// zero ID, as MarshalText writes it; any other text must parse (ParseID,
+// which refuses the empty string: it names no grain).
 func (id *ID) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*id = ID{}
+		return nil
+	}
 	v, err := ParseID(string(b))
 	if err != nil {
 		return err

@@ -140,7 +140,6 @@ func TestParseRoundTrip(t *testing.T) {
 	// Nor does an ID that is not valid at all — its text would not parse
 	// back: the error is Validate's, an *IDError naming what is wrong.
 	for id, want := range map[grain.ID]error{
-		{}:                       grain.ErrEmptyKind,
 		grain.NewID("", "x"):     grain.ErrEmptyKind,
 		grain.NewID("k", ""):     grain.ErrEmptyKey,
 		grain.NewID("a/b", "c"):  grain.ErrInvalidKind,
@@ -153,6 +152,33 @@ func TestParseRoundTrip(t *testing.T) {
 		var idErr *grain.IDError
 		require.ErrorAs(t, err, &idErr)
 	}
+}
+
+// The zero ID encodes as the empty text and reads back zero, as
+// netip.Addr's zero value does: a struct whose ID is not set yet — a
+// match's opponent before one is found — encodes, instead of failing the
+// whole json.Marshal; omitzero leaves the field out. ParseID still refuses
+// the empty string: it names no grain.
+func TestTheZeroIDEncodesAsEmptyText(t *testing.T) {
+	type match struct {
+		Player   grain.ID `json:"player"`
+		Opponent grain.ID `json:"opponent"`
+		Next     grain.ID `json:"next,omitzero"`
+	}
+	in := match{Player: grain.NewID("player", "p1")}
+	b, err := json.Marshal(in)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"player":"player/p1","opponent":""}`, string(b))
+	out := match{Opponent: grain.NewID("player", "stale")}
+	require.NoError(t, json.Unmarshal(b, &out))
+	assert.Equal(t, in, out)
+	assert.True(t, out.Opponent.IsZero())
+
+	text, err := grain.ID{}.MarshalText()
+	require.NoError(t, err)
+	assert.Empty(t, text)
+	_, err = grain.ParseID("")
+	require.ErrorIs(t, err, grain.ErrInvalidID)
 }
 
 func FuzzParseID(f *testing.F) {
