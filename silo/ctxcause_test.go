@@ -54,7 +54,7 @@ func TestAnEndedCtxsCauseIsKeptInEveryError(t *testing.T) {
 
 		left, leave := context.WithCancelCause(t.Context())
 		time.AfterFunc(time.Second, func() { leave(errClientLeft) }) // on the bubble's clock
-		_, err = s.Ask(left, id, waitForCtx{}) // waits, and its caller leaves
+		_, err = s.Ask(left, id, waitForCtx{})                       // waits, and its caller leaves
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, errClientLeft)
 		var te *grain.TimeoutError
