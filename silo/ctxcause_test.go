@@ -53,8 +53,9 @@ func TestAnEndedCtxsCauseIsKeptInEveryError(t *testing.T) {
 		assert.ErrorIs(t, err, errSLOPassed)
 
 		left, leave := context.WithCancelCause(t.Context())
-		time.AfterFunc(time.Second, func() { leave(errClientLeft) }) // on the bubble's clock
-		_, err = s.Ask(left, id, waitForCtx{})                       // waits, and its caller leaves
+		// The caller leaves while the ask waits (a timer on the bubble's clock).
+		time.AfterFunc(time.Second, func() { leave(errClientLeft) })
+		_, err = s.Ask(left, id, waitForCtx{})
 		assert.ErrorIs(t, err, context.Canceled)
 		assert.ErrorIs(t, err, errClientLeft)
 		var te *grain.TimeoutError
