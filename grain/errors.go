@@ -81,6 +81,9 @@ var (
 	// started, say, while the worker was idle or inside another turn's
 	// grain. Nothing runs: the grain is not entered outside its turn.
 	ErrNextOutsideTurn = errors.New("granary: a filter's next called outside its turn")
+	// ErrInvalidReason: a Reason or DeactivationReason that names none of
+	// the defined ones, as text (UnmarshalText) or as a value (MarshalText).
+	ErrInvalidReason = errors.New("granary: invalid reason")
 )
 
 // IDError reports an ID that cannot address a grain.

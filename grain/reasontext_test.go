@@ -1,0 +1,70 @@
+package grain_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+)
+
+// Counts by reason, as silo.Stats holds them, encode with the reasons'
+// names and read back: a stats endpoint's JSON says what was lost and why.
+func TestReasonsEncodeAsTheirNames(t *testing.T) {
+	dead := map[grain.Reason]uint64{grain.ReasonStopped: 3, grain.ReasonActivationFailed: 1}
+	b, err := json.Marshal(dead)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"stopped":3,"activation failed":1}`, string(b))
+	var deadBack map[grain.Reason]uint64
+	require.NoError(t, json.Unmarshal(b, &deadBack))
+	assert.Equal(t, dead, deadBack)
+
+	gone := map[grain.DeactivationReason]uint64{grain.DeactivationIdle: 7, grain.DeactivationMemoryPressure: 2}
+	b, err = json.Marshal(gone)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"idle":7,"memory pressure":2}`, string(b))
+	var goneBack map[grain.DeactivationReason]uint64
+	require.NoError(t, json.Unmarshal(b, &goneBack))
+	assert.Equal(t, gone, goneBack)
+
+	// Every defined reason round-trips, as a value too.
+	for r := range grain.Reason(grain.NumReasons) {
+		var back grain.Reason
+		text, err := r.MarshalText()
+		require.NoError(t, err)
+		require.NoError(t, back.UnmarshalText(text))
+		assert.Equal(t, r, back)
+		assert.Equal(t, r.String(), string(text))
+	}
+	for r := range grain.DeactivationReason(grain.NumDeactivationReasons) {
+		var back grain.DeactivationReason
+		text, err := r.MarshalText()
+		require.NoError(t, err)
+		require.NoError(t, back.UnmarshalText(text))
+		assert.Equal(t, r, back)
+		assert.Equal(t, r.String(), string(text))
+	}
+}
+
+// A reason past the defined ones, or a name that is none of theirs, is
+// refused: it would read back as another reason.
+func TestAnUndefinedReasonIsRefused(t *testing.T) {
+	_, err := grain.Reason(grain.NumReasons).MarshalText()
+	require.ErrorIs(t, err, grain.ErrInvalidReason)
+	_, err = grain.DeactivationReason(200).MarshalText()
+	require.ErrorIs(t, err, grain.ErrInvalidReason)
+	_, err = json.Marshal(map[grain.Reason]int{grain.Reason(99): 1})
+	require.ErrorContains(t, err, grain.ErrInvalidReason.Error()) // encoding/json does not wrap a map key's error
+
+	r := grain.ReasonExpired
+	require.ErrorIs(t, r.UnmarshalText([]byte("Stopped")), grain.ErrInvalidReason)
+	require.ErrorIs(t, r.UnmarshalText(nil), grain.ErrInvalidReason)
+	assert.Equal(t, grain.ReasonExpired, r, "unchanged")
+	d := grain.DeactivationIdle
+	require.ErrorIs(t, d.UnmarshalText([]byte("bored")), grain.ErrInvalidReason)
+	assert.Equal(t, grain.DeactivationIdle, d, "unchanged")
+	var m map[grain.Reason]int
+	require.ErrorIs(t, json.Unmarshal([]byte(`{"lost in the post":1}`), &m), grain.ErrInvalidReason)
+}
