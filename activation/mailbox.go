@@ -116,6 +116,39 @@ func (m *Mailbox) Pop() (e queues.Envelope, ok bool) {
 	return e, true
 }
 
+// PopFirst removes and returns the oldest envelope that keep does not keep,
+// leaving those before it in place and in their order; ok is false, and
+// nothing is removed, if keep keeps them all. It takes time in proportion
+// to the envelopes kept ahead of the one removed: a runtime keeps a few
+// (a grain's timer ticks, which belong to their timers), not a backlog.
+func (m *Mailbox) PopFirst(keep func(*queues.Envelope) bool) (e queues.Envelope, ok bool) {
+	n, i := m.Len(), 0
+	for i < n && keep(m.slot(i)) {
+		i++
+	}
+	if i == n {
+		return e, false
+	}
+	e = *m.slot(i)
+	for j := i; j > 0; j-- { // those kept move up one place, over it
+		*m.slot(j) = *m.slot(j - 1)
+	}
+	m.Pop() // the first place, now a copy of what moved up
+	return e, true
+}
+
+// slot returns the place of the envelope i places from the oldest, i < Len.
+// The rings after the first are filled from their start, the first
+// emptied from its head.
+func (m *Mailbox) slot(i int) *queues.Envelope {
+	r := m.r
+	for i >= r.n {
+		i -= r.n
+		r = r.next
+	}
+	return &r.buf[(r.head+i)&(len(r.buf)-1)]
+}
+
 // Drain removes every envelope, oldest first, calling f for each.
 func (m *Mailbox) Drain(f func(queues.Envelope)) {
 	for {

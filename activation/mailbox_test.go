@@ -58,6 +58,54 @@ func TestMailboxMatchesAFIFOAcrossItsSegments(t *testing.T) {
 	}
 }
 
+// PopFirst removes the oldest envelope its predicate does not keep, and
+// leaves those it keeps ahead of it in place, in their order: against a
+// slice, with the one removed anywhere from the first place to past the
+// first segment, at every head the pushes and pops leave.
+func TestPopFirstKeepsWhatItSkipsInOrder(t *testing.T) {
+	for seed := range uint64(4) {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		var m activation.Mailbox
+		var model []int
+		next := 0
+		for range 1_000 {
+			switch x := rng.IntN(10); {
+			case x < 5:
+				for range rng.IntN(200) {
+					m.Push(queues.Envelope{Msg: next})
+					model = append(model, next)
+					next++
+				}
+			case x < 7:
+				for range rng.IntN(100) {
+					if _, ok := m.Pop(); !ok {
+						break
+					}
+					model = model[1:]
+				}
+			default:
+				skip := rng.IntN(300) // keep the first skip, remove the next
+				kept := 0
+				e, ok := m.PopFirst(func(*queues.Envelope) bool { kept++; return kept <= skip })
+				if skip >= len(model) {
+					require.False(t, ok, "seed %d: kept all %d", seed, len(model))
+					break
+				}
+				require.True(t, ok)
+				require.Equal(t, model[skip], e.Msg, "seed %d", seed)
+				model = append(model[:skip:skip], model[skip+1:]...)
+			}
+			require.Equal(t, len(model), m.Len(), "seed %d", seed)
+		}
+		var got []int
+		m.Drain(func(e queues.Envelope) { got = append(got, e.Msg.(int)) })
+		if len(model) == 0 {
+			model = nil
+		}
+		require.Equal(t, model, got, "seed %d", seed)
+	}
+}
+
 // A long backlog grows a segment at a time and never by copying what it
 // holds: the bytes it allocates are about its envelopes' own. A doubling
 // ring allocated twice its final capacity, up to four times the backlog

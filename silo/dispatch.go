@@ -134,8 +134,15 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			return true
 		}
 	}
-	if a.Mailbox.Len()+1 >= a.k.maxBacklog {
-		p.backlogFull(a)
+	if a.Mailbox.Len()+1 >= a.k.maxBacklog && p.backlogFull(a, env) {
+		// Past the full backlog of a grain whose turns do not run: sent
+		// before its door shut (RejectNewest), it goes as those sent after
+		// do, though its sender had nil — a dead letter, which a tell's
+		// sender hears of in the log. Kept, it let the backlog pass its
+		// limit by all that was in flight: a loop of 100 tells to a
+		// blocked grain with a limit of 10 had every one accepted.
+		p.s.deadLetter(*env, grain.ReasonOverload, nil)
+		return true
 	}
 	p.mbPush(a, *env)
 	if deferred {
@@ -149,16 +156,17 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	return true
 }
 
-// backlogFull applies a's backlog limit to the message about to join its
-// mailbox, which would fill it (or is past it).
-func (p *partition) backlogFull(a *act) {
+// backlogFull applies a's backlog limit to env, the message about to join
+// its mailbox, which would fill it (or is past it), and reports whether env
+// is refused.
+func (p *partition) backlogFull(a *act, env *queues.Envelope) bool {
 	if p.served(a) || p.graced(a) {
 		// Its turns run, one a step, but slower than it is sent messages:
 		// its senders wait at its door until it has room (slice.go,
 		// door.go) — in a grace too, its turn maybe only waiting for a
 		// core (holdgrace.go).
 		p.hold(a)
-		return
+		return false
 	}
 	n := a.Mailbox.Len()
 	if len(p.holders) > 0 {
@@ -167,18 +175,19 @@ func (p *partition) backlogFull(a *act) {
 	if n >= a.k.maxBacklog {
 		switch a.k.overflow {
 		case DropOldest:
-			old, _ := p.mbPop(a)
-			p.s.deadLetter(old, grain.ReasonOverload, nil)
+			p.mbDropOldest(a)
 		default:
 			// RejectNewest refuses at the door (Silo.push, through the
-			// overloaded set); a message already accepted into the
-			// partition queue is never dropped. The backlog can pass its
-			// limit by what was in flight, which the queue capacity bounds.
+			// overloaded set), and here what was in flight as it shut. A
+			// timer's tick goes in all the same: it is no message anyone
+			// sent, and dropped, it would end its timer (mbDropOldest).
 			p.setOverfull(a, true)
+			return env.Tick() == nil
 		}
 	} else if a.k.overflow == RejectNewest && n+1 >= a.k.maxBacklog {
 		p.setOverfull(a, true) // before the push: once the backlog shows full, senders are refused
 	}
+	return false
 }
 
 // idleReason reports whether r is a deactivation for want of use, which a

@@ -1,10 +1,6 @@
 package silo
 
-import (
-	"time"
-
-	"github.com/granary-go/granary/grain"
-)
+import "time"
 
 // A grace for a turn the handoff monitor took.
 //
@@ -198,11 +194,12 @@ func (p *partition) graceEnded(g holdGrace) {
 	n := a.Mailbox.Len() - g.base
 	switch {
 	case a.k.overflow == DropOldest:
-		for ; n > a.k.maxBacklog; n-- {
-			old, _ := p.mbPop(a)
-			p.s.deadLetter(old, grain.ReasonOverload, nil)
+		for ; n > a.k.maxBacklog && p.mbDropOldest(a); n-- {
 		}
 	case n+1 >= a.k.maxBacklog:
+		if n > a.k.maxBacklog {
+			p.mbDropNewest(a, g.base+a.k.maxBacklog) // what came in the grace past the limit goes, as at the door
+		}
 		p.setOverfull(a, true) // before the door opens: who waited there is refused (Silo.atDoor)
 	}
 	p.openDoor(h)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -25,23 +26,42 @@ import (
 // for a core: on a machine whose cores are all busy — the program's own
 // goroutines sending in a loop will do — a turn can be held past
 // Config.HandoffThreshold and handed off. A grain whose senders were
-// waiting when that happened (at its door, or for room in the queue) keeps them waiting for a grace of two HandoffThresholds, in which
-// a preempted turn is back; a turn still off then counts as blocked, and
-// the policy applies to what the grain was sent past its limit. A grain
-// that kept up overflows at once. A sender that must not lose a tell
-// retries on ErrOverloaded.
+// waiting when that happened (at its door, or for room in the queue)
+// keeps them waiting for a grace of two HandoffThresholds, in which a
+// preempted turn is back; a turn still off then counts as blocked, and the
+// policy applies to what the grain was sent past its limit. A grain that
+// kept up overflows at once. A sender that must not lose a tell retries on
+// ErrOverloaded.
+//
+// A timer's tick waiting in the backlog is kept by either policy: it is no
+// message anyone sent, and the timer's next tick is scheduled only once it
+// has run.
 type Overflow uint8
 
 const (
 	// RejectNewest refuses new messages at the call once the grain's backlog
 	// is full: Tell and Ask return ErrOverloaded, and the refused message is
-	// counted as a dead letter. Messages already accepted are never dropped.
-	// The default.
+	// counted as a dead letter. A message that was on its way as the backlog
+	// filled — sent before the refusals began, its Tell returned nil — and
+	// finds it full becomes a dead letter too (overload; an ask's caller gets
+	// ErrOverloaded): the backlog holds the limit, not the limit and all
+	// that was in flight. The default.
 	RejectNewest Overflow = iota
 	// DropOldest makes room by dropping the oldest waiting message, which
 	// becomes a dead letter (its ask fails with ErrOverloaded).
 	DropOldest
 )
+
+// String returns the policy's name, as Go spells it.
+func (o Overflow) String() string {
+	switch o {
+	case RejectNewest:
+		return "RejectNewest"
+	case DropOldest:
+		return "DropOldest"
+	}
+	return "Overflow(" + strconv.Itoa(int(o)) + ")"
+}
 
 // kind is a registered grain kind. Immutable after Register.
 type kind struct {

@@ -568,12 +568,57 @@ func (p *partition) mbPush(a *act, env queues.Envelope) {
 func (p *partition) mbPop(a *act) (queues.Envelope, bool) {
 	env, ok := a.Mailbox.Pop()
 	if ok {
-		p.backlog.Add(-1)
-		if env.Meta != nil && env.Meta.MayInterleave {
-			a.extra().mayIn--
-		}
+		p.mbPopped(a, &env)
 	}
 	return env, ok
+}
+
+// mbDropOldest removes a's oldest waiting message to make room (DropOldest),
+// passing over the timer ticks ahead of it, and makes it a dead letter. A
+// tick is no message anyone sent: it belongs to its timer, whose next tick
+// is scheduled only once this one has run (tickDone), so a tick dropped
+// ended its timer for good — and counted as a dead letter. It reports false
+// if only ticks wait.
+func (p *partition) mbDropOldest(a *act) bool {
+	env, ok := a.Mailbox.PopFirst(isTick)
+	if ok {
+		p.mbPopped(a, &env)
+		p.s.deadLetter(env, grain.ReasonOverload, nil)
+	}
+	return ok
+}
+
+// mbDropNewest makes dead letters of a's waiting messages past its first
+// keep (RejectNewest), keeping the timer ticks among them (see
+// mbDropOldest). It takes time in proportion to the backlog: it runs when
+// a grain's grace ends with its backlog past its limit (graceEnded).
+func (p *partition) mbDropNewest(a *act, keep int) {
+	var waiting []queues.Envelope
+	a.Mailbox.Drain(func(e queues.Envelope) {
+		p.mbPopped(a, &e)
+		waiting = append(waiting, e)
+	})
+	for _, e := range waiting {
+		switch {
+		case e.Tick() != nil:
+			p.mbPush(a, e)
+		case keep > 0:
+			keep--
+			p.mbPush(a, e)
+		default:
+			p.s.deadLetter(e, grain.ReasonOverload, nil)
+		}
+	}
+}
+
+func isTick(e *queues.Envelope) bool { return e.Tick() != nil }
+
+// mbPopped counts env out of a's mailbox.
+func (p *partition) mbPopped(a *act, env *queues.Envelope) {
+	p.backlog.Add(-1)
+	if env.Meta != nil && env.Meta.MayInterleave {
+		a.extra().mayIn--
+	}
 }
 
 // mbDrain empties a's mailbox, calling f for each message. Timer ticks are

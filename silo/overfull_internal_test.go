@@ -150,7 +150,7 @@ func TestAHoldThatWentOffWhileSentToOpensItsDoorWhenItEnds(t *testing.T) {
 	d, waiting := p.doorOf(id, id.Hash())
 	require.Equal(t, doorWait, d, "a sender waits at its door")
 	a.Turns++ // a turn of it runs, off the partition
-	p.backlogFull(a)
+	p.backlogFull(a, &env)
 	a.Turns-- // back, served, its backlog empty
 	p.holding()
 
