@@ -474,8 +474,8 @@ func (s *Silo) admit(ctx context.Context, id grain.ID, msg any) (*partition, *ki
 	if ctx == nil {
 		return nil, nil, 0, grain.ErrNilContext
 	}
-	if err := ctxErr(ctx); err != nil {
-		return nil, nil, 0, err
+	if ctx.Err() != nil { // inline: ctxErr is a call, on every send
+		return nil, nil, 0, ctxErr(ctx)
 	}
 	return s.check(id, msg)
 }
