@@ -78,8 +78,13 @@ type reentryKey struct{}
 // AllowCallChainReentrancy returns a ctx whose calls let their call chain
 // re-enter the calling grain: if the grain called (or one it calls in turn)
 // calls back into the caller, that nested call runs while the caller waits,
-// instead of failing with ErrCallCycle. Use it on the ctx of a turn.
+// instead of failing with ErrCallCycle. Use it on the ctx of a turn. A nil
+// ctx gives nil, which the call it is passed to refuses with
+// grain.ErrNilContext (context.WithValue would panic in the caller).
 func AllowCallChainReentrancy(ctx context.Context) context.Context {
+	if ctx == nil {
+		return nil
+	}
 	return context.WithValue(ctx, reentryKey{}, true)
 }
 

@@ -112,6 +112,10 @@ func TestNilContextIsRefused(t *testing.T) {
 	require.ErrorIs(t, s.Deactivate(nilCtx, id), silo.ErrNilContext)
 	require.ErrorIs(t, s.Stop(nilCtx, id), silo.ErrNilContext)
 	require.ErrorIs(t, s.Shutdown(nilCtx), silo.ErrNilContext)
+	// Nor does marking a nil ctx panic, as context.WithValue would: the
+	// call made with it is refused.
+	_, err = s.Ask(silo.AllowCallChainReentrancy(nilCtx), id, get{})
+	require.ErrorIs(t, err, silo.ErrNilContext)
 
 	ctx := ctxT(t)
 	n, err := silo.Call[int](ctx, s, id, get{})
