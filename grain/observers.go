@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+
+	"github.com/granary-go/granary/internal/ctxerr"
 )
 
 // ObserverKind is the kind of every observer's ID. An observer (see
@@ -178,8 +180,8 @@ func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
 		if id.IsZero() {
 			continue
 		}
-		if err := ctx.Err(); err != nil {
-			errs = append(errs, err)
+		if ctx.Err() != nil {
+			errs = append(errs, ctxerr.Of(ctx)) // its cause too, if it was given one
 			break
 		}
 		err := t.Tell(ctx, id, msg)

@@ -96,10 +96,13 @@ func TestObserversNotifyStopsWithItsContext(t *testing.T) {
 		_, err := o.Subscribe(id)
 		require.NoError(t, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	f := &cancellingTeller{after: 1, cancel: cancel, closed: ids[0]}
+	// Ended with a cause, the error says it too (internal/ctxerr).
+	left := errors.New("room closed")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	f := &cancellingTeller{after: 1, cancel: func() { cancel(left) }, closed: ids[0]}
 	err := o.Notify(ctx, f, "hi")
 	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, err, left)
 	assert.Equal(t, []grain.ID{ids[0]}, f.told)
 	assert.Equal(t, []grain.ID{ids[1], ids[2]}, slices.Collect(o.All()), "the closed one dropped, the rest kept")
 }

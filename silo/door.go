@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/ctxerr"
 	"github.com/granary-go/granary/queues"
 )
 
@@ -224,6 +225,6 @@ func (s *Silo) atDoor(ctx context.Context, p *partition, env *queues.Envelope, t
 			return nil // let in as ctx ended: it goes in
 		}
 		s.refuse(*env, grain.ReasonOverload, nil)
-		return fmt.Errorf("%w: %s, its backlog full: %w", grain.ErrOverloaded, env.Target, ctxErr(ctx))
+		return fmt.Errorf("%w: %s, its backlog full: %w", grain.ErrOverloaded, env.Target, ctxerr.Of(ctx))
 	}
 }

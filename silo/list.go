@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/ctxerr"
 )
 
 // ActiveGrains returns the identities of the grains of kind in the silo
@@ -32,7 +33,7 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 	if ctx == nil {
 		return nil, grain.ErrNilContext
 	}
-	if err := ctxErr(ctx); err != nil {
+	if err := ctxerr.Of(ctx); err != nil {
 		return nil, err
 	}
 	switch s.state.Load() {
@@ -82,7 +83,7 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 			default:
 			}
 		case <-ctx.Done():
-			return nil, ctxErr(ctx)
+			return nil, ctxerr.Of(ctx)
 		}
 	}
 	return s.dedupeWorkers(ids), nil

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/ctxerr"
 )
 
 // errObserverTarget is what the send path says of an observer's ID: no
@@ -153,7 +154,7 @@ func (o *Observer) Receive(ctx context.Context) (Notification, error) {
 		}
 		return n, nil
 	case <-ctx.Done():
-		return Notification{}, ctxErr(ctx)
+		return Notification{}, ctxerr.Of(ctx)
 	}
 }
 

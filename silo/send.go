@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/ctxerr"
 	"github.com/granary-go/granary/queues"
 )
 
@@ -248,7 +249,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		req.Abandon()       // a turn not begun yet is dropped, not run for nobody
 		ask.tc.callerGone() // one under way sees its ctx end
 		ti.lend()
-		return nil, asTimeout(id, ctxErr(ctx))
+		return nil, asTimeout(id, ctxerr.Of(ctx))
 	case <-expired:
 		req.Abandon()
 		ask.tc.timeOut() // the handler's ctx ends with the call, as the caller's would have

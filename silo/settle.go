@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/ctxerr"
 )
 
 // A graceful Shutdown in two steps. First the silo settles: sends from
@@ -32,8 +33,8 @@ import (
 // each call between here and checkTarget passed the 48-byte ID on again.
 func (s *Silo) admitSend(ctx context.Context, id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	if s != nil && ctx != nil && s.state.Load() == stateRunning {
-		if ctx.Err() != nil { // inline: ctxErr is a call, on every send
-			return nil, nil, 0, ctxErr(ctx)
+		if ctx.Err() != nil { // inline: ctxerr.Of is a call, on every send
+			return nil, nil, 0, ctxerr.Of(ctx)
 		}
 		return s.checkTarget(id, msg)
 	}

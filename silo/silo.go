@@ -16,6 +16,7 @@ import (
 	"github.com/granary-go/granary/directory"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
+	"github.com/granary-go/granary/internal/ctxerr"
 	"github.com/granary-go/granary/queues"
 )
 
@@ -241,14 +242,14 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 			return nil
 		case <-ctx.Done():
 			s.closeNow(0)
-			return ctxErr(ctx)
+			return ctxerr.Of(ctx)
 		}
 	}
 	s.boundSettling(ctx)
 	if s.drainOrClose(ctx.Done()) {
 		return nil
 	}
-	return ctxErr(ctx)
+	return ctxerr.Of(ctx)
 }
 
 // drainOrClose waits for a graceful stop to finish, or, once end is closed,
@@ -474,8 +475,8 @@ func (s *Silo) admit(ctx context.Context, id grain.ID, msg any) (*partition, *ki
 	if ctx == nil {
 		return nil, nil, 0, grain.ErrNilContext
 	}
-	if ctx.Err() != nil { // inline: ctxErr is a call, on every send
-		return nil, nil, 0, ctxErr(ctx)
+	if ctx.Err() != nil { // inline: ctxerr.Of is a call, on every send
+		return nil, nil, 0, ctxerr.Of(ctx)
 	}
 	return s.check(id, msg)
 }
@@ -586,7 +587,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		case <-ctx.Done():
 			p.q.GiveUp(space)
 			s.refuse(*env, grain.ReasonOverload, nil)
-			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, ctxErr(ctx))
+			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, ctxerr.Of(ctx))
 		}
 	}
 }
