@@ -30,19 +30,26 @@ func TestReasonsEncodeAsTheirNames(t *testing.T) {
 	assert.Equal(t, gone, goneBack)
 
 	// Every defined reason round-trips, as a value too.
-	for r := range grain.Reason(grain.NumReasons) {
-		var back grain.Reason
+	roundTripsAll[grain.Reason](t, grain.NumReasons)
+	roundTripsAll[grain.DeactivationReason](t, grain.NumDeactivationReasons)
+}
+
+// roundTripsAll checks that each of the n defined values of a reason type
+// marshals to its String and reads back.
+func roundTripsAll[R interface {
+	~uint8
+	String() string
+	MarshalText() ([]byte, error)
+}, P interface {
+	*R
+	UnmarshalText([]byte) error
+}](t *testing.T, n int) {
+	t.Helper()
+	for r := range R(n) {
+		var back R
 		text, err := r.MarshalText()
 		require.NoError(t, err)
-		require.NoError(t, back.UnmarshalText(text))
-		assert.Equal(t, r, back)
-		assert.Equal(t, r.String(), string(text))
-	}
-	for r := range grain.DeactivationReason(grain.NumDeactivationReasons) {
-		var back grain.DeactivationReason
-		text, err := r.MarshalText()
-		require.NoError(t, err)
-		require.NoError(t, back.UnmarshalText(text))
+		require.NoError(t, P(&back).UnmarshalText(text))
 		assert.Equal(t, r, back)
 		assert.Equal(t, r.String(), string(text))
 	}
