@@ -1,0 +1,44 @@
+package silo_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// A dead letter logged as an attribute is a group of what says why, its
+// message by type: one whose message holds a channel is logged, where a
+// JSON handler wrote an error in its place.
+func TestADeadLetterLogsAsAGroup(t *testing.T) {
+	var buf bytes.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, nil))
+	d := silo.DeadLetter{
+		Target: grain.NewID("printer", "p"),
+		Msg:    holdUntil{make(chan struct{}), nil},
+		Reason: grain.ReasonOverload,
+		Err:    errors.New("full"),
+		Time:   time.Unix(1, 0).UTC(),
+	}
+	log.Info("lost", "letter", d)
+	var line struct {
+		Letter map[string]any `json:"letter"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &line), buf.String())
+	assert.Equal(t, map[string]any{
+		"target":   "printer/p",
+		"reason":   "overload",
+		"msg_type": "silo_test.holdUntil",
+		"ask":      false,
+		"err":      "full",
+		"time":     "1970-01-01T00:00:01Z",
+	}, line.Letter)
+}
