@@ -3,6 +3,8 @@ package grain_test
 import (
 	"encoding/json"
 	"math/bits"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
@@ -179,6 +181,26 @@ func TestTheZeroIDEncodesAsEmptyText(t *testing.T) {
 	assert.Empty(t, text)
 	_, err = grain.ParseID("")
 	require.ErrorIs(t, err, grain.ErrInvalidID)
+}
+
+// Compare sorts a listing of IDs by kind, then int keys before string keys,
+// each by value; it is 0 exactly for equal IDs, and antisymmetric.
+func TestCompareOrdersIDs(t *testing.T) {
+	want := []grain.ID{
+		grain.NewIntID("cart", -3), grain.NewIntID("cart", 2), grain.NewIntID("cart", 10),
+		grain.NewID("cart", "10"), grain.NewID("cart", "2"), grain.NewID("cart", "b"),
+		grain.NewIntID("player", 1), grain.NewID("player", "a"),
+	}
+	got := slices.Clone(want)
+	rand.Shuffle(len(got), func(i, j int) { got[i], got[j] = got[j], got[i] })
+	slices.SortFunc(got, grain.ID.Compare)
+	assert.Equal(t, want, got)
+	for _, a := range want {
+		for _, b := range want {
+			assert.Equal(t, a == b, a.Compare(b) == 0, "%v %v", a, b)
+			assert.Equal(t, -a.Compare(b), b.Compare(a), "%v %v", a, b)
+		}
+	}
 }
 
 func FuzzParseID(f *testing.F) {

@@ -10,7 +10,8 @@ import (
 
 // ActiveGrains returns the identities of the grains of kind in the silo
 // now — activating, active, restarting after a failure or deactivating —
-// in no particular order; every kind's when kind is "". It is a snapshot:
+// in no particular order (slices.SortFunc(ids, grain.ID.Compare) sorts
+// them); every kind's when kind is "". It is a snapshot:
 // a grain may activate or go the moment after its partition was read. Each
 // partition's owner reads its own directory, between turns, so it costs no
 // lock on the message path, and ActiveGrains waits for them all, or until
