@@ -1,31 +1,72 @@
 package silo
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 )
 
-// LogValue implements slog.LogValuer: a dead letter logged as an attribute
-// (logger.Info("lost", "letter", d)) is a group of its target, sender,
-// reason, cause and the message's type — the type, not the value, as the
-// silo's own lines give it: a message may be large or private, and one that
-// does not encode (a channel in it) made a JSON handler write an error in
-// the letter's place.
-func (d DeadLetter) LogValue() slog.Value {
-	attrs := make([]slog.Attr, 0, 7)
-	attrs = append(attrs,
-		slog.String("target", d.Target.String()),
-		slog.String("reason", d.Reason.String()),
-		slog.String("msg_type", fmt.Sprintf("%T", d.Msg)),
-		slog.Bool("ask", d.Ask))
+// A dead letter as a record — logged through slog, encoded as JSON — says
+// why: its target, reason, the message's type (not its value, as the silo's
+// own lines give it: a message may be large or private, and one that does
+// not encode, a channel in it, made a JSON handler write an error in the
+// letter's place), whether it was an ask, its sender, its cause as text (an
+// error encodes as {}) and when.
+
+// deadLetterRecord is a DeadLetter's record form.
+type deadLetterRecord struct {
+	Target  string    `json:"target"`
+	Reason  string    `json:"reason"`
+	MsgType string    `json:"msg_type"`
+	Ask     bool      `json:"ask"`
+	Sender  string    `json:"sender,omitempty"`
+	Err     string    `json:"err,omitempty"`
+	Time    time.Time `json:"time,omitzero"`
+}
+
+func (d DeadLetter) record() deadLetterRecord {
+	r := deadLetterRecord{
+		Target:  d.Target.String(),
+		Reason:  d.Reason.String(),
+		MsgType: fmt.Sprintf("%T", d.Msg),
+		Ask:     d.Ask,
+		Time:    d.Time,
+	}
 	if !d.Sender.IsZero() {
-		attrs = append(attrs, slog.String("sender", d.Sender.String()))
+		r.Sender = d.Sender.String()
 	}
 	if d.Err != nil {
-		attrs = append(attrs, slog.String("err", d.Err.Error()))
+		r.Err = d.Err.Error()
 	}
-	if !d.Time.IsZero() {
-		attrs = append(attrs, slog.Time("time", d.Time))
+	return r
+}
+
+// LogValue implements slog.LogValuer: a dead letter logged as an attribute
+// (logger.Info("lost", "letter", d)) is a group of its record's fields.
+func (d DeadLetter) LogValue() slog.Value {
+	r := d.record()
+	attrs := make([]slog.Attr, 0, 7)
+	attrs = append(attrs,
+		slog.String("target", r.Target),
+		slog.String("reason", r.Reason),
+		slog.String("msg_type", r.MsgType),
+		slog.Bool("ask", r.Ask))
+	if r.Sender != "" {
+		attrs = append(attrs, slog.String("sender", r.Sender))
+	}
+	if r.Err != "" {
+		attrs = append(attrs, slog.String("err", r.Err))
+	}
+	if !r.Time.IsZero() {
+		attrs = append(attrs, slog.Time("time", r.Time))
 	}
 	return slog.GroupValue(attrs...)
+}
+
+// MarshalJSON implements json.Marshaler: the record, the same fields as
+// LogValue's. It never fails for the message's sake: the message is given
+// by type.
+func (d DeadLetter) MarshalJSON() ([]byte, error) {
+	return json.Marshal(d.record())
 }

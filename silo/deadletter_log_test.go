@@ -42,3 +42,19 @@ func TestADeadLetterLogsAsAGroup(t *testing.T) {
 		"time":     "1970-01-01T00:00:01Z",
 	}, line.Letter)
 }
+
+// Encoded as JSON, a dead letter is the same record: it encodes whatever
+// its message holds, and its cause as text.
+func TestADeadLetterEncodesAsItsRecord(t *testing.T) {
+	d := silo.DeadLetter{
+		Target: grain.NewID("printer", "p"),
+		Sender: grain.NewID("office", "o"),
+		Msg:    holdUntil{make(chan struct{}), nil},
+		Ask:    true,
+		Reason: grain.ReasonStopped,
+		Err:    errors.New("stopped by hand"),
+	}
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"target":"printer/p","reason":"stopped","msg_type":"silo_test.holdUntil","ask":true,"sender":"office/o","err":"stopped by hand"}`, string(b))
+}
