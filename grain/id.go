@@ -102,8 +102,13 @@ func (id ID) Validate() error {
 }
 
 // String returns "kind/key" for a string key and "kind#123" for an int key.
-// ParseID reverses it.
+// ParseID reverses it. The zero ID's is empty, as its text is (MarshalText):
+// a notification or a dead letter from outside any grain has no sender to
+// print, rather than "/".
 func (id ID) String() string {
+	if id == (ID{}) {
+		return ""
+	}
 	if id.isInt {
 		return id.kind + "#" + strconv.FormatInt(id.ikey, 10)
 	}

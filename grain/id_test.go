@@ -179,6 +179,7 @@ func TestTheZeroIDEncodesAsEmptyText(t *testing.T) {
 	text, err := grain.ID{}.MarshalText()
 	require.NoError(t, err)
 	assert.Empty(t, text)
+	assert.Empty(t, grain.ID{}.String(), "as its text: not \"/\"")
 	_, err = grain.ParseID("")
 	require.ErrorIs(t, err, grain.ErrInvalidID)
 }
