@@ -11,10 +11,7 @@ import "fmt"
 // String gives it. A value that names no defined reason is refused with
 // ErrInvalidReason.
 func (r Reason) MarshalText() ([]byte, error) {
-	if r >= numReasons {
-		return nil, fmt.Errorf("%w: Reason(%d)", ErrInvalidReason, uint8(r))
-	}
-	return []byte(reasonNames[r]), nil
+	return nameOf(reasonNames[:], uint8(r), "Reason")
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler: it reads a name that
@@ -32,10 +29,7 @@ func (r *Reason) UnmarshalText(b []byte) error {
 // String gives it. A value that names no defined reason is refused with
 // ErrInvalidReason.
 func (r DeactivationReason) MarshalText() ([]byte, error) {
-	if r >= numDeactivationReasons {
-		return nil, fmt.Errorf("%w: DeactivationReason(%d)", ErrInvalidReason, uint8(r))
-	}
-	return []byte(deactivationNames[r]), nil
+	return nameOf(deactivationNames[:], uint8(r), "DeactivationReason")
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler: it reads a name that
@@ -47,6 +41,14 @@ func (r *DeactivationReason) UnmarshalText(b []byte) error {
 	}
 	*r = DeactivationReason(v)
 	return nil
+}
+
+// nameOf returns the name of value v of the type named typ.
+func nameOf(names []string, v uint8, typ string) ([]byte, error) {
+	if int(v) >= len(names) {
+		return nil, fmt.Errorf("%w: %s(%d)", ErrInvalidReason, typ, v)
+	}
+	return []byte(names[v]), nil
 }
 
 // parseName returns the index of b in names.
