@@ -30,8 +30,10 @@ import (
 // keeps them waiting for a grace of two HandoffThresholds, in which a
 // preempted turn is back; a turn still off then counts as blocked, and the
 // policy applies to what the grain was sent past its limit. A grain that
-// kept up overflows at once. A sender that must not lose a tell retries on
-// ErrOverloaded.
+// kept up overflows at once. A sender that must not lose a message asks
+// rather than tells, and retries on ErrOverloaded: a tell already on its
+// way when the backlog filled becomes a dead letter (RejectNewest) after
+// its Tell returned nil, where an ask's caller hears of it.
 //
 // A timer's tick waiting in the backlog is kept by either policy: it is no
 // message anyone sent, and the timer's next tick is scheduled only once it
