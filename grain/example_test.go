@@ -2,8 +2,10 @@ package grain_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/granary-go/granary/grain"
 )
@@ -32,6 +34,22 @@ func ExampleParseID() {
 
 // A filter is plain code around a grain's turn, so it can be tried without
 // a silo: give it a Context and, as next, the grain (here a grain.Func).
+// A listing of identities — ActiveGrains' come in no order — sorted by
+// kind, then key; and the same IDs as JSON, where a zero ID (a match's
+// opponent not found yet) is the empty text.
+func ExampleID_Compare() {
+	ids := []grain.ID{grain.NewID("player", "bob"), grain.NewIntID("device", 7), grain.NewID("player", "alice")}
+	slices.SortFunc(ids, grain.ID.Compare)
+	fmt.Println(ids)
+	b, _ := json.Marshal(struct {
+		Player, Opponent grain.ID
+	}{Player: ids[1]})
+	fmt.Println(string(b))
+	// Output:
+	// [device#7 player/alice player/bob]
+	// {"Player":"player/alice","Opponent":""}
+}
+
 func ExampleFilterFunc() {
 	requireAuth := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
 		if _, signed := c.Sender(); !signed {
