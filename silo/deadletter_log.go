@@ -31,10 +31,8 @@ func (d DeadLetter) record() deadLetterRecord {
 		Reason:  d.Reason.String(),
 		MsgType: fmt.Sprintf("%T", d.Msg),
 		Ask:     d.Ask,
+		Sender:  d.Sender.String(), // empty for the zero ID: left out
 		Time:    d.Time,
-	}
-	if !d.Sender.IsZero() {
-		r.Sender = d.Sender.String()
 	}
 	if d.Err != nil {
 		r.Err = d.Err.Error()
