@@ -20,7 +20,11 @@ import (
 //
 // A Probe belongs to the test's goroutine. It closes when the test ends.
 type Probe struct {
-	// Timeout bounds each wait; DefaultTimeout when zero.
+	// Timeout bounds each wait; DefaultTimeout when zero. In a
+	// testing/synctest bubble it is on the bubble's clock, which jumps to
+	// the next event once everything waits: a wait for what is due later
+	// than Timeout — a grain going idle after 30 minutes — fails at once,
+	// so set it past what the test waits for.
 	Timeout time.Duration
 
 	t   testing.TB
