@@ -117,7 +117,11 @@ type Config struct {
 	// Grains that never go idle (an idle timeout < 0), busy grains, grains
 	// with messages waiting and grains kept by DelayDeactivation are not
 	// shed. Each shed grain runs its OnDeactivate, as at its idle timeout;
-	// Stats().Shed counts them. 0 means off, the default (as in Orleans).
+	// Stats().Shed counts them. While memory is past the limit, the silo
+	// looks at it every 100 ms between idle ticks too, and sheds at each
+	// look: a burst of activations can still pass the limit by what it
+	// allocates in a few tenths of a second: set it below what the
+	// process may use by that much. 0 means off, the default (as in Orleans).
 	MemoryLimit int64
 	// MemoryGauge reports the memory MemoryLimit is held to. Default: the
 	// Go heap's live bytes as measured by the last GC (runtime/metrics

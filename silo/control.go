@@ -30,6 +30,7 @@ const (
 	opList                          // Silo.ActiveGrains: report the directory's identities
 	opIdleMore                      // the idle collection stopped short: collect the next slice
 	opShedMore                      // a shed under memory pressure goes on: its next slice (memory.go)
+	opShed                          // a look between idle ticks found memory short: shed a share now (memlook.go)
 	opGraceOver                     // a held grain's grace may be over (holdgrace.go)
 )
 
@@ -38,7 +39,7 @@ type ctl struct {
 	a     *act
 	res   turnResult
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
-	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick: the share to shed, in ppm (memory.go)
+	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go)
 	list  chan<- []*act   // opList: where the partition's activations go (list.go)
 }
 
@@ -73,6 +74,11 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.collectExpired()
 	case opShedMore:
 		p.shedMore()
+	case opShed:
+		if p.mode == modeRunning {
+			p.now = p.s.since()
+			p.shed(c.ahead)
+		}
 	case opList:
 		p.list(c.list)
 	case opRestart:

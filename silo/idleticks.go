@@ -40,6 +40,7 @@ func (s *Silo) idleTick() {
 	for _, p := range s.parts {
 		p.q.PushControl(ctl{op: opIdleTick, ahead: shed})
 	}
+	s.lookSoon(false)
 	if s.quietEverywhere() {
 		s.idleAsleep.Store(true)
 		if s.quietEverywhere() {
@@ -79,6 +80,9 @@ func (s *Silo) wakeIdleTicks() {
 func (s *Silo) stopIdle() {
 	if s.idleTimer != nil {
 		s.idleTimer.Stop()
+	}
+	if s.memTimer != nil {
+		s.memTimer.Stop()
 	}
 }
 

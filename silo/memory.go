@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/grain"
@@ -17,8 +18,9 @@ import (
 // number of activations (MaxActivations) cannot know how much state each
 // holds; this watches the memory itself.
 //
-// At each idle tick the ticker reads the gauge once for the silo. Above the
-// limit, it asks every partition to shed the share of its activations that
+// At each idle tick the ticker reads the gauge once for the silo (and,
+// while memory is past the limit, every 100 ms between ticks: memlook.go).
+// Above the limit, it asks every partition to shed the share of its activations that
 // would bring memory down to the target (nine tenths of the limit) if memory
 // were spread evenly over activations — Orleans' estimate too. Each
 // partition deactivates that many of its idle-collectable grains, those
@@ -33,8 +35,9 @@ import (
 const ShedTargetPercent = 90
 
 // MemoryGauge reports the memory in use, in bytes, that Config.MemoryLimit
-// is held to. The silo calls MemoryInUse once an idle tick, on a goroutine
-// of its own, never two calls at once (an implementation needs no lock of
+// is held to. The silo calls MemoryInUse once an idle tick, and every
+// 100 ms between ticks while memory is past the limit, on a goroutine of
+// its own, never two calls at once (an implementation needs no lock of
 // its own for the silo's sake); it should return at once. A tick waits
 // for it at most 100 ms: one that takes longer gives no reading that tick,
 // and the idle ticks go on collecting idle grains without it (the next
@@ -90,8 +93,15 @@ func (g heapGauge) MemoryInUse() uint64 { return g.read().live }
 type shedState struct {
 	mu       sync.Mutex // ticks do not overlap; this makes sure
 	shedding bool       // the last look found memory above the limit
-	looked   uint64     // the default gauge's GC count at the last look
-	gcAsked  bool       // a GC the silo asked for has not ended
+	// past: the last look found the heap (garbage included) or the
+	// gauge's figure above the limit — memory is looked at again soon
+	// (lookSoon), not a tick later. pending is past && !futile, for
+	// lookSoon, which holds s.mu and so may not take mu (askGC takes s.mu
+	// under mu).
+	past    bool
+	pending atomic.Bool
+	looked  uint64 // the default gauge's GC count at the last look
+	gcAsked bool   // a GC the silo asked for has not ended
 	// A shed decided at the last look, and Stats().Shed then: if the next
 	// look finds nothing shed since, shedding is futile for now (every
 	// grain left busy, kept alive or pinned), and the silo asks for no more
@@ -103,6 +113,12 @@ type shedState struct {
 	// call is a Config.MemoryGauge call that a tick stopped waiting for:
 	// the next tick takes its answer rather than make another
 	call *gaugeCall
+}
+
+// setPast sets past, and pending with it. mu held.
+func (st *shedState) setPast(past bool) {
+	st.past = past
+	st.pending.Store(past && !st.futile)
 }
 
 // gaugeCall is one MemoryInUse call, on a goroutine of its own.
@@ -133,6 +149,7 @@ func (s *Silo) shedShare() int {
 			s.endShortage(r.live, limit)
 			return 0
 		}
+		st.setPast(true)
 		// The heap is past the limit. Whether the live part is, only a GC
 		// tells: the last one's figure is news only if it ended since the
 		// last look — not the one a shed was decided on, and not one from
@@ -148,6 +165,7 @@ func (s *Silo) shedShare() int {
 		st.looked = r.gcs
 		if st.decided {
 			st.futile = s.shedCount.Load() == st.shedAt
+			st.setPast(true)
 		}
 		used = r.live
 	} else {
@@ -162,6 +180,7 @@ func (s *Silo) shedShare() int {
 		s.endShortage(used, limit)
 		return 0
 	}
+	st.setPast(true)
 	if !st.shedding {
 		s.log(slog.LevelWarn, "granary: memory above Config.MemoryLimit: shedding idle activations", "in_use", used, "limit", limit)
 		st.shedding = true
@@ -176,6 +195,7 @@ func (s *Silo) shedShare() int {
 // endShortage notes that memory is within the limit. s.shed.mu held.
 func (s *Silo) endShortage(used, limit uint64) {
 	s.shed.decided, s.shed.futile = false, false
+	s.shed.setPast(false)
 	if s.shed.shedding {
 		s.shed.shedding = false
 		s.log(slog.LevelInfo, "granary: memory back within Config.MemoryLimit", "in_use", used, "limit", limit)

@@ -317,3 +317,48 @@ func TestAGaugeThatBlocksHoldsUpNoIdleCollection(t *testing.T) {
 		assert.GreaterOrEqual(t, calls.Load(), int32(2), "once it answered, the gauge is called again")
 	})
 }
+
+// While memory stays past the limit, the silo looks at it again between
+// idle ticks — every 100 ms, not once a quantum — and sheds at each look:
+// a burst of activations allocates a second's worth between two ticks.
+// Back within the limit, it looks only at the ticks again.
+func TestLooksAgainBetweenTicksWhileMemoryIsShort(t *testing.T) {
+	var used, reads atomic.Uint64
+	gauge := silo.MemoryGaugeFunc(func() uint64 { reads.Add(1); return used.Load() })
+	s, clk, gone := memSilo(t, 1000, gauge)
+	ctx := ctxT(t)
+	_, err := s.Ask(ctx, grain.NewID("pinned", "barrier"), "sync") // never shed
+	require.NoError(t, err)
+	for i := range 10 {
+		_, err := s.Ask(ctx, grain.NewID("tenant", fmt.Sprint("t", i)), "hi")
+		require.NoError(t, err)
+		clk.Advance(5 * time.Second)
+	}
+	lookNow := func() {
+		t.Helper()
+		clk.Advance(100 * time.Millisecond)
+		_, err := s.Ask(ctx, grain.NewID("pinned", "barrier"), "sync")
+		require.NoError(t, err)
+	}
+
+	used.Store(1250) // 28 % over the target of 900: 4 of the 11 activations
+	idleTickNow(t, s, clk)
+	require.EqualValues(t, 4, s.Stats().Shed)
+	assert.ElementsMatch(t, []string{"t0", "t1", "t2", "t3"}, []string{<-gone, <-gone, <-gone, <-gone})
+	_, err = s.Ask(ctx, grain.NewID("pinned", "barrier"), "sync") // the four are gone
+	require.NoError(t, err)
+
+	// A tenth of a second on, still 1250 (what went is not freed yet, or
+	// more came): 28 % of the 7 left, rounded up.
+	lookNow()
+	require.EqualValues(t, 6, s.Stats().Shed, "shed at a look between two ticks")
+	assert.ElementsMatch(t, []string{"t4", "t5"}, []string{<-gone, <-gone})
+
+	used.Store(950)
+	lookNow()
+	assert.EqualValues(t, 6, s.Stats().Shed)
+	before := reads.Load()
+	clk.Advance(500 * time.Millisecond) // no tick falls in it
+	assert.Equal(t, before, reads.Load(), "within the limit, no look between ticks")
+	assert.Empty(t, drained(gone))
+}

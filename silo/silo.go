@@ -77,6 +77,7 @@ type Silo struct {
 	// (deadlock.go); taken only when one was seen
 	deadlockMu sync.Mutex
 	idleTimer  clock.Timer // the next idle tick (mu)
+	memTimer   clock.Timer // the next look at memory between idle ticks (mu; memlook.go)
 	// idleAsleep: no partition had anything for the idle ticks to do, so
 	// none is scheduled; the first owner that has something wakes them
 	// (idleticks.go)
