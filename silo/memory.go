@@ -105,8 +105,9 @@ type shedState struct {
 	// A shed decided at the last look, and Stats().Shed then: if the next
 	// look finds nothing shed since, shedding is futile for now (every
 	// grain left busy, kept alive or pinned), and the silo asks for no more
-	// GCs — a GC every other tick would free nothing of its — until memory
-	// is back within the limit or a shed takes something again.
+	// GCs — a GC every other tick would free nothing of its — and looks at
+	// memory only at the ticks (memlook.go) until memory is back within
+	// the limit or a shed takes something again.
 	decided bool
 	shedAt  uint64
 	futile  bool
@@ -174,6 +175,9 @@ func (s *Silo) shedShare() int {
 		var ok bool
 		if used, ok = s.readGauge(); !ok {
 			return 0
+		}
+		if st.decided { // every reading is news: a shed since, or none
+			st.futile = s.shedCount.Load() == st.shedAt
 		}
 	}
 	if used <= limit {

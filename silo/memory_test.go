@@ -362,3 +362,23 @@ func TestLooksAgainBetweenTicksWhileMemoryIsShort(t *testing.T) {
 	assert.Equal(t, before, reads.Load(), "within the limit, no look between ticks")
 	assert.Empty(t, drained(gone))
 }
+
+// A look between ticks that finds nothing shed since the last one — every
+// grain kept alive — stops the looks until the next tick: a gauge of the
+// program's own, stuck above the limit, is read once a tick then, not ten
+// times.
+func TestLooksStopWhileSheddingIsFutile(t *testing.T) {
+	var reads atomic.Uint64
+	gauge := silo.MemoryGaugeFunc(func() uint64 { reads.Add(1); return 100_000 })
+	s, clk, _ := memSilo(t, 1000, gauge)
+	ctx := ctxT(t)
+	_, err := s.Ask(ctx, grain.NewID("tenant", "kept"), keepFor(time.Hour)) // idle-tracked, not sheddable
+	require.NoError(t, err)
+
+	idleTickNow(t, s, clk) // decides, and looks begin; the kept grain is not taken
+	idleTickNow(t, s, clk) // nothing shed since the last look: futile
+	before := reads.Load()
+	clk.Advance(900 * time.Millisecond) // no tick falls in it
+	assert.Equal(t, before, reads.Load(), "no look between ticks while shedding takes nothing")
+	assert.Zero(t, s.Stats().Shed)
+}
