@@ -161,8 +161,11 @@ func (o *Observers) All() iter.Seq[ID] {
 // carries the grain as its sender. A subscriber whose observer is closed is
 // dropped. A failure to tell one subscriber (ErrOverloaded for an observer
 // that reads too slowly, say) does not keep the others from being told: the
-// failures come back joined, each naming its subscriber. Notify stops early
-// only when ctx ends, returning ctx's error with the failures before it.
+// failures come back as one *NotifyError, which counts them and names the
+// first few, each with its subscriber — a thousand slow clients make an
+// error of a few lines. Notify stops early only when ctx ends, returning a
+// *NotifyError that holds ctx's error (errors.Is matches it) and the
+// failures before it.
 // A nil ctx or Teller is refused (ErrNilContext, ErrNilTeller) before
 // anything is sent.
 func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
@@ -174,14 +177,17 @@ func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
 	case o == nil:
 		return nil
 	}
-	var errs []error
+	var nerr *NotifyError // made at the first failure: most Notifies have none
 	dropped := 0
 	for i, id := range o.ids {
 		if id.IsZero() {
 			continue
 		}
 		if ctx.Err() != nil {
-			errs = append(errs, ctxerr.Of(ctx)) // its cause too, if it was given one
+			if nerr == nil {
+				nerr = &NotifyError{}
+			}
+			nerr.Stopped = ctxerr.Of(ctx) // its cause too, if it was given one
 			break
 		}
 		err := t.Tell(ctx, id, msg)
@@ -194,14 +200,23 @@ func (o *Observers) Notify(ctx context.Context, t Teller, msg any) error {
 			continue
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("notify %v: %w", id, err))
+			if nerr == nil {
+				nerr = &NotifyError{}
+			}
+			nerr.Failed++
+			if len(nerr.First) < MaxNotifyFailures {
+				nerr.First = append(nerr.First, NotifyFailure{ID: id, Err: err})
+			}
 		}
 	}
 	if dropped > 0 || o.holes > 0 {
 		o.holes += dropped
 		o.compact()
 	}
-	return errors.Join(errs...)
+	if nerr == nil {
+		return nil
+	}
+	return nerr
 }
 
 // MarshalJSON writes the list as a JSON array of IDs in their text form,

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -103,6 +104,10 @@ func TestObserversNotifyStopsWithItsContext(t *testing.T) {
 	err := o.Notify(ctx, f, "hi")
 	require.ErrorIs(t, err, context.Canceled)
 	require.ErrorIs(t, err, left)
+	var ne *grain.NotifyError
+	require.ErrorAs(t, err, &ne)
+	assert.Zero(t, ne.Failed, "the closed observer dropped, not failed")
+	assert.Equal(t, "granary: notify: stopped: context canceled: room closed", err.Error())
 	assert.Equal(t, []grain.ID{ids[0]}, f.told)
 	assert.Equal(t, []grain.ID{ids[1], ids[2]}, slices.Collect(o.All()), "the closed one dropped, the rest kept")
 }
@@ -268,4 +273,44 @@ func BenchmarkObserversChurn(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A thousand failures make one error of a few lines: counted, the first
+// few named, errors.Is and errors.As still matching them.
+func TestObserversNotifyCountsManyFailuresInOneError(t *testing.T) {
+	var o grain.Observers
+	f := &fakeTeller{fail: map[grain.ID]error{}}
+	for i := range 1000 {
+		id := grain.NewID(grain.ObserverKind, fmt.Sprint("slow.", i))
+		_, err := o.Subscribe(id)
+		require.NoError(t, err)
+		if i%2 == 1 {
+			f.fail[id] = fmt.Errorf("%w: observer %v, its buffer full", grain.ErrOverloaded, id)
+		}
+	}
+	err := o.Notify(context.Background(), f, "hi")
+	assert.Len(t, f.told, 1000, "every subscriber told, the failures notwithstanding")
+	var ne *grain.NotifyError
+	require.ErrorAs(t, err, &ne)
+	assert.Equal(t, 500, ne.Failed)
+	require.Len(t, ne.First, grain.MaxNotifyFailures)
+	assert.Equal(t, grain.NewID(grain.ObserverKind, "slow.1"), ne.First[0].ID, "in the order subscribed")
+	assert.Equal(t, grain.NewID(grain.ObserverKind, "slow.15"), ne.First[7].ID)
+	require.ErrorIs(t, err, grain.ErrOverloaded)
+	assert.NoError(t, ne.Stopped)
+	msg := err.Error()
+	assert.True(t, strings.HasPrefix(msg, "granary: notify: 500 subscribers not told: granary.observer/slow.1: granary: grain overloaded"), msg)
+	assert.True(t, strings.HasSuffix(msg, " (and 492 more)"), msg)
+	assert.Less(t, len(msg), 1000, "a few lines, not a line a failure")
+	assert.Equal(t, 1000, o.Len(), "an overloaded observer stays subscribed")
+}
+
+// One failure reads as one.
+func TestANotifyErrorOfOneFailure(t *testing.T) {
+	id := grain.NewID("player", "a")
+	err := &grain.NotifyError{Failed: 1, First: []grain.NotifyFailure{{ID: id, Err: grain.ErrUnknownKind}}}
+	assert.Equal(t, "granary: notify: 1 subscriber not told: player/a: granary: unknown grain kind", err.Error())
+	stopped := &grain.NotifyError{Stopped: context.Canceled}
+	assert.Equal(t, "granary: notify: stopped: context canceled", stopped.Error())
+	assert.ErrorIs(t, stopped, context.Canceled)
 }
