@@ -103,7 +103,8 @@ type Config struct {
 	// MaxActivations caps the activations in the silo (split evenly across
 	// partitions); a new activation past the cap first deactivates the least
 	// recently used idle grain of its partition. The cap is soft: a grain
-	// being evicted counts in Stats until its OnDeactivate has run, and when
+	// being evicted counts in Stats until its OnDeactivate has run (a burst
+	// of new grains passes the cap by up to 256 a partition so), and when
 	// every grain of the partition is busy the new one is activated anyway —
 	// a message is never refused for it. 0 means no cap.
 	MaxActivations int

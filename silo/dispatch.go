@@ -244,11 +244,25 @@ func (p *partition) evict() {
 			p.lru.Remove(id) // out of the count now; gone once OnDeactivate ran
 			a.wantDeactivate(grain.DeactivationEvicted)
 			p.makeReady(a)
+			p.evicted++
 			over--
 			continue
 		}
 		p.lru.Get(id) // busy or not active yet: look further
 	}
+}
+
+// stepEvicted takes as many ready steps as the round's deliveries have
+// evicted grains so far, before it delivers more: a burst of new grains
+// past the activation cap took a whole batch of them — up to a queue's
+// worth, thousands — each activated at once while the grains it evicted
+// waited for the round's end to deactivate, so the activations alive, their
+// state loaded, passed the cap by that much (10,000 a partition, against a
+// cap of 1,000). It reports false when w no longer owns the partition.
+func (p *partition) stepEvicted(w *worker) bool {
+	n := p.evicted
+	p.evicted = 0
+	return p.runReady(w, n)
 }
 
 func (p *partition) makeReady(a *act) {

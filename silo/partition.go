@@ -67,6 +67,7 @@ type partition struct {
 	streak     int           // lastRan's messages that ran as they came in a row this round, less one (floodStreak)
 	streakAt   time.Time     // the clock as the streak's message streakFrom (from 0) began
 	sliceAt    uint32        // the monitor's looks when the round began delivering (sliceOver)
+	evicted    int           // grains this round's activations evicted (evict) and not stepped yet
 	delivered  time.Duration // how long the round's deliveries took, timed if grains waited ready from the round before (othersWait)
 	holders    []heldGrain   // served grains whose full backlog holds their senders (hold)
 	// flooder: the grain a streak of its messages showed to be flooded,
@@ -358,10 +359,14 @@ func (p *partition) step(w *worker) bool {
 		if !p.deliverGuessed(w, env, p.guessFor(env)) {
 			return false
 		}
+		if p.evicted >= readyBatch && !p.stepEvicted(w) {
+			return false
+		}
 		if !p.multiP {
 			p.soloTurn()
 		}
 	}
+	p.evicted = 0
 	p.delivered = 0
 	if !deliverAt.IsZero() {
 		p.delivered = time.Since(deliverAt)
