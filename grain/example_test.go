@@ -32,8 +32,6 @@ func ExampleParseID() {
 	// true
 }
 
-// A filter is plain code around a grain's turn, so it can be tried without
-// a silo: give it a Context and, as next, the grain (here a grain.Func).
 // A listing of identities — ActiveGrains' come in no order — sorted by
 // kind, then key; and the same IDs as JSON, where a zero ID (a match's
 // opponent not found yet) is the empty text.
@@ -50,6 +48,8 @@ func ExampleID_Compare() {
 	// {"Player":"player/alice","Opponent":""}
 }
 
+// A filter is plain code around a grain's turn, so it can be tried without
+// a silo: give it a Context and, as next, the grain (here a grain.Func).
 func ExampleFilterFunc() {
 	requireAuth := grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
 		if _, signed := c.Sender(); !signed {
@@ -69,4 +69,30 @@ func ExampleFilterFunc() {
 	// Output:
 	// unsigned: refused
 	// open <nil>
+}
+
+// Notify tells every subscriber, whatever fails: a client that reads too
+// slowly is one failure, counted and named, and the others are told; a
+// closed observer is dropped from the list. (In a grain, the Teller is the
+// turn's Context.Silo(); here a grain.TellerFunc refuses two subscribers.)
+func ExampleObservers_Notify() {
+	var room grain.Observers
+	for _, name := range []string{"ann", "bob", "cyd"} {
+		_, _ = room.Subscribe(grain.NewID(grain.ObserverKind, name))
+	}
+	tell := grain.TellerFunc(func(_ context.Context, id grain.ID, _ any) error {
+		switch id.Key() {
+		case "bob":
+			return grain.ErrOverloaded // its buffer is full
+		case "cyd":
+			return grain.ErrObserverClosed // it went away
+		}
+		return nil
+	})
+	err := room.Notify(context.Background(), tell, "the match begins")
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, grain.ErrOverloaded), room.Len())
+	// Output:
+	// granary: notify: 1 subscriber not told: granary.observer/bob: granary: grain overloaded
+	// true 2
 }

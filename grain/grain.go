@@ -77,6 +77,19 @@ type Teller interface {
 	Tell(ctx context.Context, id ID, msg any) error
 }
 
+// CallerFunc adapts a function to Caller: a test double for silo.Call.
+type CallerFunc func(ctx context.Context, id ID, msg any) (any, error)
+
+// Ask calls f.
+func (f CallerFunc) Ask(ctx context.Context, id ID, msg any) (any, error) { return f(ctx, id, msg) }
+
+// TellerFunc adapts a function to Teller: a test double for
+// Observers.Notify.
+type TellerFunc func(ctx context.Context, id ID, msg any) error
+
+// Tell calls f.
+func (f TellerFunc) Tell(ctx context.Context, id ID, msg any) error { return f(ctx, id, msg) }
+
 // Runtime is what a grain reaches its silo through: sends to other grains.
 type Runtime interface {
 	Caller

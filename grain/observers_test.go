@@ -314,3 +314,16 @@ func TestANotifyErrorOfOneFailure(t *testing.T) {
 	assert.Equal(t, "granary: notify: stopped: context canceled", stopped.Error())
 	assert.ErrorIs(t, stopped, context.Canceled)
 }
+
+// The Func adapters call their function.
+func TestCallerAndTellerFuncs(t *testing.T) {
+	id := grain.NewID("a", "1")
+	var told grain.ID
+	tf := grain.TellerFunc(func(_ context.Context, to grain.ID, _ any) error { told = to; return grain.ErrOverloaded })
+	require.ErrorIs(t, tf.Tell(context.Background(), id, "hi"), grain.ErrOverloaded)
+	assert.Equal(t, id, told)
+	cf := grain.CallerFunc(func(_ context.Context, to grain.ID, msg any) (any, error) { return to.Key() + ":" + msg.(string), nil })
+	r, err := cf.Ask(context.Background(), id, "hi")
+	require.NoError(t, err)
+	assert.Equal(t, "1:hi", r)
+}
