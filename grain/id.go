@@ -115,6 +115,20 @@ func (id ID) String() string {
 	return id.kind + "/" + id.key
 }
 
+// GoString returns the Go expression that makes id — grain.NewID("player",
+// "alice"), grain.NewIntID("device", 42), grain.ID{} — so that %#v, and a
+// test's failure that prints a message holding an ID, shows the identity
+// rather than the struct's unexported fields.
+func (id ID) GoString() string {
+	switch {
+	case id == (ID{}):
+		return "grain.ID{}"
+	case id.isInt:
+		return "grain.NewIntID(" + strconv.Quote(id.kind) + ", " + strconv.FormatInt(id.ikey, 10) + ")"
+	}
+	return "grain.NewID(" + strconv.Quote(id.kind) + ", " + strconv.Quote(id.key) + ")"
+}
+
 // ParseID parses the form written by ID.String. The result is validated.
 func ParseID(s string) (ID, error) {
 	i := strings.IndexAny(s, kindSeparators)

@@ -2,6 +2,7 @@ package grain_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/bits"
 	"math/rand/v2"
 	"slices"
@@ -218,4 +219,15 @@ func FuzzParseID(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, id, again)
 	})
+}
+
+// %#v shows an identity as the call that makes it, not the struct's fields:
+// what a failing test prints of a message that holds one.
+func TestGoStringIsTheCallThatMakesTheID(t *testing.T) {
+	type msg struct{ From grain.ID }
+	assert.Equal(t, `grain.NewID("player", "alice")`, fmt.Sprintf("%#v", grain.NewID("player", "alice")))
+	assert.Equal(t, `grain.NewIntID("device", -42)`, fmt.Sprintf("%#v", grain.NewIntID("device", -42)))
+	assert.Equal(t, `grain.ID{}`, fmt.Sprintf("%#v", grain.ID{}))
+	assert.Equal(t, `grain.NewID("a\"b", "k/\x00")`, fmt.Sprintf("%#v", grain.NewID(`a"b`, "k/\x00")))
+	assert.Equal(t, `grain_test.msg{From:grain.NewID("cart", "u-17")}`, fmt.Sprintf("%#v", msg{From: grain.NewID("cart", "u-17")}))
 }

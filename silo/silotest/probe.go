@@ -74,7 +74,7 @@ func (p *Probe) Expect(want any) silo.Notification {
 		p.t.Fatalf("silotest: probe %v expected %#v: %v", p.ID(), want, err)
 	}
 	if !reflect.DeepEqual(n.Msg, want) {
-		p.t.Fatalf("silotest: probe %v expected %#v, got %#v (from %v)", p.ID(), want, n.Msg, n.Sender)
+		p.t.Fatalf("silotest: probe %v expected %#v, got %#v (%s)", p.ID(), want, n.Msg, from(n))
 	}
 	return n
 }
@@ -108,7 +108,7 @@ func ExpectType[T any](p *Probe) T {
 	}
 	m, ok := n.Msg.(T)
 	if !ok {
-		p.t.Fatalf("silotest: probe %v expected a message of type %v, got %#v (from %v)", p.ID(), reflect.TypeFor[T](), n.Msg, n.Sender)
+		p.t.Fatalf("silotest: probe %v expected a message of type %v, got %#v (%s)", p.ID(), reflect.TypeFor[T](), n.Msg, from(n))
 	}
 	return m
 }
@@ -121,7 +121,7 @@ func (p *Probe) ExpectNone(d time.Duration) {
 	n, err := p.receive(d)
 	switch {
 	case err == nil:
-		p.t.Fatalf("silotest: probe %v expected nothing, got %#v (from %v)", p.ID(), n.Msg, n.Sender)
+		p.t.Fatalf("silotest: probe %v expected nothing, got %#v (%s)", p.ID(), n.Msg, from(n))
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, grain.ErrObserverClosed):
 	default:
 		p.t.Fatalf("silotest: probe %v: %v", p.ID(), err)
@@ -136,4 +136,12 @@ func (p *Probe) receive(d time.Duration) (silo.Notification, error) {
 		return n, fmt.Errorf("nothing within %v: %w", d, err)
 	}
 	return n, err
+}
+
+// from says who sent n, for a failure's message: a grain, or no grain.
+func from(n silo.Notification) string {
+	if n.Sender.IsZero() {
+		return "sent from outside any grain"
+	}
+	return "from " + n.Sender.String()
 }

@@ -138,7 +138,7 @@ func TestHelpersFailTheTest(t *testing.T) {
 		assert.NoError(t, s.Tell(t.Context(), p.ID(), "early"))
 		p.ExpectNone(time.Millisecond)
 	})
-	assert.Contains(t, out, `expected nothing, got "early"`)
+	assert.Contains(t, out, `expected nothing, got "early" (sent from outside any grain)`)
 
 	f = &fakeT{TB: t}
 	out = f.run(func() {
