@@ -68,7 +68,11 @@ func (l *DeadLetterLog) ExpectNone() {
 	}
 	var b strings.Builder
 	for _, d := range all {
-		fmt.Fprintf(&b, "\n\t%v → %v: %#v (%v)", d.Sender, d.Target, d.Msg, d.Reason)
+		from := "(outside any grain)"
+		if !d.Sender.IsZero() {
+			from = d.Sender.String()
+		}
+		fmt.Fprintf(&b, "\n\t%s → %v: %#v (%v)", from, d.Target, d.Msg, d.Reason)
 		if d.Err != nil {
 			fmt.Fprintf(&b, ": %v", d.Err)
 		}

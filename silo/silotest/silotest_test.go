@@ -154,7 +154,8 @@ func TestHelpersFailTheTest(t *testing.T) {
 		assert.ErrorIs(t, s.Tell(t.Context(), o.ID(), "late"), grain.ErrObserverClosed)
 	})
 	assert.Contains(t, out, "dead letters (1), where none was expected")
-	assert.Contains(t, out, `"late" (observer closed)`)
+	assert.Contains(t, out, `(outside any grain) → granary.observer/`)
+	assert.Contains(t, out, `: "late" (observer closed)`)
 	assert.True(t, f.failed)
 
 	f = &fakeT{TB: t}
