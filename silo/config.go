@@ -25,8 +25,15 @@ const (
 	// DefaultIdleQuantum is the largest tick of the idle wheel: a grain is
 	// deactivated at most one tick after its idle timeout. With a zero
 	// Config.IdleQuantum, the tick is an eighth of the shortest idle timeout
-	// of the registered kinds, between 1 ms and this.
+	// of the registered kinds (a stateless kind's spares' included), between
+	// 1 ms and this.
 	DefaultIdleQuantum = time.Second
+	// DefaultSpareIdleTimeout deactivates a stateless identity's spare
+	// activation — one beyond its first, made while the first was busy —
+	// that handled no message for this long (WithSpareIdleTimeout): about
+	// the 1.5 s after which Orleans 9.2 removes an idle stateless worker
+	// (three idle looks 500 ms apart).
+	DefaultSpareIdleTimeout = 2 * time.Second
 	// DefaultActivationTimeout bounds each activation (Orleans'
 	// ActivationTimeout).
 	DefaultActivationTimeout = 30 * time.Second

@@ -74,6 +74,7 @@ type kind struct {
 	nameHash       uint64             // grain.KindHash(name): a send hashes only the key (read by a send too)
 	factory        func(grain.ID) grain.Grain
 	idleTimeout    time.Duration // < 0: never
+	spareIdle      time.Duration // a stateless identity's activations but its first (WithSpareIdleTimeout); < 0: never
 	callTimeout    time.Duration // bounds a call to the kind whose ctx has no deadline
 	sup            activation.Supervision
 	maxBacklog     int
@@ -96,6 +97,9 @@ type kind struct {
 	// checked at Register (hooks.go). Last: the fields above, which sends
 	// read, keep their places.
 	hooksOf func(grain.Grain) error
+
+	stateless bool // WithStatelessWorker was given (workers may still be 1)
+	spareSet  bool // WithSpareIdleTimeout was given
 }
 
 // maxSpan bounds the durations the silo adds to its clock's offset since
@@ -199,14 +203,17 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // partition (Config.Partitions, by default one per core: Orleans' default);
 // a larger n is capped there. Register refuses n < 0.
 //
+// The identity's first activation goes idle as any grain's does; the
+// others, spares made while the first was busy, go once idle for
+// DefaultSpareIdleTimeout (WithSpareIdleTimeout).
+//
 // A message goes to the least loaded of the activations (the identity's
 // first and up to three others): by the messages sent to it and not yet
 // through their turn, and those waiting behind busy turns in its
 // partition, so that one stuck in a long turn gets nothing more while
 // another has room. A tie goes to the first, so that, as in Orleans, a
 // second activation is made only while the first is busy, and an identity
-// called one call at a time keeps one; each goes idle as any grain's
-// does. Each activation
+// called one call at a time keeps one. Each activation
 // is a grain of its own, built by the factory with the same identity: one
 // turn at a time each, its own timers, its own supervision (one that fails
 // too often is quarantined alone, and messages go to the others
@@ -225,9 +232,35 @@ func WithStatelessWorker(n int) KindOption {
 			return
 		}
 		k.workers = n
+		k.stateless = true
 		if n == 0 || n > len(k.s.parts) {
 			k.workers = len(k.s.parts)
 		}
+	}
+}
+
+// WithSpareIdleTimeout sets how long a stateless identity's spare
+// activations — all but its first, made only while the first was busy —
+// stay without a message: DefaultSpareIdleTimeout (2 s) unless set, the
+// kind's idle timeout if that is shorter. So the activations a burst made
+// go soon after it, as Orleans 9.2 removes idle stateless workers, while
+// the first keeps the kind's idle timeout and the identity stays warm
+// (with a kind that never idles, WithIdleTimeout(-1) or Config.IdleTimeout
+// < 0, the first stays and the spares still go). A negative d keeps the
+// spares as long as the first: for workers costly to build (a model
+// loaded in OnActivate) under bursts further apart than d. Like any
+// idle deactivation it comes within a tick of the idle wheel
+// (Config.IdleQuantum), is called off by a message, and waits for
+// DelayDeactivation; its reason is grain.DeactivationIdle. Register
+// refuses d = 0, and the option on a kind without WithStatelessWorker.
+func WithSpareIdleTimeout(d time.Duration) KindOption {
+	return func(k *kind) {
+		if d == 0 {
+			k.optErr = fmt.Errorf("%w: kind %q: WithSpareIdleTimeout(0) (negative keeps the spares as long as the first)", grain.ErrInvalidConfig, k.name)
+			return
+		}
+		k.spareIdle = d
+		k.spareSet = true
 	}
 }
 
@@ -277,6 +310,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 		sup:         s.cfg.Supervision,
 		maxBacklog:  s.cfg.MaxBacklog,
 		workers:     1,
+		spareIdle:   DefaultSpareIdleTimeout,
 		filters:     slices.Clip(s.cfg.Filters), // a kind's WithFilters appends to a copy
 	}
 	k.factory = func(id grain.ID) grain.Grain {
@@ -321,7 +355,11 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	if i := slices.IndexFunc(k.filters, isNilFilter); i >= 0 {
 		return fmt.Errorf("%w: kind %q filter %d is nil", grain.ErrInvalidConfig, name, i-len(s.cfg.Filters))
 	}
+	if k.spareSet && !k.stateless {
+		return fmt.Errorf("%w: kind %q: WithSpareIdleTimeout without WithStatelessWorker (only a stateless worker's identity has spare activations)", grain.ErrInvalidConfig, name)
+	}
 	k.idleTimeout = min(k.idleTimeout, maxSpan)
+	k.spareIdle = spareIdleOf(k.spareIdle, k.idleTimeout)
 	k.sup.Quarantine = min(k.sup.Quarantine, maxSpan)
 	k.sup.MinBackoff = min(k.sup.MinBackoff, maxSpan)
 	k.sup.MaxBackoff = min(k.sup.MaxBackoff, maxSpan)
@@ -356,4 +394,18 @@ func isNil(g any) bool {
 		return v.IsNil()
 	}
 	return false
+}
+
+// spareIdleOf is the idle timeout of a stateless identity's spare
+// activations, given the one asked for (WithSpareIdleTimeout, or the
+// default) and the kind's own: the kind's if spares are to stay as long
+// (negative) or if it is shorter, else the one asked for, bounded.
+func spareIdleOf(spare, kindIdle time.Duration) time.Duration {
+	switch {
+	case spare < 0:
+		return kindIdle
+	case kindIdle > 0 && kindIdle < spare:
+		return kindIdle
+	}
+	return min(spare, maxSpan)
 }

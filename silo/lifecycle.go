@@ -433,11 +433,15 @@ func (p *partition) supervise(a *act, d activation.Directive) bool {
 }
 
 func (p *partition) touch(a *act) {
-	if a.k.idleTimeout > 0 {
+	d := a.k.idleTimeout
+	if a.isWorker() && p.isSpare(a) {
+		d = a.k.spareIdle
+	}
+	if d > 0 {
 		if !a.idle.Tracked() {
 			p.needIdleTicks()
 		}
-		p.wheel.Touch(&a.idle, p.now+a.k.idleTimeout)
+		p.wheel.Touch(&a.idle, p.now+d)
 	}
 }
 

@@ -453,6 +453,9 @@ func (s *Silo) setIdleQuantum() error {
 			if k.idleTimeout > 0 {
 				q = min(q, k.idleTimeout/8)
 			}
+			if k.workers > 1 && k.spareIdle > 0 {
+				q = min(q, k.spareIdle/8)
+			}
 		}
 		s.cfg.IdleQuantum = max(q, time.Millisecond)
 	}

@@ -46,6 +46,14 @@ func (s *Silo) pickWorker(k *kind, base int) *partition {
 	return best
 }
 
+// isSpare reports whether a, an activation of a stateless identity,
+// lives outside the identity's own partition: one made while the first
+// was busy, which goes sooner when idle (WithSpareIdleTimeout). Owner only;
+// a hash a turn, on the turn's way out, only for a stateless kind.
+func (p *partition) isSpare(a *act) bool {
+	return p.s.locator.LocateHash(a.ID.HashWithKind(a.k.nameHash)).Partition != p.idx
+}
+
 // pickOf is how many of a stateless identity's partitions a send compares.
 const pickOf = 4
 
