@@ -762,6 +762,59 @@ func ExampleWithStatelessWorker() {
 	// at most two activations: true
 }
 
+// A stateless identity's spare activations — made while its first was
+// busy — go once idle for WithSpareIdleTimeout (DefaultSpareIdleTimeout,
+// 2 s, unless set), as Orleans 9.2 removes idle stateless workers; the
+// first keeps the kind's idle timeout. Here a resizer's burst made a
+// second activation, which goes 5 s after the burst, on a manual clock.
+func ExampleWithSpareIdleTimeout() {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	s, _ := silo.New(silo.Config{Partitions: 2, Clock: clk, IdleTimeout: time.Hour})
+	busy, release := make(chan struct{}), make(chan struct{})
+	gone := make(chan grain.DeactivationReason, 2)
+	_ = silo.Register(s, "resizer", func(grain.ID) *resizer { return &resizer{busy, release, gone} },
+		silo.WithStatelessWorker(0), silo.WithSpareIdleTimeout(5*time.Second))
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	img := grain.NewID("resizer", "thumbnails")
+	_ = s.Tell(ctx, img, "big") // the first activation takes it, and is busy with it
+	<-busy
+	_, _ = s.Ask(ctx, img, "small") // so a second activation answers this
+	close(release)
+	fmt.Println("after the burst:", s.Stats().Activations["resizer"])
+
+	clk.Advance(6 * time.Second)
+	fmt.Println("the spare went:", <-gone)
+	ids, _ := s.ActiveGrains(ctx, "resizer") // a barrier on every partition: the spare has left
+	fmt.Println("6 s later:", ids, s.Stats().Activations["resizer"])
+	// Output:
+	// after the burst: 2
+	// the spare went: idle
+	// 6 s later: [resizer/thumbnails] 1
+}
+
+// resizer is ExampleWithSpareIdleTimeout's stateless worker: a "big" job
+// keeps its turn until released.
+type resizer struct {
+	busy, release chan struct{}
+	gone          chan<- grain.DeactivationReason
+}
+
+func (r *resizer) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "big" {
+		r.busy <- struct{}{}
+		<-r.release
+	}
+	return "resized", nil
+}
+
+func (r *resizer) OnDeactivate(_ context.Context, c *grain.Context) error {
+	r.gone <- c.DeactivationReason()
+	return nil
+}
+
 type requestIDKey struct{}
 
 // Config.Propagator carries what a program keeps in a ctx — here a request
