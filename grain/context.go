@@ -2,6 +2,7 @@ package grain
 
 import (
 	"fmt"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,8 +28,12 @@ type Self interface {
 // grain is, who sent the message, the runtime to reach other grains, and
 // controls over its own activation.
 //
-// A Context is valid only during the turn it was given to. It is not safe for
-// concurrent use. A Context with no runtime behind it — the zero Context, or
+// A Context is valid only during the turn it was given to: a silo reuses
+// it for the next turn its worker runs, so one kept past its turn — by a
+// goroutine the handler started — reads another grain's; copy what such
+// work needs (ID, Sender) before starting it. A checked Context (Check:
+// silo's Config.CheckContexts, on in silotest.Start) panics instead. It is
+// not safe for concurrent use. A Context with no runtime behind it — the zero Context, or
 // one from NewContext with a nil Self — is safe to use in a test: ID is the
 // zero ID unless set, Now is the real clock, the deactivation controls do
 // nothing, and StartTimer fails with ErrSiloClosed.
@@ -37,6 +42,9 @@ type Context struct {
 	sender *ID // nil: not sent by a grain
 	rt     Runtime
 	self   Self
+	// a checked Context's (Check): set by the runtime once the turn has
+	// ended, after which every method panics
+	over *atomic.Bool
 }
 
 // NewContext builds a Context, for tests that drive a grain's Receive
@@ -66,10 +74,32 @@ func (c *Context) Set(id, sender *ID, rt Runtime, self Self) {
 	c.self = self
 }
 
+// Check makes c a checked Context: once over is set — the runtime sets it
+// when c's turn has ended — every method of c that tells of the turn or
+// acts on its grain (ID, Sender, the timers and deactivation controls,
+// DeactivationReason) panics with a *ContextAfterTurnError naming the
+// grain and the method, instead of answering; Silo and Now, the same for
+// every turn of a runtime, still answer. A runtime gives each turn a Context of its own so checked
+// when asked to catch a Context kept past its turn (silo's
+// Config.CheckContexts, which silotest.Start turns on); Set keeps it.
+func (c *Context) Check(over *atomic.Bool) { c.over = over }
+
+// afterTurn panics for a checked Context used after its turn.
+func (c *Context) afterTurn(method string) {
+	var id ID
+	if c.id != nil {
+		id = *c.id
+	}
+	panic(&ContextAfterTurnError{ID: id, Method: method})
+}
+
 // ID returns the identity of the grain running the turn.
 func (c *Context) ID() ID {
 	if c == nil || c.id == nil {
 		return ID{}
+	}
+	if c.over != nil && c.over.Load() {
+		c.afterTurn("ID")
 	}
 	return *c.id
 }
@@ -78,6 +108,9 @@ func (c *Context) ID() ID {
 // outside any grain of this grain's runtime (code outside, another silo's
 // grain) or from a timer: a reply told to the ID reaches the sender.
 func (c *Context) Sender() (ID, bool) {
+	if c != nil && c.over != nil && c.over.Load() {
+		c.afterTurn("Sender")
+	}
 	if c == nil || c.sender == nil || c.sender.IsZero() {
 		return ID{}, false
 	}
@@ -105,6 +138,9 @@ func (c *Context) Now() time.Time {
 // runs, and the next message activates a fresh instance. Messages already
 // queued are not lost; they go to that fresh instance.
 func (c *Context) DeactivateOnIdle() {
+	if c != nil && c.over != nil && c.over.Load() {
+		c.afterTurn("DeactivateOnIdle")
+	}
 	if c != nil && c.self != nil {
 		c.self.DeactivateOnIdle()
 	}
@@ -114,6 +150,9 @@ func (c *Context) DeactivateOnIdle() {
 // receives no message (it can still be evicted by the activation limit, and is
 // deactivated at shutdown).
 func (c *Context) DelayDeactivation(d time.Duration) {
+	if c != nil && c.over != nil && c.over.Load() {
+		c.afterTurn("DelayDeactivation")
+	}
 	if c != nil && c.self != nil {
 		c.self.DelayDeactivation(d)
 	}
@@ -130,6 +169,9 @@ func (c *Context) DelayDeactivation(d time.Duration) {
 // about 146 years or more (math.MaxInt64, say) means never: no tick, or
 // none after the first.
 func (c *Context) StartTimer(name string, due, period time.Duration, msg any) error {
+	if c != nil && c.over != nil && c.over.Load() {
+		c.afterTurn("StartTimer")
+	}
 	if c == nil || c.self == nil {
 		return fmt.Errorf("%w: no runtime behind this Context to run timer %q", ErrSiloClosed, name)
 	}
@@ -138,6 +180,9 @@ func (c *Context) StartTimer(name string, due, period time.Duration, msg any) er
 
 // StopTimer stops the named timer. A tick already queued still runs.
 func (c *Context) StopTimer(name string) {
+	if c != nil && c.over != nil && c.over.Load() {
+		c.afterTurn("StopTimer")
+	}
 	if c != nil && c.self != nil {
 		c.self.StopTimer(name)
 	}

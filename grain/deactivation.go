@@ -52,6 +52,9 @@ type deactivationReasoner interface {
 // OnDeactivate; DeactivationNone in any other turn, or when the Self behind
 // c does not say (a test double without a DeactivationReason method).
 func (c *Context) DeactivationReason() DeactivationReason {
+	if c != nil && c.over != nil && c.over.Load() {
+		c.afterTurn("DeactivationReason")
+	}
 	if c == nil || c.self == nil {
 		return DeactivationNone
 	}

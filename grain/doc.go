@@ -13,5 +13,7 @@
 // Concurrency: ID is an immutable value, safe for concurrent use. Observers
 // belongs to one grain's state and is not safe for concurrent use. A Context
 // belongs to one turn and must not be used after the turn has returned, nor
-// from another goroutine.
+// from another goroutine: a silo reuses it for its worker's next turn — a
+// kept one reads another grain's — unless its Config.CheckContexts gives
+// each turn its own, which panics once its turn has ended (Context.Check).
 package grain

@@ -81,6 +81,11 @@ var (
 	// started, say, while the worker was idle or inside another turn's
 	// grain. Nothing runs: the grain is not entered outside its turn.
 	ErrNextOutsideTurn = errors.New("granary: a filter's next called outside its turn")
+	// ErrContextAfterTurn: a checked Context (Context.Check; silo's
+	// Config.CheckContexts, on in silotest.Start) was used after its turn
+	// had ended — by a goroutine the handler started, say. It is what the
+	// panic's *ContextAfterTurnError matches.
+	ErrContextAfterTurn = errors.New("granary: a grain.Context used after its turn")
 	// ErrInvalidReason: a Reason or DeactivationReason that names none of
 	// the defined ones, as text (UnmarshalText) or as a value (MarshalText).
 	ErrInvalidReason = errors.New("granary: invalid reason")
@@ -214,3 +219,19 @@ func (e *TimeoutError) Error() string {
 }
 func (e *TimeoutError) Unwrap() []error { return []error{ErrTimeout, e.Cause} }
 func (e *TimeoutError) Timeout() bool   { return true }
+
+// ContextAfterTurnError is what a checked Context panics with when used
+// after its turn (Context.Check): the grain the turn was of, and the
+// method called. An unchecked Context — a silo's by default — does not
+// look: used after its turn it reads whatever turn its worker runs next.
+type ContextAfterTurnError struct {
+	ID     ID
+	Method string
+}
+
+func (e *ContextAfterTurnError) Error() string {
+	return fmt.Sprintf("%v: %s() on the Context of a turn of %v that had ended; copy what work that outlives the turn needs (gc.ID(), gc.Sender()) before it starts", ErrContextAfterTurn, e.Method, e.ID)
+}
+
+// Unwrap returns ErrContextAfterTurn.
+func (e *ContextAfterTurnError) Unwrap() error { return ErrContextAfterTurn }

@@ -117,6 +117,13 @@ func BenchmarkTellCarrying(b *testing.B) {
 	benchTell(b, silo.Config{Propagator: traceProp}, context.WithValue(context.Background(), traceKey{}, "trace-1"), "b")
 }
 
+// BenchmarkTellCheckedContexts: the same with Config.CheckContexts, as
+// in a silotest silo: each turn's grain.Context of its own, its one
+// allocation.
+func BenchmarkTellCheckedContexts(b *testing.B) {
+	benchTell(b, silo.Config{CheckContexts: true}, context.Background(), "b")
+}
+
 func benchTell(b *testing.B, cfg silo.Config, ctx context.Context, kind string) {
 	s := benchSilo(b, cfg)
 	ids := tellLoop(b, s, ctx, kind)

@@ -187,6 +187,18 @@ type Config struct {
 	// towards the kind it served last. Off by default: a goroutine pays a
 	// label switch when its turn is of another kind than its last.
 	ProfileLabels bool
+	// CheckContexts gives each turn a grain.Context of its own, which
+	// panics with a *grain.ContextAfterTurnError if used after its turn
+	// has ended (ID, Sender, its timers and deactivation controls; Silo
+	// and Now, the same for every turn, still answer), as a testing.T does
+	// once its test is over: a handler that hands its gc to a goroutine
+	// outliving the turn — pipe-to-self written with gc.ID() inside the
+	// goroutine — fails loudly where it runs, instead of that goroutine
+	// reading whatever turn the worker runs next (another grain's
+	// identity; a timer started on another grain). For tests
+	// (silotest.Start turns it on): it costs a 64-byte allocation a turn
+	// (BenchmarkTellCheckedContexts), so it is off by default.
+	CheckContexts bool
 	// LogSampling bounds the lines written to Logger with any one message,
 	// so that a storm of failures writes a sample of them and a count, not
 	// a line each. Default: the first 10 a second of each message.

@@ -146,6 +146,7 @@ func (p *partition) releaseGoexited(w *worker, a *act, res *turnResult) {
 		}
 	}
 	tc.release()
+	w.endContext()
 }
 
 // turnCtxOf returns the ctx of a message or activation turn w runs for req:

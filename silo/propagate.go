@@ -98,13 +98,13 @@ func (w *worker) run(tc context.Context, a *act, msg any) (any, error) {
 	if c, ok := msg.(*queues.Carrying); ok {
 		return w.runCarrying(tc, a, c)
 	}
-	return activation.Run(tc, w.receiver(a), &w.gc, msg)
+	return activation.Run(tc, w.receiver(a), w.cur, msg)
 }
 
 func (w *worker) runCarrying(tc context.Context, a *act, c *queues.Carrying) (any, error) {
 	pr := w.p.s.cfg.Propagator
 	if pr == nil { // a frame from a silo that propagates, to one that does not
-		return activation.Run(tc, w.receiver(a), &w.gc, c.Msg)
+		return activation.Run(tc, w.receiver(a), w.cur, c.Msg)
 	}
 	inj := w.inject
 	if inj == nil {
@@ -113,7 +113,7 @@ func (w *worker) runCarrying(tc context.Context, a *act, c *queues.Carrying) (an
 	}
 	inj.pr, inj.carried, inj.next = pr, c.Carried, w.receiver(a)
 	defer inj.clear()
-	return activation.Run(tc, inj, &w.gc, c.Msg)
+	return activation.Run(tc, inj, w.cur, c.Msg)
 }
 
 // hookValues returns the ctx a grain's OnActivate runs under when the tell
@@ -130,7 +130,7 @@ func (w *worker) hookValues(tc context.Context, first any) (ctx context.Context,
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			ctx, err = nil, &grain.PanicError{ID: w.gc.ID(), Value: v, Stack: debug.Stack()}
+			ctx, err = nil, &grain.PanicError{ID: w.cur.ID(), Value: v, Stack: debug.Stack()}
 		}
 	}()
 	if ctx = pr.Inject(tc, c.Carried); ctx == nil {

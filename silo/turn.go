@@ -82,6 +82,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	}
 	endTurnToken(w, a, tc)
 	tc.release()
+	w.endContext()
 	return p.endTurn(w, a, res, nil)
 }
 
@@ -227,7 +228,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			res.reply, res.err = w.run(hctx, a, env.Msg)
 		}
 	case tkDeactivate:
-		res.err = activation.Deactivate(tc, a.g, &w.gc)
+		res.err = activation.Deactivate(tc, a.g, w.cur)
 	}
 	if len(a.k.filters) > 0 {
 		w.endFiltered()
@@ -237,6 +238,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	}
 	endTurnToken(w, a, tc)
 	tc.release()
+	w.endContext()
 }
 
 // hookCtx makes the ctx of a's OnActivate, whose first message is req's
@@ -295,12 +297,12 @@ func (p *partition) activateHook(w *worker, a *act, tc *turnCtx, first any) erro
 		return err
 	}
 	if !a.k.interleaves() {
-		return activation.Activate(ctx, a.g, &w.gc)
+		return activation.Activate(ctx, a.g, w.cur)
 	}
 	x := a.extra()
 	x.activating.Store(true)
 	defer x.activating.Store(false)
-	return activation.Activate(ctx, a.g, &w.gc)
+	return activation.Activate(ctx, a.g, w.cur)
 }
 
 // dropExpired drops an ask whose caller gave up before its turn began, as a
@@ -337,6 +339,10 @@ func (p *partition) setContext(w *worker, a *act, meta *queues.Meta) *queues.Tic
 	if meta != nil {
 		sender, tick = &meta.Sender, meta.Tick
 	}
-	w.gc.Set(&a.ID, sender, p.s, a)
+	if p.s.cfg.CheckContexts {
+		w.checkedContext(a, sender)
+	} else {
+		w.gc.Set(&a.ID, sender, p.s, a)
+	}
 	return tick
 }

@@ -42,6 +42,11 @@ type worker struct {
 	behind bool
 	tc     turnCtx
 	gc     grain.Context
+	// cur is the Context the turn w runs is given: &gc, set turn after
+	// turn, or with Config.CheckContexts one of the turn's own, which
+	// gcOver ends with the turn (checkedctx.go)
+	cur    *grain.Context
+	gcOver *atomic.Bool
 	res    turnResult   // the outcome of the turn w ran last
 	chain  *filterChain // the filters around a filtered turn's grain; made for the first one
 	// the propagator's layer around a turn whose message carries its
@@ -88,6 +93,7 @@ func (w *worker) runTask() {
 func newWorker(p *partition, detached bool) *worker {
 	w := &worker{p: p}
 	w.tc.home = p
+	w.cur = &w.gc
 	if detached {
 		w.word.Store(wDetached)
 	}

@@ -32,12 +32,16 @@ const DefaultTimeout = 5 * time.Second
 // shuts down gracefully (within DefaultTimeout; OnDeactivate runs), and the
 // test fails if the Shutdown does. A test may Shutdown or Close the silo
 // itself before: the cleanup then does nothing more. A cfg with no Logger
-// gets NewLogger(t): the silo logs to the test.
+// gets NewLogger(t): the silo logs to the test. Config.CheckContexts is
+// turned on: a grain that hands its *grain.Context to a goroutine which
+// uses it after the turn panics there with a *grain.ContextAfterTurnError,
+// instead of reading another grain's turn as it would in production.
 func Start(t testing.TB, cfg silo.Config, register func(*silo.Silo) error) *silo.Silo {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = NewLogger(t)
 	}
+	cfg.CheckContexts = true
 	s, err := silo.New(cfg)
 	if err != nil {
 		t.Fatalf("silotest: New: %v", err)

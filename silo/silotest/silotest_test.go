@@ -312,3 +312,33 @@ func TestStartFailsTheTestWhoseSiloCannotShutDown(t *testing.T) {
 		assert.Equal(t, silotest.DefaultTimeout, took.Round(time.Second), "the cleanup waits DefaultTimeout, on the bubble's clock")
 	})
 }
+
+// A silo Start makes checks its grains' Contexts: one a handler hands to
+// a goroutine that uses it after the turn — pipe-to-self with gc.ID()
+// read inside the goroutine — panics there, naming the grain, instead of
+// reading another grain's turn.
+func TestStartChecksContexts(t *testing.T) {
+	kept := make(chan *grain.Context, 1)
+	s := silotest.Start(t, silo.Config{}, func(s *silo.Silo) error {
+		return silo.Register(s, "fetcher", func(grain.ID) grain.Func {
+			return func(_ context.Context, c *grain.Context, msg any) (any, error) {
+				kept <- c // as `go func() { ...; c.Silo().Tell(ctx, c.ID(), result) }()` would
+				return nil, nil
+			}
+		})
+	})
+	id := grain.NewID("fetcher", "f")
+	_, err := s.Ask(t.Context(), id, "fetch")
+	require.NoError(t, err)
+	c := <-kept
+	v := func() (v any) {
+		defer func() { v = recover() }()
+		c.ID()
+		return nil
+	}()
+	err, _ = v.(error)
+	var after *grain.ContextAfterTurnError
+	require.ErrorAs(t, err, &after, "panicked with %v", v)
+	assert.Equal(t, id, after.ID)
+	assert.Contains(t, err.Error(), "ID() on the Context of a turn of fetcher/f that had ended; copy what work that outlives the turn needs")
+}
