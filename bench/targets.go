@@ -60,6 +60,22 @@ func medianRatio(byRun map[runKey]float64, w, im, other string) (float64, bool) 
 	return median(rs), true
 }
 
+// floorBeside says, for a missed target against a peer, what raw — the
+// design's floor, with no runtime features — measured against that peer in
+// the same rounds: a miss where raw itself is near or below the bar (tell
+// in a machine state where the peer runs at its fastest) reads otherwise
+// than one where it is far above it.
+func floorBeside(byRun map[runKey]float64, g goal) string {
+	if g.against == "" || g.against == "raw" {
+		return ""
+	}
+	r, ok := medianRatio(byRun, g.workload, "raw", g.against)
+	if !ok {
+		return ""
+	}
+	return fmt.Sprintf(" (raw itself %.2fx)", r)
+}
+
 // targets says, of each target whose workloads ran, what Granary measured
 // and whether that meets it, then how many were met. With -quick the
 // workloads are not the targets' sizes, and the line says so.
@@ -93,7 +109,7 @@ func targets(rs []Result, quick bool) string {
 			met++
 			got += " met"
 		} else {
-			got += " MISSED"
+			got += " MISSED" + floorBeside(byRun, g)
 		}
 		parts = append(parts, got)
 	}
