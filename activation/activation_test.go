@@ -3,6 +3,7 @@ package activation_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -214,4 +215,28 @@ func TestBackoffDoublingSaturates(t *testing.T) {
 		prev = b
 	}
 	require.Equal(t, time.Duration(math.MaxInt64), prev)
+}
+
+// The default decider restarts a grain on its own panic only: one that
+// returns the error of a grain it called, which panicked, resumes.
+func TestDefaultDeciderRestartsOnTheGrainsOwnPanicOnly(t *testing.T) {
+	alice, auditor := grain.NewID("account", "alice"), grain.NewID("auditor", "x")
+	own := &grain.PanicError{ID: alice, Value: "bug"}
+	callee := &grain.PanicError{ID: auditor, Value: "auditor bug"}
+	for _, c := range []struct {
+		name string
+		err  error
+		want activation.Directive
+	}{
+		{"its own panic", own, activation.Restart},
+		{"its own panic, wrapped", fmt.Errorf("turn: %w", own), activation.Restart},
+		{"a panic naming no grain", &grain.PanicError{Value: "?"}, activation.Restart},
+		{"a callee's panic, returned", callee, activation.Resume},
+		{"a callee's panic, wrapped", fmt.Errorf("audit: %w", callee), activation.Resume},
+		{"its own panic with a callee's error as the value", &grain.PanicError{ID: alice, Value: callee}, activation.Restart},
+		{"an error", errors.New("no"), activation.Resume},
+	} {
+		assert.Equal(t, c.want, activation.DefaultDecider(alice, c.err), c.name)
+	}
+	assert.True(t, activation.OwnPanic(grain.ID{}, callee), "no id given: any panic counts")
 }

@@ -92,13 +92,31 @@ func (f ContextDeciderFunc) Decide(id grain.ID, err error) Directive {
 	return f(context.Background(), id, err)
 }
 
-// DefaultDecider restarts on a panic and resumes on a returned error: an
-// error is an answer, a panic means the state may be broken.
-func DefaultDecider(_ grain.ID, err error) Directive {
-	if errors.Is(err, grain.ErrPanic) {
+// DefaultDecider restarts on a panic of the grain's own turn and resumes
+// on a returned error: an error is an answer, a panic means the state may
+// be broken. A grain that returns the error of a call whose grain panicked
+// — the *grain.PanicError of another grain, wrapped or not — resumes: the
+// panic was the other grain's, and its own state is whole (restarting it
+// would lose that state to a fault elsewhere, up every grain of the call
+// chain that passed the error on). See OwnPanic.
+func DefaultDecider(id grain.ID, err error) Directive {
+	if OwnPanic(id, err) {
 		return Restart
 	}
 	return Resume
+}
+
+// OwnPanic reports whether err holds the panic of grain id's own turn —
+// its handler's, a filter's around it, a runtime.Goexit in it — rather
+// than that of a grain it called and whose error it returned: the first
+// *grain.PanicError in err's tree names id, or no grain. For the zero id (a
+// Decider that does not say whose turn failed) any panic counts.
+func OwnPanic(id grain.ID, err error) bool {
+	var pe *grain.PanicError
+	if !errors.As(err, &pe) {
+		return false
+	}
+	return id.IsZero() || pe.ID.IsZero() || pe.ID == id
 }
 
 // Defaults for Supervision's zero fields.

@@ -193,7 +193,7 @@ func Example_contextDecider() {
 	var s *silo.Silo
 	incidents := make(chan string, 1)
 	decider := activation.ContextDeciderFunc(func(ctx context.Context, id grain.ID, err error) activation.Directive {
-		if errors.Is(err, grain.ErrPanic) {
+		if activation.OwnPanic(id, err) { // its own panic, not a callee's it returned
 			_, _ = s.Ask(ctx, grain.NewID("incidents", "wallets"), id.String())
 			return activation.Stop
 		}

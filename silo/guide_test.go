@@ -57,11 +57,11 @@ func TestGuideSnippets(t *testing.T) {
 		return &Cart{items: map[string]int{}}
 	}, silo.WithIdleTimeout(30*time.Minute),
 		silo.WithSupervision(activation.Supervision{
-			Decider: activation.DeciderFunc(func(_ grain.ID, err error) activation.Directive {
+			Decider: activation.DeciderFunc(func(id grain.ID, err error) activation.Directive {
 				if errors.Is(err, errCorrupt) {
 					return activation.Stop
 				}
-				return activation.DefaultDecider(grain.ID{}, err)
+				return activation.DefaultDecider(id, err)
 			}),
 			MaxRestarts: 3, Window: time.Minute,
 		}),
