@@ -117,7 +117,9 @@ func (c *Context) Sender() (ID, bool) {
 	return *c.sender, true
 }
 
-// Silo returns the runtime, to Tell or Call other grains (see silo.Call).
+// Silo returns the runtime, to Tell or Call other grains (see silo.Call):
+// with a silo's send filters (SendFilter), a view that runs them around
+// each send.
 func (c *Context) Silo() Runtime {
 	if c == nil {
 		return nil

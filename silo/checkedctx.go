@@ -17,7 +17,7 @@ import (
 // its own, for a with sender.
 func (w *worker) checkedContext(a *act, sender *grain.ID) {
 	c := new(checkedGC)
-	c.gc.Set(&a.ID, sender, w.p.s, a)
+	c.gc.Set(&a.ID, sender, w.p.s.rt, a)
 	c.gc.Check(&c.over)
 	w.cur, w.gcOver = &c.gc, &c.over
 }

@@ -163,6 +163,15 @@ type Config struct {
 	// outermost, before the kind's own (WithFilters): see grain.Filter.
 	// None may be nil.
 	Filters []grain.Filter
+	// SendFilters run on the sender's side, the first outermost, around
+	// every message a grain sends through its Context's Silo() — Tell, Ask,
+	// silo.Call, grain.Observers.Notify — and every one sent through
+	// Silo.Runtime(), which code outside the grains may use to have its
+	// sends filtered too: see grain.SendFilter. The Silo's own Tell and Ask
+	// are not filtered (as Orleans keeps a client's outgoing filters apart
+	// from its silos'), and a grain's sends pay nothing for them when
+	// there are none. None may be nil.
+	SendFilters []grain.SendFilter
 	// Propagator carries what a program keeps in a ctx — a trace's span,
 	// a tenant — from a Tell to the turn that handles it (see
 	// ContextPropagator). Nil, the default, carries nothing: a tell's
@@ -245,6 +254,7 @@ func (c Config) withDefaults() Config {
 	c.HandoffThreshold = min(c.HandoffThreshold, maxSpan/2)
 	c.Supervision = c.Supervision.WithDefaults()
 	c.Filters = slices.Clone(c.Filters) // the caller's slice may change after New
+	c.SendFilters = slices.Clone(c.SendFilters)
 	if c.Clock == nil {
 		c.Clock = clock.Real()
 	}
@@ -309,6 +319,11 @@ func (c Config) validate() error {
 	for i, f := range c.Filters {
 		if isNilFilter(f) {
 			return bad(fmt.Sprintf("Filters[%d]", i), "nil")
+		}
+	}
+	for i, f := range c.SendFilters {
+		if isNil(f) {
+			return bad(fmt.Sprintf("SendFilters[%d]", i), "nil")
 		}
 	}
 	return c.Supervision.Validate()

@@ -77,3 +77,61 @@ func ExampleWithFilters() {
 	// purse/alice silo_test.payOut -> <nil>, unsigned payment
 	// purse/alice silo_test.payOut -> 30, <nil>
 }
+
+// Config.SendFilters run on the sender's side, around every message a
+// grain sends through its Context's Silo() and every one sent through
+// Silo.Runtime(): here one counts calls by the kind they went to — what a
+// Filter around the turn, on the callee's side, cannot see of who called —
+// and one refuses sends to a kind the sender may not reach.
+func ExampleConfig_sendFilters() {
+	var mu sync.Mutex // a filter runs on many goroutines at once
+	calls := map[string]int{}
+	counting := grain.SendFilterFunc(func(ctx context.Context, m grain.Send, next grain.SendNext) (any, error) {
+		if m.Ask {
+			mu.Lock()
+			calls[m.From.Kind()+" -> "+m.To.Kind()]++
+			mu.Unlock()
+		}
+		return next(ctx, m) // the filters after this one, then the send
+	})
+	errForbidden := errors.New("checkout may not reach the ledger")
+	guard := grain.SendFilterFunc(func(ctx context.Context, m grain.Send, next grain.SendNext) (any, error) {
+		if m.From.Kind() == "checkout" && m.To.Kind() == "ledger" {
+			return nil, errForbidden // nothing is sent
+		}
+		return next(ctx, m)
+	})
+
+	s, _ := silo.New(silo.Config{SendFilters: []grain.SendFilter{counting, guard}})
+	_ = silo.Register(s, "pricer", func(grain.ID) grain.Func {
+		return func(_ context.Context, _ *grain.Context, msg any) (any, error) { return 250 * msg.(int), nil }
+	})
+	_ = silo.Register(s, "ledger", func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) { return "booked", nil }
+	})
+	_ = silo.Register(s, "checkout", func(grain.ID) grain.Func {
+		return func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+			cents, err := silo.Call[int](ctx, c.Silo(), grain.NewID("pricer", "eu"), msg)
+			if err != nil {
+				return nil, err
+			}
+			_, err = c.Silo().Ask(ctx, grain.NewID("ledger", "main"), cents)
+			return cents, err
+		}
+	})
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	_, err := s.Ask(ctx, grain.NewID("checkout", "c1"), 3)
+	fmt.Println(err)
+	v, _ := s.Runtime().Ask(ctx, grain.NewID("ledger", "main"), 750) // from outside: no grain sends it
+	fmt.Println(v)
+	mu.Lock()
+	fmt.Println(calls["checkout -> pricer"], calls["checkout -> ledger"], calls[" -> ledger"])
+	mu.Unlock()
+	// Output:
+	// checkout may not reach the ledger
+	// booked
+	// 1 1 1
+}

@@ -38,7 +38,11 @@ const (
 // A Silo is safe for concurrent use. Two silos in one process share nothing.
 // Make one with New: the zero value refuses every call with ErrSiloClosed.
 type Silo struct {
-	cfg     Config
+	cfg Config
+	// rt is the Runtime grains reach other grains through (their
+	// Context's Silo) and Runtime returns: the silo itself, or with
+	// Config.SendFilters its filtered view (sendfilter.go)
+	rt      grain.Runtime
 	kinds   map[string]*kind // written by Register before Start, then read-only
 	kindOf  kindCache        // in front of kinds, for sends
 	parts   []*partition
@@ -163,6 +167,7 @@ func New(cfg Config) (*Silo, error) {
 			return nil, err
 		}
 	}
+	s.rt = s.runtimeView()
 	return s, nil
 }
 

@@ -342,7 +342,7 @@ func (p *partition) setContext(w *worker, a *act, meta *queues.Meta) *queues.Tic
 	if p.s.cfg.CheckContexts {
 		w.checkedContext(a, sender)
 	} else {
-		w.gc.Set(&a.ID, sender, p.s, a)
+		w.gc.Set(&a.ID, sender, p.s.rt, a)
 	}
 	return tick
 }
