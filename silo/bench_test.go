@@ -154,6 +154,42 @@ func tellLoop(b *testing.B, s *silo.Silo, ctx context.Context, kind string) []gr
 	return ids
 }
 
+// BenchmarkTellSendFilter: Tell through Silo.Runtime() with one send
+// filter that passes the send on: the filtered view, the filter's call and
+// the recovery of its panic, against BenchmarkTell's direct send.
+func BenchmarkTellSendFilter(b *testing.B) {
+	pass := grain.SendFilterFunc(func(ctx context.Context, m grain.Send, next grain.SendNext) (any, error) { return next(ctx, m) })
+	s := benchSilo(b, silo.Config{SendFilters: []grain.SendFilter{pass}})
+	ctx := context.Background()
+	rt := s.Runtime()
+	ids := make([]grain.ID, 64)
+	for i := range ids {
+		ids[i] = grain.NewIntID("b", int64(i))
+		if _, err := rt.Ask(ctx, ids[i], 0); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		for {
+			err := rt.Tell(ctx, ids[i&63], incrMsg)
+			if !errors.Is(err, grain.ErrOverloaded) {
+				if err != nil {
+					b.Fatal(err)
+				}
+				break
+			}
+			runtime.Gosched()
+		}
+	}
+	b.StopTimer()
+	for _, id := range ids {
+		done := make(chan struct{})
+		_ = s.Tell(ctx, id, &benchSync{done})
+		<-done
+	}
+}
+
 // BenchmarkTellManyGrains: Tell to grains drawn at random from many, more
 // than the caches hold: each message's directory slot, activation record and
 // grain are cold, and the owner's prefetching (partition.prefetchAhead) is
