@@ -28,7 +28,10 @@ type SendNext func(ctx context.Context, s Send) (reply any, err error)
 // Orleans' outgoing grain call filters and protoactor's sender middleware
 // do: to time calls as their callers see them (the wait for the grain
 // included, which a Filter around the turn does not see), count or log
-// them, add to the ctx an ask's handler runs under, or refuse a send. Send
+// them, add to the ctx an ask's handler runs under (a tell's handler runs
+// under none of its sender's ctx, but what a silo's ContextPropagator
+// extracts from the ctx the filter passes on reaches it: a trace begun in
+// a filter), or refuse a send. Send
 // gets the sender's ctx and the message, and goes on with next — with the
 // same arguments or others (a ctx derived from the sender's, carrying a
 // value; a message rewritten) — or returns without calling it, to refuse
