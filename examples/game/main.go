@@ -91,8 +91,8 @@ func checkFlags(players int, duration, match time.Duration) error {
 }
 
 // newGame starts a silo with the game's grains, their records kept in
-// records, and a meter of their turns around every one (a filter: the
-// grains know nothing of it). The silo logs to logger (nil: nowhere) what
+// records, a meter of their turns around every one (a filter: the grains
+// know nothing of it) and of what they send each other (a send filter). The silo logs to logger (nil: nowhere) what
 // it cannot return to anyone: a tell that failed or became a dead letter,
 // a slow turn, a record that could not be saved.
 func newGame(match time.Duration, logger *slog.Logger, records Records) (*silo.Silo, *turnMeter, error) {
@@ -104,6 +104,7 @@ func newGame(match time.Duration, logger *slog.Logger, records Records) (*silo.S
 func newGameWith(cfg silo.Config, lobby []silo.KindOption, match time.Duration, logger *slog.Logger, records Records) (*silo.Silo, *turnMeter, error) {
 	meter := newTurnMeter(kindPlayer, kindLobby, kindMatch, kindLeaderboard, kindReferee)
 	cfg.Filters, cfg.Logger, cfg.ProfileLabels = []grain.Filter{meter}, logger, true
+	cfg.SendFilters = []grain.SendFilter{meter.calls}
 	s, err := silo.New(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -119,6 +120,7 @@ type summary struct {
 	Top                            []Entry
 	Stats                          silo.Stats
 	Turns                          []KindTurns
+	Calls                          []KindCalls
 	DeadLetters                    int
 	// Saved is the wins in the players' records after the shutdown, which
 	// each player saved as it deactivated.
@@ -167,6 +169,13 @@ func (s summary) String() string {
 			b.WriteString(";")
 		}
 		fmt.Fprintf(&b, " %v", k)
+	}
+	b.WriteString("\nwhat grains sent each other, as their senders saw it (a send filter):")
+	for i, c := range s.Calls {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %v", c)
 	}
 	b.WriteString("\n(a player's errors are Joins refused with ErrBusy: each bot asks again every half match while it is queued or playing")
 	if n := s.Stats.DeadLetters[grain.ReasonOverload]; n > 0 {
@@ -294,6 +303,7 @@ func simulateWith(ctx context.Context, cfg silo.Config, lobby []silo.KindOption,
 	}
 	sum.Stats = s.Stats()
 	sum.Turns = meter.Report()
+	sum.Calls = meter.calls.Report()
 	for _, n := range sum.Stats.DeadLetters {
 		sum.DeadLetters += int(n)
 	}

@@ -48,6 +48,18 @@ func TestSimulationBalancesItsBooks(t *testing.T) {
 		turns += k.Turns
 	}
 	assert.Len(t, sum.Turns, 5)
+	// The send filter saw what the grains sent each other: each match asked
+	// the referee once, and told its two players its start and result.
+	calls := map[string]KindCalls{}
+	for _, c := range sum.Calls {
+		calls[c.From+"->"+c.To] = c
+	}
+	referee := calls["match->referee"]
+	assert.EqualValues(t, sum.Matches, referee.Asks, "a match asks the referee once")
+	assert.Positive(t, referee.Longest)
+	assert.EqualValues(t, 4*sum.Matches, calls["match->player"].Sends, "a start and a result to each of two players")
+	assert.Zero(t, calls["match->player"].Asks)
+	assert.Positive(t, calls["player->lobby"].Sends)
 	assert.LessOrEqual(t, uint64(turns), sum.Stats.Handled, "message turns are among the turns the silo counts")
 	// A match deactivates itself once played: the only deactivations
 	// before the shutdown, and at most one a match.
