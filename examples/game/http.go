@@ -27,7 +27,8 @@ import (
 // player is already a grain reached by its name. GET /players lists the
 // players active now; GET /players/{name}/events streams the player's
 // events as they happen; GET /metrics reports the meter's counts of turns by
-// kind; GET /debug/profile?d=10s, a CPU profile labeled by kind.
+// kind, GET /metrics/calls what the grains sent each other; GET
+// /debug/profile?d=10s, a CPU profile labeled by kind.
 //
 // Event streams end when stop is closed (nil: never), so that a server
 // shutting down does not wait for clients that would listen for ever.
@@ -105,6 +106,10 @@ func handler(s *silo.Silo, meter *turnMeter, stop <-chan struct{}) http.Handler 
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(meter.Report())
 	})
+	mux.HandleFunc("GET /metrics/calls", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(meter.calls.Report())
+	})
 	mux.HandleFunc("GET /debug/profile", cpuProfile)
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -123,6 +128,7 @@ GET  /players/{name}/events   the player's events as they happen (ndjson; ?n=N e
 GET  /players                 the players active now
 GET  /leaderboard             the top ten by wins
 GET  /metrics                 turns by grain kind
+GET  /metrics/calls           what grains sent each other, by kind
 GET  /debug/profile?d=10s     a CPU profile, labeled by grain kind (go tool pprof -tags)
 `
 

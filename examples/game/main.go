@@ -22,6 +22,7 @@
 //	curl localhost:8080/players
 //	curl localhost:8080/leaderboard
 //	curl localhost:8080/metrics
+//	curl localhost:8080/metrics/calls
 //	curl -o cpu.pb.gz 'localhost:8080/debug/profile?d=10s' && go tool pprof -tags cpu.pb.gz
 package main
 

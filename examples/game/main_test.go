@@ -190,6 +190,10 @@ func TestHTTP(t *testing.T) {
 	require.Len(t, turns, 5)
 	assert.Equal(t, kindLeaderboard, turns[0].Kind)
 	assert.Positive(t, turns[0].Turns)
+	var calls []KindCalls
+	require.Equal(t, http.StatusOK, get("/metrics/calls", &calls))
+	require.NotEmpty(t, calls)
+	assert.Contains(t, calls, KindCalls{From: kindLobby, To: kindMatch, Sends: 1}, "alice and bob's match, made by the lobby")
 	watchers := func(name string) int {
 		var st PlayerStats
 		require.Equal(t, http.StatusOK, get("/players/"+name, &st))
