@@ -38,11 +38,8 @@ const (
 // A Silo is safe for concurrent use. Two silos in one process share nothing.
 // Make one with New: the zero value refuses every call with ErrSiloClosed.
 type Silo struct {
-	cfg Config
-	// rt is the Runtime grains reach other grains through (their
-	// Context's Silo) and Runtime returns: the silo itself, or with
-	// Config.SendFilters its filtered view (sendfilter.go)
-	rt      grain.Runtime
+	cfg     Config
+	rt      grain.Runtime    // what grains send through (Runtime): the silo, or its view with send filters
 	kinds   map[string]*kind // written by Register before Start, then read-only
 	kindOf  kindCache        // in front of kinds, for sends
 	parts   []*partition
