@@ -16,8 +16,13 @@ const (
 	DeactivationRequested                                // the grain's DeactivateOnIdle, or silo.Deactivate
 	DeactivationEvicted                                  // the activation cap (Config.MaxActivations) made room
 	DeactivationMemoryPressure                           // shed while memory ran short (Config.MemoryLimit)
-	DeactivationStopped                                  // silo.Stop, or its supervision policy's Stop
+	DeactivationStopped                                  // silo.Stop
 	DeactivationShutdown                                 // the silo is shutting down
+	// DeactivationFailed: its kind's supervision stopped it after a
+	// failure (the restart limit passed, or a Decider's Stop) — its state
+	// may be broken, so an OnDeactivate that saves state should not save
+	// it (Orleans' ApplicationError).
+	DeactivationFailed
 	numDeactivationReasons
 )
 
@@ -33,6 +38,7 @@ var deactivationNames = [...]string{
 	DeactivationMemoryPressure: "memory pressure",
 	DeactivationStopped:        "stopped",
 	DeactivationShutdown:       "shutdown",
+	DeactivationFailed:         "failed",
 }
 
 func (r DeactivationReason) String() string {

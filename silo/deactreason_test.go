@@ -38,8 +38,9 @@ func (g why) OnDeactivate(_ context.Context, gc *grain.Context) error {
 	return nil
 }
 
-// OnDeactivate learns why it runs, whichever of the six causes it is; any
-// other turn sees none.
+// OnDeactivate learns why it runs, whichever of the seven causes it is —
+// a Stop told apart from supervision's stop after a failure, whose state
+// an OnDeactivate should not save; any other turn sees none.
 func TestOnDeactivateKnowsWhy(t *testing.T) {
 	var used atomic.Uint64
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
@@ -82,8 +83,8 @@ func TestOnDeactivateKnowsWhy(t *testing.T) {
 	require.NoError(t, s.Stop(ctx, grain.NewID("why", "c")))
 	expect(grain.DeactivationStopped)
 
-	ask("d", "fail") // its Decider stops it
-	expect(grain.DeactivationStopped)
+	ask("d", "fail") // its Decider stops it: a failure, its state in doubt
+	expect(grain.DeactivationFailed)
 
 	ask("e", "hi")
 	clk.Advance(2 * time.Minute)
@@ -119,7 +120,7 @@ func TestOnDeactivateKnowsWhy(t *testing.T) {
 	}
 	// Stats counts them by reason too.
 	assert.Equal(t, map[grain.DeactivationReason]uint64{
-		grain.DeactivationRequested: 2, grain.DeactivationStopped: 2, grain.DeactivationIdle: 1,
+		grain.DeactivationRequested: 2, grain.DeactivationStopped: 1, grain.DeactivationFailed: 1, grain.DeactivationIdle: 1,
 		grain.DeactivationEvicted: 1, grain.DeactivationMemoryPressure: shed,
 		grain.DeactivationShutdown: uint64(len(rest)),
 	}, s.Stats().Deactivations)

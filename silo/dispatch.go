@@ -202,7 +202,7 @@ func idleReason(r grain.DeactivationReason) bool {
 // Silo.Deactivate or the grain's DeactivateOnIdle, a Stop, a shutdown —
 // which nothing calls off.
 func requestedReason(r grain.DeactivationReason) bool {
-	return r == grain.DeactivationRequested || r == grain.DeactivationStopped || r == grain.DeactivationShutdown
+	return r == grain.DeactivationRequested || r == grain.DeactivationStopped || r == grain.DeactivationShutdown || r == grain.DeactivationFailed
 }
 
 // sentAfterStop reports whether the message being delivered (the last one

@@ -520,7 +520,7 @@ func (p *partition) stop(a *act) {
 	}
 	p.quarantine[a.ID] = p.now + a.k.sup.Quarantine
 	p.needIdleTicks()
-	p.halt(a)
+	p.halt(a, grain.DeactivationFailed)
 }
 
 // stopRequested carries out Silo.Stop. The messages queued ahead of the
@@ -551,7 +551,7 @@ func (p *partition) stopRequested(c ctl) {
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 		return
 	}
-	p.halt(a)
+	p.halt(a, grain.DeactivationStopped)
 }
 
 // stoppedAhead reports whether env, not for an active grain, was sent before
@@ -561,13 +561,14 @@ func (p *partition) stoppedAhead(env *queues.Envelope) bool {
 	return ok && !sp.after(p.batch.Seq(), p.batch.Taken()-1)
 }
 
-// halt deactivates a and makes every message waiting for it, or arriving
-// before it is gone, a dead letter.
-func (p *partition) halt(a *act) {
+// halt deactivates a, for why (a Stop, or supervision's after a failure),
+// and makes every message waiting for it, or arriving before it is gone, a
+// dead letter.
+func (p *partition) halt(a *act, why grain.DeactivationReason) {
 	a.setStopping(true)
 	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	a.setDeactWant(false) // a stop is the reason, whatever asked before it
-	a.wantDeactivate(grain.DeactivationStopped)
+	a.wantDeactivate(why)
 	p.makeReady(a)
 }
 

@@ -169,8 +169,15 @@ const evDeactivated = "deactivated"
 
 // OnDeactivate saves the player's record and tells the watchers the player
 // is going: idle for a while, or the silo shutting down (tells to
-// observers still go out then).
+// observers still go out then) — but not when its supervision stopped it
+// after a failure: its state is in doubt, and the record saved last stays.
 func (p *Player) OnDeactivate(ctx context.Context, c *grain.Context) error {
+	if c.DeactivationReason() == grain.DeactivationFailed {
+		// Its supervision stopped it after a failure: its state is in
+		// doubt, and the record last saved is kept.
+		p.notify(ctx, c, evDeactivated, grain.ID{})
+		return nil
+	}
 	rec := p.stats
 	rec.State, rec.Watchers = "", 0 // not part of the record
 	err := p.records.Save(ctx, rec)

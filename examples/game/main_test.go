@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/silo"
 	"github.com/granary-go/granary/silo/silotest"
@@ -483,4 +484,31 @@ func TestLeaderboardRanksAsASortWould(t *testing.T) {
 	_, err := l.Receive(t.Context(), nil, Top{N: -1})
 	require.Error(t, err)
 	assert.Empty(t, top(0))
+}
+
+// A player its supervision stops after a failure does not save its record
+// as it goes (its state is in doubt, gc.DeactivationReason() says so): the
+// record last saved stays. Here the silo's supervision stops a grain on
+// any error, and a second Join while queued is one (ErrBusy).
+func TestAPlayerStoppedAfterAFailureKeepsItsLastRecord(t *testing.T) {
+	records := newMemRecords()
+	stopOnError := activation.Supervision{Decider: activation.DeciderFunc(func(grain.ID, error) activation.Directive { return activation.Stop })}
+	s := silotest.Start(t, silo.Config{Supervision: stopOnError}, func(s *silo.Silo) error { return register(s, time.Hour, records) })
+	ctx := t.Context()
+	alice := grain.NewID(kindPlayer, "alice")
+	_, err := s.Ask(ctx, alice, Join{}) // queued: no one to play yet
+	require.NoError(t, err)
+	_, err = s.Ask(ctx, alice, Join{})
+	require.ErrorIs(t, err, ErrBusy)
+	require.Eventually(t, func() bool { return s.Stats().Deactivations[grain.DeactivationFailed] == 1 }, 5*time.Second, time.Millisecond)
+	_, saved, err := records.Load(ctx, "alice")
+	require.NoError(t, err)
+	assert.False(t, saved, "a player stopped for a failure saved nothing")
+
+	bob := grain.NewID(kindPlayer, "bob")
+	_, err = s.Ask(ctx, bob, GetStats{})
+	require.NoError(t, err)
+	require.NoError(t, s.Deactivate(ctx, bob))
+	require.Eventually(t, func() bool { _, ok, _ := records.Load(ctx, "bob"); return ok }, 5*time.Second, time.Millisecond,
+		"one deactivated as requested saves")
 }
