@@ -44,8 +44,9 @@ func (d Directive) String() string {
 // the turn ends: one that blocks (that calls a grain to report the failure,
 // say) is handed off as a blocking handler is, and holds up no other
 // grain — but the failed turn's caller waits for it, so it should be quick.
-// The silo recovers a Decider that panics or calls runtime.Goexit, and
-// applies DefaultDecider instead.
+// The silo recovers a Decider that panics or calls runtime.Goexit, or
+// returns a Directive that is none of Restart, Resume and Stop, logs it,
+// and applies DefaultDecider instead.
 //
 // A Decider that does more than look at the error — calls a grain, logs
 // with the caller's trace, stops the silo — implements ContextDecider, and

@@ -305,7 +305,8 @@ func (p *partition) decideInTurn(w *worker, a *act, res *turnResult, ctx context
 }
 
 // askDecider runs the kind's Decider for a turn that failed with err. One
-// that panics is logged, and the default directive applies. One that calls
+// that panics, or returns a directive that is none of Restart, Resume and
+// Stop, is logged, and the default directive applies. One that calls
 // runtime.Goexit is not recovered: its goroutine ends, and the caller's
 // defers see it.
 func (p *partition) askDecider(ctx context.Context, a *act, err error) (d activation.Directive) {
@@ -326,6 +327,11 @@ func (p *partition) askDecider(ctx context.Context, a *act, err error) (d activa
 		d = a.k.sup.Decider.Decide(a.ID, err)
 	}
 	returned = true
+	if d > activation.Stop {
+		p.s.log(slog.LevelError, "granary: Decider returned an undefined directive; the default directive applies",
+			"grain", a.ID.String(), "directive", d.String(), "err", err)
+		d = activation.DefaultDecider(a.ID, err)
+	}
 	return d
 }
 

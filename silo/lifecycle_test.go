@@ -209,6 +209,24 @@ func TestPanickingDeciderFallsBackToTheDefault(t *testing.T) {
 	assert.Contains(t, logs.String(), "Decider panicked")
 }
 
+// A Decider that returns no directive it knows (a Directive conversion of
+// a number, say) is logged, and the default directive applies: before, it
+// resumed the grain in silence, a panic's broken state and all.
+func TestADecidersUndefinedDirectiveFallsBackToTheDefault(t *testing.T) {
+	var logs syncBuffer
+	odd := activation.Supervision{Decider: activation.DeciderFunc(func(grain.ID, error) activation.Directive {
+		return activation.Directive(9)
+	})}
+	e := newLife(t, silo.Config{Logger: newTextLogger(&logs)}, silo.WithSupervision(odd))
+	e.call(t, "a", incr{5})
+	_, err := e.s.Ask(e.ctx, e.id("a"), boom{"x"})
+	require.ErrorIs(t, err, grain.ErrPanic)
+	assert.Equal(t, 2, e.call(t, "a", whoAmI{}), "a panic restarts, as by default: a fresh instance")
+	e.s.WaitLogged()
+	assert.Contains(t, logs.String(), "Decider returned an undefined directive")
+	assert.Contains(t, logs.String(), "directive=directive(9)")
+}
+
 // A Decider that ends its goroutine with runtime.Goexit (a require that
 // fails in a test's decider) gets the default directive too: the turn's
 // outcome is applied in full — before, the owner's goroutine ended halfway
