@@ -306,6 +306,25 @@ func TestRestartQueuedBehindBackoff(t *testing.T) {
 	assert.Equal(t, 3, <-got)
 }
 
+// A Stop of a grain waiting out a restart's backoff ends the backoff: the
+// failed instance is gone already, so nothing deactivates, and the next
+// message activates a fresh instance at once — here on a manual clock that
+// never moves, which would otherwise hold it for the hour's backoff.
+func TestAStopEndsARestartBackoff(t *testing.T) {
+	sup := activation.Supervision{MaxRestarts: 5, MinBackoff: time.Hour, MaxBackoff: time.Hour}
+	e := newLife(t, silo.Config{}, silo.WithSupervision(sup))
+	id := e.id("a")
+	for range 2 { // the first restart is immediate, the second backs off an hour
+		_, err := e.s.Ask(e.ctx, id, boom{1})
+		require.ErrorIs(t, err, grain.ErrPanic)
+	}
+	require.Eventually(t, func() bool { return e.clk.Pending() >= 2 }, 5*time.Second, time.Millisecond,
+		"the backoff timer is scheduled")
+	require.NoError(t, e.s.Stop(e.ctx, id))
+	assert.Equal(t, 3, e.call(t, "a", whoAmI{}), "a fresh instance, at once")
+	assert.Empty(t, e.s.Stats().Deactivations, "the failed instance was gone already")
+}
+
 // A Shutdown does not wait out a restart's backoff: the grain restarts at
 // once and its queued messages run — here on a manual clock that never
 // moves, which would otherwise hold the Shutdown until its deadline.
