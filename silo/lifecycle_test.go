@@ -306,18 +306,28 @@ func TestRestartQueuedBehindBackoff(t *testing.T) {
 	assert.Equal(t, 3, <-got)
 }
 
+// hourBackoff restarts a grain at once the first time, then backs off an
+// hour: on a manual clock that never moves, for as long as the test runs.
+var hourBackoff = activation.Supervision{MaxRestarts: 5, MinBackoff: time.Hour, MaxBackoff: time.Hour}
+
+// backOffAnHour fails id twice under hourBackoff: restarted at once, then
+// waiting out its hour.
+func (e *lifeEnv) backOffAnHour(t *testing.T, id grain.ID) {
+	t.Helper()
+	for range 2 {
+		_, err := e.s.Ask(e.ctx, id, boom{1})
+		require.ErrorIs(t, err, grain.ErrPanic)
+	}
+}
+
 // A Stop of a grain waiting out a restart's backoff ends the backoff: the
 // failed instance is gone already, so nothing deactivates, and the next
 // message activates a fresh instance at once — here on a manual clock that
 // never moves, which would otherwise hold it for the hour's backoff.
 func TestAStopEndsARestartBackoff(t *testing.T) {
-	sup := activation.Supervision{MaxRestarts: 5, MinBackoff: time.Hour, MaxBackoff: time.Hour}
-	e := newLife(t, silo.Config{}, silo.WithSupervision(sup))
+	e := newLife(t, silo.Config{}, silo.WithSupervision(hourBackoff))
 	id := e.id("a")
-	for range 2 { // the first restart is immediate, the second backs off an hour
-		_, err := e.s.Ask(e.ctx, id, boom{1})
-		require.ErrorIs(t, err, grain.ErrPanic)
-	}
+	e.backOffAnHour(t, id)
 	require.Eventually(t, func() bool { return e.clk.Pending() >= 2 }, 5*time.Second, time.Millisecond,
 		"the backoff timer is scheduled")
 	require.NoError(t, e.s.Stop(e.ctx, id))
@@ -329,13 +339,9 @@ func TestAStopEndsARestartBackoff(t *testing.T) {
 // once and its queued messages run — here on a manual clock that never
 // moves, which would otherwise hold the Shutdown until its deadline.
 func TestShutdownDoesNotWaitOutARestartBackoff(t *testing.T) {
-	sup := activation.Supervision{MaxRestarts: 5, MinBackoff: time.Hour, MaxBackoff: time.Hour}
-	e := newLife(t, silo.Config{}, silo.WithSupervision(sup))
+	e := newLife(t, silo.Config{}, silo.WithSupervision(hourBackoff))
 	id := e.id("a")
-	for range 2 { // the first restart is immediate, the second backs off an hour
-		_, err := e.s.Ask(e.ctx, id, boom{1})
-		require.ErrorIs(t, err, grain.ErrPanic)
-	}
+	e.backOffAnHour(t, id)
 	got := make(chan any, 1)
 	go func() { v, _ := e.s.Ask(e.ctx, id, whoAmI{}); got <- v }()
 	waitBacklog(t, e.s, 1)
@@ -349,8 +355,7 @@ func TestShutdownDoesNotWaitOutARestartBackoff(t *testing.T) {
 // Nor for a message a turn sends, while the silo settles, to a grain in its
 // backoff: the grain restarts for it.
 func TestShutdownRestartsAGrainInBackoffForATurnsMessage(t *testing.T) {
-	sup := activation.Supervision{MaxRestarts: 5, MinBackoff: time.Hour, MaxBackoff: time.Hour}
-	e := newLife(t, silo.Config{Partitions: 2}, silo.WithSupervision(sup))
+	e := newLife(t, silo.Config{Partitions: 2}, silo.WithSupervision(hourBackoff))
 	// x backs off on one partition, next to z; y's turn, on the other,
 	// asks z — so x's partition has begun settling — then tells x.
 	pt, err := queues.NewPartitioner(2)
@@ -365,10 +370,7 @@ func TestShutdownRestartsAGrainInBackoffForATurnsMessage(t *testing.T) {
 			y = id
 		}
 	}
-	for range 2 { // the second restart backs off an hour
-		_, err := e.s.Ask(e.ctx, x, boom{1})
-		require.ErrorIs(t, err, grain.ErrPanic)
-	}
+	e.backOffAnHour(t, x)
 	started, gate := make(chan struct{}), make(chan struct{})
 	require.NoError(t, e.s.Tell(e.ctx, y, tellLater{started: started, until: gate, first: z, to: x, msg: incr{5}}))
 	<-started
