@@ -85,8 +85,8 @@ func idleTickNow(t *testing.T, s *silo.Silo, clk *clock.Manual) {
 }
 
 // drained returns what gone holds now.
-func drained(gone chan string) []string {
-	var out []string
+func drained[T any](gone chan T) []T {
+	var out []T
 	for {
 		select {
 		case k := <-gone:

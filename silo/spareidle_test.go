@@ -69,19 +69,6 @@ func spareSilo(t *testing.T, cfg silo.Config, opts ...silo.KindOption) (*silo.Si
 	return s, id, gone, time.Now()
 }
 
-// goneBy returns the deactivations reported so far.
-func goneBy(gone chan spareGone) []spareGone {
-	var out []spareGone
-	for {
-		select {
-		case g := <-gone:
-			out = append(out, g)
-		default:
-			return out
-		}
-	}
-}
-
 // A burst's spare activation of a stateless identity goes once it has been
 // idle DefaultSpareIdleTimeout (2 s), within a tick of the idle wheel (an
 // eighth of it, by default); the first keeps the kind's idle timeout — as
@@ -92,11 +79,11 @@ func TestStatelessWorkerSpareGoesSoonAfterABurst(t *testing.T) {
 
 		time.Sleep(silo.DefaultSpareIdleTimeout - time.Millisecond)
 		synctest.Wait()
-		assert.Empty(t, goneBy(gone), "a spare idle less than 2 s stays")
+		assert.Empty(t, drained(gone), "a spare idle less than 2 s stays")
 
 		time.Sleep(silo.DefaultSpareIdleTimeout / 8)
 		synctest.Wait()
-		g := goneBy(gone)
+		g := drained(gone)
 		require.Len(t, g, 1, "the spare goes; the first stays")
 		assert.Equal(t, grain.DeactivationIdle, g[0].reason)
 		assert.GreaterOrEqual(t, g[0].at.Sub(idleFrom), silo.DefaultSpareIdleTimeout)
@@ -111,10 +98,10 @@ func TestStatelessWorkerSpareGoesSoonAfterABurst(t *testing.T) {
 
 		time.Sleep(time.Minute - time.Millisecond)
 		synctest.Wait()
-		assert.Empty(t, goneBy(gone), "the first keeps the kind's idle timeout")
+		assert.Empty(t, drained(gone), "the first keeps the kind's idle timeout")
 		time.Sleep(time.Minute / 8)
 		synctest.Wait()
-		g = goneBy(gone)
+		g = drained(gone)
 		require.Len(t, g, 1)
 		assert.GreaterOrEqual(t, g[0].at.Sub(asked), time.Minute)
 		assert.EqualValues(t, 2, s.Stats().Deactivations[grain.DeactivationIdle])
@@ -129,7 +116,7 @@ func TestWithSpareIdleTimeoutSetsTheSparesIdleTimeout(t *testing.T) {
 			_, _, gone, idleFrom := spareSilo(t, silo.Config{IdleTimeout: time.Minute}, silo.WithSpareIdleTimeout(200*time.Millisecond))
 			time.Sleep(time.Second)
 			synctest.Wait()
-			g := goneBy(gone)
+			g := drained(gone)
 			require.Len(t, g, 1)
 			assert.Less(t, g[0].at.Sub(idleFrom), 300*time.Millisecond, "within a tick (25 ms: an eighth of it) of 200 ms")
 		})
@@ -139,10 +126,10 @@ func TestWithSpareIdleTimeoutSetsTheSparesIdleTimeout(t *testing.T) {
 			_, _, gone, idleFrom := spareSilo(t, silo.Config{IdleTimeout: time.Minute}, silo.WithSpareIdleTimeout(-1))
 			time.Sleep(time.Minute - time.Millisecond)
 			synctest.Wait()
-			assert.Empty(t, goneBy(gone))
+			assert.Empty(t, drained(gone))
 			time.Sleep(time.Second)
 			synctest.Wait()
-			g := goneBy(gone)
+			g := drained(gone)
 			require.Len(t, g, 2, "both at the kind's idle timeout")
 			for _, d := range g {
 				assert.GreaterOrEqual(t, d.at.Sub(idleFrom), time.Minute)
@@ -154,7 +141,7 @@ func TestWithSpareIdleTimeoutSetsTheSparesIdleTimeout(t *testing.T) {
 			_, _, gone, _ := spareSilo(t, silo.Config{IdleTimeout: time.Minute}, silo.WithSpareIdleTimeout(time.Hour))
 			time.Sleep(time.Minute + time.Second)
 			synctest.Wait()
-			assert.Len(t, goneBy(gone), 2, "the kind's shorter idle timeout holds for the spares too")
+			assert.Len(t, drained(gone), 2, "the kind's shorter idle timeout holds for the spares too")
 		})
 	})
 }
@@ -166,10 +153,10 @@ func TestStatelessWorkerSpareGoesThoughTheKindNeverIdles(t *testing.T) {
 		s, _, gone, _ := spareSilo(t, silo.Config{IdleTimeout: -1})
 		time.Sleep(silo.DefaultSpareIdleTimeout + time.Second)
 		synctest.Wait()
-		require.Len(t, goneBy(gone), 1)
+		require.Len(t, drained(gone), 1)
 		time.Sleep(24 * time.Hour)
 		synctest.Wait()
-		assert.Empty(t, goneBy(gone), "the first stays for good")
+		assert.Empty(t, drained(gone), "the first stays for good")
 		assert.Equal(t, 1, s.Stats().Activations["spare"])
 	})
 }
@@ -194,7 +181,7 @@ func TestStatelessWorkerSpareInUseStays(t *testing.T) {
 			time.Sleep(time.Second)
 			synctest.Wait()
 		}
-		assert.Empty(t, goneBy(gone))
+		assert.Empty(t, drained(gone))
 		assert.Equal(t, 2, s.Stats().Activations["spare"])
 		close(release)
 	})
