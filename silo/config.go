@@ -179,7 +179,12 @@ type Config struct {
 	Propagator ContextPropagator
 	// Logger receives what the silo cannot return to anyone: a panic in
 	// OnDeactivate, a tell's turn that failed, a tell's dead letter (Info),
-	// a slow turn. Default: discard.
+	// a slow turn. Default (nil): slog.Default(), as it is when each line
+	// is written — so a program that calls slog.SetDefault gets the silo's
+	// lines too, and one that sets nothing sees them on stderr, as Akka and
+	// protoactor log their dead letters. For silence,
+	// slog.New(slog.DiscardHandler); Stats counts what was logged either
+	// way.
 	//
 	// The silo writes its lines in the order it logs them, on a goroutine
 	// of its own, so a handler that is slow or blocks — a full pipe, a log
@@ -260,9 +265,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MemoryGauge == nil {
 		c.MemoryGauge = heapGauge{}
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.LogSampling.Tick == 0 {
 		c.LogSampling.Tick = DefaultLogTick

@@ -67,8 +67,9 @@
 // docs/calls.md and docs/failures.md.
 //
 // What no caller can be told — a tell's turn that failed, a tell that
-// became a dead letter, a slow turn — goes to Config.Logger, a storm of it
-// sampled (Config.LogSampling), and is counted in Stats whole. With
+// became a dead letter, a slow turn — goes to Config.Logger (slog.Default()
+// unless set), a storm of it sampled (Config.LogSampling), and is counted in
+// Stats whole. With
 // Config.ProfileLabels, CPU and goroutine profiles split by grain kind.
 //
 // Concurrency: a Silo is safe for concurrent use by any number of

@@ -24,7 +24,7 @@ import (
 //
 // Safe for concurrent use.
 type logWriter struct {
-	l       *slog.Logger
+	l       *slog.Logger   // nil: slog.Default(), looked up at each line
 	dropped *atomic.Uint64 // the silo's count of lines not written (Stats)
 
 	mu      sync.Mutex
@@ -121,7 +121,11 @@ func (w *logWriter) write(line logLine) {
 		}
 	}()
 	ctx := context.Background()
-	h := w.l.Handler()
+	l := w.l
+	if l == nil {
+		l = slog.Default()
+	}
+	h := l.Handler()
 	if !h.Enabled(ctx, line.level) {
 		return
 	}

@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -183,6 +184,10 @@ func soakShaped(t *testing.T, shape soakShape, shutdownDeadline time.Duration, i
 		MaxActivations:    60,
 		HandoffThreshold:  time.Millisecond,
 		Supervision:       activation.Supervision{MaxRestarts: 2, Window: time.Second, MinBackoff: 10 * time.Millisecond, Quarantine: 300 * time.Millisecond},
+		// The soak checks counts, not lines: on its racing clock the
+		// sampler lets through tens of thousands, which would bury a
+		// failure's own output.
+		Logger: slog.New(slog.DiscardHandler),
 	}
 	for _, f := range tweak {
 		f(&cfg)

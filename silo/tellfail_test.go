@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -72,10 +73,12 @@ func TestAFailedTellIsLoggedAndCounted(t *testing.T) {
 }
 
 // failingTells is a silo whose grains of kind "f" fail every message but
-// "ok", logging to logged, and a function that tells grain f/a n messages
+// "ok", logging to logged (or cfg.Logger, for nil), and a function that tells grain f/a n messages
 // and waits until their turns are over.
 func failingTells(t *testing.T, cfg silo.Config, logged *syncBuffer) (*silo.Silo, func(n int)) {
-	cfg.Logger = newTextLogger(logged)
+	if logged != nil { // nil: cfg's Logger
+		cfg.Logger = newTextLogger(logged)
+	}
 	s := newSilo(t, cfg, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "f", func(grain.ID) grain.Func {
 			return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
@@ -136,4 +139,24 @@ func TestLogSamplingRefusesANegativeTick(t *testing.T) {
 	_, err := silo.New(silo.Config{LogSampling: silo.LogSampling{Tick: -time.Second}})
 	require.ErrorIs(t, err, grain.ErrInvalidConfig)
 	assert.Contains(t, err.Error(), "LogSampling.Tick")
+}
+
+// A silo given no Logger writes its lines to slog.Default() — the one in
+// effect as each line is written, so a program that sets its default after
+// New still gets them — rather than dropping them: a failed tell would
+// otherwise be lost to everyone but Stats.
+func TestWithNoLoggerTheSiloLogsToSlogsDefault(t *testing.T) {
+	before := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(before) })
+	var early, late syncBuffer
+	slog.SetDefault(newTextLogger(&early))
+	s, tellFails := failingTells(t, silo.Config{}, nil)
+	tellFails(1)
+	assert.Contains(t, early.String(), `msg="granary: a tell's turn failed, with no caller to return the error to" grain=f/a err="tell failed"`)
+
+	slog.SetDefault(newTextLogger(&late))
+	require.NoError(t, s.Tell(ctxT(t), grain.NewID("f", "b"), "x"))
+	require.NoError(t, s.Shutdown(ctxT(t))) // writes what was logged before it
+	assert.Contains(t, late.String(), "grain=f/b")
+	assert.NotContains(t, early.String(), "grain=f/b")
 }
