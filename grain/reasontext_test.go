@@ -75,3 +75,30 @@ func TestAnUndefinedReasonIsRefused(t *testing.T) {
 	var m map[grain.Reason]int
 	require.ErrorIs(t, json.Unmarshal([]byte(`{"lost in the post":1}`), &m), grain.ErrInvalidReason)
 }
+
+// Whatever text comes in — a stats endpoint's JSON read back, a hand-edited
+// file — reading a reason never panics, and a name it accepts writes back
+// as the same text: no two names for one reason, no reason read as another.
+func FuzzReasonUnmarshalText(f *testing.F) {
+	for _, s := range []string{"stopped", "idle", "shutdown", "", "Stopped", "stopped\x00", "\xff"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r grain.Reason
+		if err := r.UnmarshalText(b); err == nil {
+			out, err := r.MarshalText()
+			require.NoError(t, err)
+			require.Equal(t, string(b), string(out))
+		} else {
+			require.ErrorIs(t, err, grain.ErrInvalidReason)
+		}
+		var d grain.DeactivationReason
+		if err := d.UnmarshalText(b); err == nil {
+			out, err := d.MarshalText()
+			require.NoError(t, err)
+			require.Equal(t, string(b), string(out))
+		} else {
+			require.ErrorIs(t, err, grain.ErrInvalidReason)
+		}
+	})
+}
