@@ -1,5 +1,7 @@
 package silo
 
+import "time"
+
 // WaitLogged waits until every line logged so far has been written to
 // Config.Logger: a test reads the log once the lines it expects are there.
 func (s *Silo) WaitLogged() {
@@ -41,3 +43,7 @@ var (
 func (s *Silo) YieldsOff() (hogged, crowded bool) {
 	return s.dog.hogged.Load() > 0 || s.dog.suspect.Load(), s.dog.crowded.Load()
 }
+
+// GraceFor is the grace of a turn the handoff monitor takes at threshold
+// from a grain whose senders were held back (holdgrace.go).
+func GraceFor(threshold time.Duration) time.Duration { return graceFor(threshold) }

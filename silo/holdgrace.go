@@ -24,8 +24,8 @@ import "time"
 // working down a backlog (the turn a step of it, with more behind, or a
 // turn run as it came with its next message right behind it in the queue:
 // worker.behind) counts as served for a grace of graceThresholds
-// HandoffThresholds: a full backlog holds its senders at its door, as
-// before the handoff. A grain behind, with room left and nobody waiting
+// HandoffThresholds, 100 ms at least (minGrace): a full backlog holds its
+// senders at its door, as before the handoff. A grain behind, with room left and nobody waiting
 // yet, is as much the partition's to serve as one held: without its grace,
 // a sender a little faster than it was refused the moment the backlog
 // filled behind a preempted turn, where it would have waited at the door
@@ -59,9 +59,26 @@ import "time"
 // the owner when it ends: an owner with nothing else to do parks, and the
 // monitor sleeps while every owner does.
 
-// graceThresholds is how many HandoffThresholds a grace lasts: at the
-// default, 10 ms, Go's time slice.
+// graceThresholds is how many HandoffThresholds a grace lasts at least:
+// at the default, 10 ms, Go's time slice.
 const graceThresholds = 2
+
+// minGrace is the shortest grace, whatever the threshold: a turn's
+// goroutine waits for a core not only for Go's scheduler but for the
+// host's. On the shared VMs the bench runs on, turns that do next to
+// nothing were held 7–44 ms at times (the monitor's slow-turn lines), and
+// one of the zipf workload's hottest grain, held 12 ms past a grace of 10,
+// lost 581 tells as overload dead letters (docs/performance-log.md, the
+// hundred-and-thirty-second run). A grace costs no memory — what comes
+// meanwhile is what was in flight as the door shut, at most a queue's
+// worth — only the wait of a blocked grain's senders before they are
+// refused: 100 ms is still failing fast.
+const minGrace = 100 * time.Millisecond
+
+// graceFor is the grace of a turn handed off at threshold.
+func graceFor(threshold time.Duration) time.Duration {
+	return max(graceThresholds*threshold, minGrace)
+}
 
 // holdGraces are the partition's graces, one a grain whose turn is off
 // (two floods stepped off at once, or the monitor taking one grain's turn
@@ -104,7 +121,7 @@ func (p *partition) graceFrom(from *worker) {
 	if !held && !p.q.SendersWait() && !stepped && !from.behind && !p.nextIsFor(a) {
 		return // nobody waited for it, and it had caught up: its senders were not held back
 	}
-	d := graceThresholds * p.s.cfg.HandoffThreshold
+	d := graceFor(p.s.cfg.HandoffThreshold)
 	gs := &p.grace
 	i := gs.index(a)
 	if i < 0 {

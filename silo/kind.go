@@ -27,8 +27,9 @@ import (
 // goroutines sending in a loop will do — a turn can be held past
 // Config.HandoffThreshold and handed off. A grain whose senders were
 // waiting when that happened (at its door, or for room in the queue)
-// keeps them waiting for a grace of two HandoffThresholds, in which a
-// preempted turn is back; a turn still off then counts as blocked, and the
+// keeps them waiting for a grace of two HandoffThresholds, 100 ms at
+// least, in which a preempted turn is back (Go's scheduler, or a shared
+// host's, holds a turn off its core for tens of milliseconds at times); a turn still off then counts as blocked, and the
 // policy applies to what the grain was sent past its limit. A grain that
 // kept up overflows at once. A sender that must not lose a message asks
 // rather than tells, and retries on ErrOverloaded: a tell already on its
