@@ -74,8 +74,9 @@ const (
 // its default. Durations may be negative only where a field says so.
 type Config struct {
 	// Name is the silo's name in directory locations, and in the error of
-	// a call cycle through more than one silo (grain.CallCycleError.Silos):
-	// give each silo of a process its own. Default "local".
+	// a call cycle through more than one silo (grain.CallCycleError.Silos),
+	// and, unless it is the default, in every line the silo logs
+	// (silo=name): give each silo of a process its own. Default "local".
 	Name string
 	// Partitions is the number of partition queues (and of goroutines that
 	// drain them when no turn blocks). Default GOMAXPROCS; at most

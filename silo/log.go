@@ -25,5 +25,10 @@ func (s *Silo) write(level slog.Level, msg string, droppedBefore uint64, args ..
 	if droppedBefore > 0 {
 		args = append(args, "dropped_lines", droppedBefore)
 	}
+	if s.cfg.Name != DefaultName {
+		// A silo given a name says it: silos of one process share
+		// slog.Default() unless each is given a Logger.
+		args = append(args, "silo", s.cfg.Name)
+	}
 	s.logw.add(level, msg, args)
 }

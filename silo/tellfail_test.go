@@ -160,3 +160,17 @@ func TestWithNoLoggerTheSiloLogsToSlogsDefault(t *testing.T) {
 	assert.Contains(t, late.String(), "grain=f/b")
 	assert.NotContains(t, early.String(), "grain=f/b")
 }
+
+// A silo given a name says it in every line it logs — two silos of one
+// process share slog.Default() unless each is given a Logger — and one
+// left with the default name adds nothing to its lines.
+func TestANamedSiloNamesItselfInItsLines(t *testing.T) {
+	var named, unnamed syncBuffer
+	_, tellFails := failingTells(t, silo.Config{Name: "eu-1"}, &named)
+	tellFails(1)
+	_, tellFails = failingTells(t, silo.Config{}, &unnamed)
+	tellFails(1)
+	assert.Contains(t, named.String(), `err="tell failed" directive=resume silo=eu-1`)
+	assert.Contains(t, unnamed.String(), `err="tell failed" directive=resume`)
+	assert.NotContains(t, unnamed.String(), "silo=")
+}
