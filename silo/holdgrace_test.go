@@ -92,30 +92,39 @@ const quickTurn = 20 * time.Microsecond
 // (TestAGrainBlockedPastTheGraceOverflows).
 func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, done := rejectingSilo(t, 100*time.Microsecond)
-		ctx := t.Context()
-		id := grain.NewID("busy", "a")
-		const n, stallAt = 2000, 1000
-		refused := 0
-		for i := range n {
-			var m any = i
-			if i == stallAt {
-				// Through two looks, back within the grace after them.
-				m = stallFor(5 * holdThreshold / 2)
-			}
-			if err := s.Tell(ctx, id, m); err != nil {
-				require.ErrorIs(t, err, grain.ErrOverloaded)
-				refused++
-			}
-		}
-		require.NoError(t, s.Shutdown(ctx))
-		st := s.Stats()
+		// Through two looks, back within the grace after them.
+		refused, handled, st := stallAmidTells(t, 5*holdThreshold/2)
 		require.NotZero(t, st.BacklogHolds, "the grain held its senders")
 		require.NotZero(t, st.Handoffs, "the monitor took the stalled turn")
 		assert.Zero(t, refused, "tells refused")
-		assert.Equal(t, int64(n-refused), done.Load())
+		assert.Equal(t, int64(stallTells-refused), handled)
 		assert.Zero(t, st.DeadLetters[grain.ReasonOverload])
 	})
+}
+
+// stallTells is how many tells stallAmidTells sends.
+const stallTells = 2000
+
+// stallAmidTells sends a rejectingSilo's grain of 100 µs turns stallTells
+// tells in a loop, the middle one a turn that stalls for stall, and shuts
+// the silo down: it returns the tells refused, the turns handled and the
+// silo's Stats.
+func stallAmidTells(t *testing.T, stall time.Duration) (refused int, handled int64, st silo.Stats) {
+	s, done := rejectingSilo(t, 100*time.Microsecond)
+	ctx := t.Context()
+	id := grain.NewID("busy", "a")
+	for i := range stallTells {
+		var m any = i
+		if i == stallTells/2 {
+			m = stallFor(stall)
+		}
+		if err := s.Tell(ctx, id, m); err != nil {
+			require.ErrorIs(t, err, grain.ErrOverloaded)
+			refused++
+		}
+	}
+	require.NoError(t, s.Shutdown(ctx))
+	return refused, done.Load(), s.Stats()
 }
 
 // A turn held off its core by the host for many thresholds — a shared VM
@@ -127,26 +136,10 @@ func TestAGrainPreemptedOffItsPartitionRefusesNothing(t *testing.T) {
 // refused, 59 dead letters).
 func TestAGrainHeldOffItsCoreManyThresholdsRefusesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, done := rejectingSilo(t, 100*time.Microsecond)
-		ctx := t.Context()
-		id := grain.NewID("busy", "a")
-		const n, stallAt = 2000, 1000
-		refused := 0
-		for i := range n {
-			var m any = i
-			if i == stallAt {
-				m = stallFor(8 * holdThreshold)
-			}
-			if err := s.Tell(ctx, id, m); err != nil {
-				require.ErrorIs(t, err, grain.ErrOverloaded)
-				refused++
-			}
-		}
-		require.NoError(t, s.Shutdown(ctx))
-		st := s.Stats()
+		refused, handled, st := stallAmidTells(t, 8*holdThreshold)
 		require.NotZero(t, st.Handoffs, "the monitor took the stalled turn")
 		assert.Zero(t, refused, "tells refused")
-		assert.Equal(t, int64(n), done.Load())
+		assert.Equal(t, int64(stallTells), handled)
 		assert.Zero(t, st.DeadLetters[grain.ReasonOverload])
 	})
 }
