@@ -132,8 +132,8 @@ func stallAmidTells(t *testing.T, stall time.Duration) (refused int, handled int
 // — is no blocked grain either: a grace is 100 ms at least, whatever the
 // threshold (silo.GraceFor). With a grace of two thresholds, the zipf
 // workload's hottest grain, held 12 ms, lost 581 tells as overload dead
-// letters; here a stall of eight thresholds lost 984 tells of 2,000 (925
-// refused, 59 dead letters).
+// letters; here a stall of eight thresholds lost 984–988 tells of 2,000
+// (925 refused, the rest dead letters).
 func TestAGrainHeldOffItsCoreManyThresholdsRefusesNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		refused, handled, st := stallAmidTells(t, 8*holdThreshold)
