@@ -374,12 +374,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 		}
 		if a.Mailbox.Len() > 0 {
 			p.makeReady(a) // one turn a step, so every ready grain gets its turns
-			w.behind = true
-			if !p.runTurn(w, a, tkMessage, &env) {
-				return false // handed off: the new owner reads behind (graceFrom)
-			}
-			w.behind = false
-			return true
+			return p.runTurn(w, a, tkMessage, &env)
 		}
 		p.floodOver(a)
 		return p.runTurn(w, a, tkMessage, &env)

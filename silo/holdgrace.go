@@ -19,27 +19,13 @@ import "time"
 // nothing in the others. With the grace, none of 50 runs refused a tell (18
 // had a handoff; docs/performance-log.md, item 42).
 //
-// So a grain whose senders were held back when the monitor took its turn —
-// at its door, or the queue full, a sender waiting for room — or that was
-// working down a backlog (the turn a step of it, with more behind, or a
-// turn run as it came with its next message right behind it in the queue:
-// worker.behind) counts as served for a grace of graceThresholds
-// HandoffThresholds, 100 ms at least (minGrace): a full backlog holds its
-// senders at its door, as before the handoff. A grain behind, with room left and nobody waiting
-// yet, is as much the partition's to serve as one held: without its grace,
-// a sender a little faster than it was refused the moment the backlog
-// filled behind a preempted turn, where it would have waited at the door
-// (TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace). Its backlog may be
-// in the queue as well: a grain of slow turns sent them one after another
-// steps from its mailbox after a few (slice.go), its sender held at its
-// door, and runs them as they come again each time it has caught up — a
-// turn of those the monitor took, its next message right behind it, found
-// nobody waiting and nothing in the mailbox, and its sender was refused at
-// once (TestAGrainBlockedPastTheGraceOverflows with turns of 100 µs: in 4
-// runs of 45). A preempted turn is
-// back on a core well within it (its senders waiting, the cores come free);
-// the turn ends, and the grain is served again, as if the handoff had not
-// been (TestAGrainPreemptedOffItsPartitionRefusesNothing). A turn still off
+// So a grain whose turn the monitor took counts as served for a grace of
+// graceThresholds HandoffThresholds, 100 ms at least (minGrace): a full
+// backlog holds its senders at its door, as before the handoff. A
+// preempted turn is back on a core within it (its senders waiting, the
+// cores come free); the turn ends, and the grain is served again, as if
+// the handoff had not been (TestAGrainPreemptedOffItsPartitionRefusesNothing,
+// TestAGrainHeldOffItsCoreManyThresholdsRefusesNothing). A turn still off
 // when the grace ends is taken for blocked: what the grain was sent during
 // the grace counts toward its limit, and the policy applies to what is past
 // it at once — the oldest dropped, or the next refused, the senders that
@@ -48,12 +34,18 @@ import "time"
 // not been. The price is a blocked grain's senders wait a grace before they
 // are refused.
 //
-// A grain nobody waited for, with nothing behind the turn, has no grace:
-// it kept up with what it was sent, and a turn of it that stops taking
-// messages overflows by its policy at once (TestOverloadRejectNewest),
-// blocked or preempted. Nor has a turn the
-// monitor did not take: a call detaches its turn as it begins to wait, known
-// to wait, maybe on a grain of this partition.
+// Every such grain has it. Only grains whose senders were held back — at
+// the door, or the queue full — or that were working down a backlog had it
+// once, on the reasoning that a grain that kept up with what it was sent
+// and whose turn then stopped taking messages was blocked; but the host
+// holds a grain that kept up as readily as one behind: a grain sent a
+// message every 600 µs, its backlog limit 8, lost 230 of 400 to a stall of
+// 40 ms, refused or dead letters, and with the grace none
+// (TestAGrainThatKeptUpHeldOffItsCoreRefusesNothing; a grain behind with
+// room left and nobody waiting, TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace,
+// needed a rule of its own then). A turn the monitor did not take has
+// none: a call detaches its turn as it begins to wait, known to wait,
+// maybe on a grain of this partition.
 //
 // The grace is timed on the real clock (the monitor's), and a timer wakes
 // the owner when it ends: an owner with nothing else to do parks, and the
@@ -105,7 +97,7 @@ type holdGrace struct {
 
 // graceFrom starts a grace for the grain whose turn the new owner took the
 // partition from, if the monitor took it (not a call) or a sender stepped
-// it off, and the grain's senders were held back, or it was behind.
+// it off.
 func (p *partition) graceFrom(from *worker) {
 	stepped := from.stepped.Load()
 	if from.kind != tkMessage || from.slow.Load() == 0 && !stepped {
@@ -118,9 +110,6 @@ func (p *partition) graceFrom(from *worker) {
 		return
 	}
 	held := p.heldNow(a)
-	if !held && !p.q.SendersWait() && !stepped && !from.behind && !p.nextIsFor(a) {
-		return // nobody waited for it, and it had caught up: its senders were not held back
-	}
 	d := graceFor(p.s.cfg.HandoffThreshold)
 	gs := &p.grace
 	i := gs.index(a)
@@ -229,14 +218,4 @@ func (p *partition) stopGrace() {
 		clear(gs.list)
 		gs.list = gs.list[:0]
 	}
-}
-
-// nextIsFor reports whether the next message the partition's owner will
-// deliver is for a: a turn of a taken while it ran as it came, its next
-// message right behind it, leaves the batch there (a turn the monitor takes
-// among a run of one grain's messages; runTurn reads its own message
-// first, so the batch is past it).
-func (p *partition) nextIsFor(a *act) bool {
-	next := p.batch.Peek(0)
-	return next != nil && next.Hash == a.ID.HashWithKind(a.k.nameHash)
 }

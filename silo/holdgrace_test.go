@@ -339,3 +339,36 @@ func TestSendersWaitingThroughAGraceAreRefusedWhenItEnds(t *testing.T) {
 		require.NoError(t, s.Close())
 	})
 }
+
+// A grain that kept up with what it was sent — nobody waiting for it,
+// nothing of it behind its turn, the partition's next message another
+// grain's — is no more blocked when the host holds its turn off its core
+// than one that was behind: it has the grace too, and its sender waits at
+// its door through the stall rather than being refused.
+func TestAGrainThatKeptUpHeldOffItsCoreRefusesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, done := rejectingSilo(t, 100*time.Microsecond)
+		ctx := t.Context()
+		hot, other := grain.NewID("busy", "hot"), grain.NewID("busy", "other")
+		const n = 400
+		refused := 0
+		for i := range n {
+			var m any = i
+			if i == n/2 {
+				m = stallFor(8 * holdThreshold)
+			}
+			if err := s.Tell(ctx, hot, m); err != nil {
+				require.ErrorIs(t, err, grain.ErrOverloaded)
+				refused++
+			}
+			require.NoError(t, s.Tell(ctx, other, i)) // the partition's next message is not the hot grain's
+			time.Sleep(300 * time.Microsecond)        // slower than the grain: it keeps up
+		}
+		require.NoError(t, s.Shutdown(ctx))
+		st := s.Stats()
+		require.NotZero(t, st.Handoffs, "the monitor took the stalled turn")
+		assert.Zero(t, refused, "tells refused")
+		assert.Zero(t, st.DeadLetters[grain.ReasonOverload])
+		assert.Equal(t, int64(2*n), done.Load())
+	})
+}

@@ -25,13 +25,12 @@ import (
 // The silo cannot tell a turn that blocks from one whose goroutine waits
 // for a core: on a machine whose cores are all busy — the program's own
 // goroutines sending in a loop will do — a turn can be held past
-// Config.HandoffThreshold and handed off. A grain whose senders were
-// waiting when that happened (at its door, or for room in the queue)
-// keeps them waiting for a grace of two HandoffThresholds, 100 ms at
-// least, in which a preempted turn is back (Go's scheduler, or a shared
-// host's, holds a turn off its core for tens of milliseconds at times); a turn still off then counts as blocked, and the
-// policy applies to what the grain was sent past its limit. A grain that
-// kept up overflows at once. A sender that must not lose a message asks
+// Config.HandoffThreshold and handed off. The grain keeps its senders
+// waiting for a grace of two HandoffThresholds, 100 ms at least, in which
+// a preempted turn is back (Go's scheduler, or a shared host's, holds a
+// turn off its core for tens of milliseconds at times); a turn still off
+// then counts as blocked, and the policy applies to what the grain was
+// sent past its limit. A sender that must not lose a message asks
 // rather than tells, and retries on ErrOverloaded: a tell already on its
 // way when the backlog filled becomes a dead letter (RejectNewest) after
 // its Tell returned nil, where an ask's caller hears of it.

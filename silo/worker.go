@@ -36,12 +36,8 @@ type worker struct {
 	// a sender took the partition from this turn, a flood's slow step
 	// (stepoff.go)
 	stepped atomic.Bool
-	// behind: the turn w runs was a step of its grain's backlog with more
-	// behind it (advance): the grain has a grace if the monitor takes it
-	// (holdgrace.go). Set before the turn begins, cleared after it.
-	behind bool
-	tc     turnCtx
-	gc     grain.Context
+	tc      turnCtx
+	gc      grain.Context
 	// cur is the Context the turn w runs is given: &gc, set turn after
 	// turn, or with Config.CheckContexts one of the turn's own, which
 	// gcOver ends with the turn (checkedctx.go)

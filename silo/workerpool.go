@@ -44,7 +44,7 @@ func (p *partition) freshWorker() *worker {
 	}
 	w.word.Store(w.seq << 2) // wIdle, at the turn count it had
 	w.req, w.a, w.env, w.from = nil, nil, queues.Envelope{}, nil
-	w.kind, w.actRace, w.deciding, w.ilv, w.behind = 0, 0, false, false, false
+	w.kind, w.actRace, w.deciding, w.ilv = 0, 0, false, false
 	w.slow.Store(0)
 	w.stepped.Store(false)
 	w.res = turnResult{}
