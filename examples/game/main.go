@@ -93,7 +93,7 @@ func checkFlags(players int, duration, match time.Duration) error {
 
 // newGame starts a silo with the game's grains, their records kept in
 // records, a meter of their turns around every one (a filter: the grains
-// know nothing of it) and of what they send each other (a send filter). The silo logs to logger (nil: nowhere) what
+// know nothing of it) and of what they send each other (a send filter). The silo logs to logger (nil: slog.Default()) what
 // it cannot return to anyone: a tell that failed or became a dead letter,
 // a slow turn, a record that could not be saved.
 func newGame(match time.Duration, logger *slog.Logger, records Records) (*silo.Silo, *turnMeter, error) {
@@ -202,7 +202,7 @@ func simulate(ctx context.Context, players int, d, match time.Duration) (summary
 // limit.
 func simulateWith(ctx context.Context, cfg silo.Config, lobby []silo.KindOption, players int, d, match time.Duration) (summary, error) {
 	records := newMemRecords()
-	s, meter, err := newGameWith(cfg, lobby, match, nil, records) // the summary has the counts
+	s, meter, err := newGameWith(cfg, lobby, match, slog.New(slog.DiscardHandler), records) // the summary has the counts
 	if err != nil {
 		return summary{}, err
 	}
