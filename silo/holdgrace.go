@@ -59,9 +59,9 @@ const graceThresholds = 2
 // goroutine waits for a core not only for Go's scheduler but for the
 // host's. On the shared VMs the bench runs on, turns that do next to
 // nothing were held 7–44 ms at times (the monitor's slow-turn lines), and
-// one of the zipf workload's hottest grain, held 12 ms past a grace of 10,
-// lost 581 tells as overload dead letters (docs/performance-log.md, the
-// hundred-and-thirty-second run). A grace costs no memory — what comes
+// the zipf workload's hottest grain, its turn held 12 ms against a grace of
+// 10, lost 581 tells as overload dead letters (docs/performance-log.md,
+// the hundred-and-thirty-second run). A grace costs no memory — what comes
 // meanwhile is what was in flight as the door shut, at most a queue's
 // worth — only the wait of a blocked grain's senders before they are
 // refused: 100 ms is still failing fast.
