@@ -10,6 +10,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -103,7 +104,7 @@ func main() {
 		os.Exit(1)
 	}
 	var all []Result
-	failed := false
+	var failed []string // the runs that failed, each with why
 	// Runs are interleaved (run 1 of each implementation, then run 2, ...)
 	// so that a change in the machine's load over time affects every
 	// implementation alike: only ratios measured in one run count. The
@@ -139,8 +140,9 @@ func main() {
 				}
 				fmt.Println(line)
 				var res Result
-				if jerr := json.Unmarshal([]byte(line), &res); jerr != nil || err != nil {
-					failed = true
+				jerr := json.Unmarshal([]byte(line), &res)
+				if jerr != nil || err != nil {
+					failed = append(failed, failure(w, im, r, res, cmp.Or(err, jerr)))
 					continue
 				}
 				all = append(all, res)
@@ -153,10 +155,29 @@ func main() {
 	fmt.Print(machineStates(all))
 	fmt.Print(roundRatios(all))
 	fmt.Print(targets(all, *quick))
-	if failed {
+	if len(failed) > 0 {
+		fmt.Print(failedRuns(failed))
 		fmt.Fprintln(os.Stderr, "bench: some runs failed")
 		os.Exit(1)
 	}
+}
+
+// failure says which run failed, and why: the error its JSON line gives (a
+// lost message, a stall, a kill at -timeout), or else how the child ended.
+func failure(w, im string, r int, res Result, err error) string {
+	why := res.Error
+	if why == "" && err != nil {
+		why = err.Error()
+	}
+	return fmt.Sprintf("%s %s run %d (%s)", w, im, r, why)
+}
+
+// failedRuns is the footer's last line when runs failed: they are left out
+// of the table, the ratios and the targets, whose verdicts then rest on
+// fewer rounds — and a failed Granary run is itself a miss, whatever the
+// targets line says.
+func failedRuns(failed []string) string {
+	return fmt.Sprintf("FAILED, left out of the table, the ratios and the targets: %s\n", strings.Join(failed, "; "))
 }
 
 func lastLine(s string) string {

@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // The targets line gives each target whose workloads ran, Granary's median
 // against it, and whether it is met; a target at its bound exactly is met,
@@ -38,5 +41,18 @@ func TestTheTargetsLineSaysWhichAreMet(t *testing.T) {
 	}
 	if got := targets(nil, false); got != "" {
 		t.Fatalf("no runs: %q, want nothing", got)
+	}
+}
+
+// A run that failed is named in the footer's last line, with why — the
+// error its JSON line gives, or how its child ended — so a reader of the
+// summary sees the rounds the table and the targets rest on are fewer.
+func TestAFailedRunIsNamedWithWhy(t *testing.T) {
+	lost := failure("zipf", "granary", 2, Result{Error: "lost messages: counted 10099419, want 10100000"}, errors.New("exit status 1"))
+	crashed := failure("tell", "raw", 3, Result{}, errors.New("signal: killed"))
+	got := failedRuns([]string{lost, crashed})
+	want := "FAILED, left out of the table, the ratios and the targets: zipf granary run 2 (lost messages: counted 10099419, want 10100000); tell raw run 3 (signal: killed)\n"
+	if got != want {
+		t.Fatalf("got %q\nwant %q", got, want)
 	}
 }
