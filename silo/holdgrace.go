@@ -1,6 +1,10 @@
 package silo
 
-import "time"
+import (
+	"time"
+
+	"github.com/granary-go/granary/activation"
+)
 
 // A grace for a turn the handoff monitor took.
 //
@@ -19,9 +23,14 @@ import "time"
 // nothing in the others. With the grace, none of 50 runs refused a tell (18
 // had a handoff; docs/performance-log.md, item 42).
 //
-// So a grain whose turn the monitor took counts as served for a grace of
-// graceThresholds HandoffThresholds, 100 ms at least (minGrace): a full
-// backlog holds its senders at its door, as before the handoff. A
+// So a grain whose turn the monitor took — a message's, or its
+// activation's: a hot key's first message at a cold start, its turn held
+// off its core, had what came past its limit refused or dropped the same
+// way (TestAnActivationHeldOffItsCoreRefusesNothing) — counts as served
+// for a grace of graceThresholds HandoffThresholds, 100 ms at least
+// (minGrace): a full backlog holds its senders at its door, as before the
+// handoff (an activating grain's hold is kept through its grace:
+// activatingInGrace). A
 // preempted turn is back on a core within it (its senders waiting, the
 // cores come free); the turn ends, and the grain is served again, as if
 // the handoff had not been (TestAGrainPreemptedOffItsPartitionRefusesNothing,
@@ -45,7 +54,12 @@ import "time"
 // room left and nobody waiting, TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace,
 // needed a rule of its own then). A turn the monitor did not take has
 // none: a call detaches its turn as it begins to wait, known to wait,
-// maybe on a grain of this partition.
+// maybe on a grain of this partition. Nor has a deactivation: what comes
+// for a deactivating grain waits for the activation that follows it. An
+// activation given up on (acttimeout.go) in its grace leaves with it
+// (remove ends the grace; graceEnded skips a grain gone), so nothing of
+// its hold is left for the grain that follows
+// (TestAnActivationGivenUpInItsGraceLeavesNoOverload).
 //
 // The grace is timed on the real clock (the monitor's), and a timer wakes
 // the owner when it ends: an owner with nothing else to do parks, and the
@@ -95,17 +109,21 @@ type holdGrace struct {
 	base int
 }
 
-// graceFrom starts a grace for the grain whose turn the new owner took the
-// partition from, if the monitor took it (not a call) or a sender stepped
-// it off.
+// graceFrom starts a grace for the grain whose turn — a message's or an
+// activation's — the new owner took the partition from, if the monitor
+// took it (not a call) or a sender stepped it off.
 func (p *partition) graceFrom(from *worker) {
 	stepped := from.stepped.Load()
-	if from.kind != tkMessage || from.slow.Load() == 0 && !stepped {
+	if from.kind == tkDeactivate || from.slow.Load() == 0 && !stepped {
 		return
 	}
-	// The turn's record, as begin published it; from is not pooled before
-	// this owner is done with it (run), nor reused for another turn.
-	a := turnCtxOf(from, from.req).info.a
+	// The turn's record, as begin published it (an activation turn's, as
+	// runOtherTurn did); from is not pooled before this owner is done with
+	// it (run), nor reused for another turn.
+	a := from.a
+	if from.kind == tkMessage {
+		a = turnCtxOf(from, from.req).info.a
+	}
 	if a == nil {
 		return
 	}
@@ -189,8 +207,8 @@ func (p *partition) graceOver() {
 // graceEnded applies the end of g, if its grain's turn is still off.
 func (p *partition) graceEnded(g holdGrace) {
 	a := g.a
-	if !a.busy() || p.mode != modeRunning { // back, or the holds are over (holding)
-		return
+	if !a.busy() || p.mode != modeRunning || a.State() == activation.Gone {
+		return // back, the holds are over (holding), or an activation given up on and gone (remove)
 	}
 	h := p.holderOf(a)
 	if h == nil {
@@ -218,4 +236,11 @@ func (p *partition) stopGrace() {
 		clear(gs.list)
 		gs.list = gs.list[:0]
 	}
+}
+
+// activatingInGrace reports whether a is activating, its activation turn
+// taken by the monitor and in its grace: its full backlog holds its
+// senders at its door as a served grain's does (holding keeps the hold).
+func (p *partition) activatingInGrace(a *act) bool {
+	return a.State() == activation.Activating && p.graced(a)
 }

@@ -124,6 +124,7 @@ func (p *partition) remove(a *act) {
 	if h := p.holderOf(a); h != nil {
 		p.openDoor(h) // a successor's senders do not wait for it; holding drops the hold
 	}
+	p.endGrace(a) // an activation given up on while its turn ran on (acttimeout.go)
 	if a.Mailbox.Len() == 0 {
 		return
 	}

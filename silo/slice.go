@@ -366,7 +366,7 @@ func (p *partition) holding() {
 	for _, h := range p.holders {
 		a := h.a
 		switch {
-		case p.mode != modeRunning || a.State() != activation.Active || a.wantsDeactivate() || a.isStopping():
+		case p.mode != modeRunning || a.State() != activation.Active && !p.activatingInGrace(a) || a.wantsDeactivate() || a.isStopping():
 			p.openDoor(&h)
 			continue
 		case a.busy() && !p.graced(a):
