@@ -38,16 +38,16 @@ func (g *startingGrain) Receive(context.Context, *grain.Context, any) (any, erro
 }
 
 // startingSilo is a silo of one partition whose "starting" grains, their
-// backlog limited to 8 (RejectNewest), are made by make; it returns the
-// silo and the turns they handled.
-func startingSilo(t *testing.T, cfg silo.Config, make func() *startingGrain) (*silo.Silo, *atomic.Int64) {
+// backlog limited to 8 (RejectNewest), are made by newGrain; it returns
+// the silo and the turns they handled.
+func startingSilo(t *testing.T, cfg silo.Config, newGrain func() *startingGrain) (*silo.Silo, *atomic.Int64) {
 	t.Helper()
 	cfg.Partitions, cfg.QueueCapacity, cfg.HandoffThreshold = 1, 64, holdThreshold
 	s, err := silo.New(cfg)
 	require.NoError(t, err)
 	done := new(atomic.Int64)
 	require.NoError(t, silo.Register(s, "starting", func(grain.ID) *startingGrain {
-		g := make()
+		g := newGrain()
 		g.done = done
 		return g
 	}, silo.WithMaxBacklog(8, silo.RejectNewest)))
