@@ -56,8 +56,9 @@ func startingSilo(t *testing.T, cfg silo.Config, newGrain func() *startingGrain)
 	return s, done
 }
 
-// tellEvery tells id n messages, one each interval, and returns how many
-// were refused (ErrOverloaded).
+// tellEvery tells id n messages, one each interval on the clock of the
+// synctest bubble it runs in, and returns how many were refused
+// (ErrOverloaded).
 func tellEvery(t *testing.T, s *silo.Silo, id grain.ID, n int, interval time.Duration) (refused int) {
 	for i := range n {
 		if err := s.Tell(t.Context(), id, i); err != nil {
