@@ -57,8 +57,8 @@ import (
 // maybe on a grain of this partition. Nor has a deactivation: what comes
 // for a deactivating grain waits for the activation that follows it. An
 // activation given up on (acttimeout.go) in its grace leaves with it
-// (remove ends the grace; graceEnded skips a grain gone), so nothing of
-// its hold is left for the grain that follows
+// (remove ends it, as it opens the grain's door), so nothing of its hold
+// is left for the grain that follows
 // (TestAnActivationGivenUpInItsGraceLeavesNoOverload).
 //
 // The grace is timed on the real clock (the monitor's), and a timer wakes
@@ -207,8 +207,8 @@ func (p *partition) graceOver() {
 // graceEnded applies the end of g, if its grain's turn is still off.
 func (p *partition) graceEnded(g holdGrace) {
 	a := g.a
-	if !a.busy() || p.mode != modeRunning || a.State() == activation.Gone {
-		return // back, the holds are over (holding), or an activation given up on and gone (remove)
+	if !a.busy() || p.mode != modeRunning { // back, or the holds are over (holding)
+		return
 	}
 	h := p.holderOf(a)
 	if h == nil {
