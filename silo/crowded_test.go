@@ -188,9 +188,9 @@ func TestASlowTurnOnACrowdedSchedulerSaysSo(t *testing.T) {
 	a := &act{}
 	a.ID = grain.NewID("g", "slow")
 
-	s.parts[0].reportSlow(a, 10*time.Millisecond)
+	s.parts[0].reportSlow(a, 10*time.Millisecond, -1)
 	s.dog.crowded.Store(true)
-	s.parts[0].reportSlow(a, 10*time.Millisecond)
+	s.parts[0].reportSlow(a, 10*time.Millisecond, -1)
 	s.WaitLogged()
 	mu.Lock()
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")

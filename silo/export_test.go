@@ -47,3 +47,10 @@ func (s *Silo) YieldsOff() (hogged, crowded bool) {
 // GraceFor is the grace of a turn the handoff monitor takes at threshold
 // from a grain whose senders were held back (holdgrace.go).
 func GraceFor(threshold time.Duration) time.Duration { return graceFor(threshold) }
+
+// ProcessCPUKnown reports whether the platform tells the process's CPU
+// time (cputime_*.go).
+func ProcessCPUKnown() bool {
+	_, ok := processCPU()
+	return ok
+}

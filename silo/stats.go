@@ -42,8 +42,9 @@ type Stats struct {
 	FailedTells uint64
 	// SlowTurns counts turns that held their partition past
 	// Config.HandoffThreshold without calling out (each is also logged at
-	// Warn, with the grain and a lower bound of its duration; sampled, as
-	// every line is, by Config.LogSampling).
+	// Warn, with the grain, a lower bound of its duration and how busy the
+	// process kept its cores meanwhile (coresbusy.go); sampled, as every
+	// line is, by Config.LogSampling).
 	SlowTurns uint64
 	// QueueWaits counts sends that found their partition's queue full
 	// (Config.QueueCapacity) and waited for room: senders outpacing the

@@ -107,7 +107,7 @@ func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envel
 func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.Envelope) bool {
 	if !w.end() {
 		if t := w.slow.Load(); t != 0 {
-			p.reportSlow(a, time.Since(time.Unix(0, t))+p.s.cfg.HandoffThreshold)
+			p.reportSlow(a, time.Since(time.Unix(0, t)), w.slowCPU.Load())
 		}
 		c := ctl{op: opTurnDone, a: a, res: *res} // w.req now belongs to the new owner's records
 		if first != nil {
@@ -125,10 +125,12 @@ func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.En
 }
 
 // reportSlow records a turn that held its partition until the watchdog
-// handed the partition off: it took at least d. The silo times turns this
-// way, at the watchdog's granularity, so the hot path reads no clock.
-func (p *partition) reportSlow(a *act, d time.Duration) {
-	args := []any{"grain", a.ID.String(), "at_least", d}
+// handed the partition off, and went on for since after that: it took at
+// least since+HandoffThreshold. The silo times turns this way, at the
+// watchdog's granularity, so the hot path reads no clock. cpu is the
+// process's CPU time at the handoff (-1 if unknown).
+func (p *partition) reportSlow(a *act, since time.Duration, cpu int64) {
+	args := []any{"grain", a.ID.String(), "at_least", since + p.s.cfg.HandoffThreshold}
 	if p.s.dog.crowded.Load() {
 		// With goroutines waiting for every core, the turn's own may have
 		// waited among them rather than run (the example game's referee,
@@ -136,6 +138,9 @@ func (p *partition) reportSlow(a *act, d time.Duration) {
 		// partition was held all the same, and the line says why it may
 		// have been.
 		args = append(args, "scheduler_crowded", true)
+	}
+	if busy, ok := p.s.coresBusy(since, cpu); ok {
+		args = append(args, "cores_busy", busy)
 	}
 	p.s.log(slog.LevelWarn, "granary: slow turn held its partition", args...)
 	p.s.slowTurns.Add(1)

@@ -33,6 +33,10 @@ type worker struct {
 	a    *act            // an activation or deactivation turn's activation (see goexit.go)
 	env  queues.Envelope // and its own copy of its envelope
 	slow atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
+	// and the process's CPU time then (ns; -1 if the platform does not
+	// tell it), for the share of the cores kept busy while the turn went
+	// on (reportSlow)
+	slowCPU atomic.Int64
 	// a sender took the partition from this turn, a flood's slow step
 	// (stepoff.go)
 	stepped atomic.Bool
@@ -129,10 +133,17 @@ func (w *worker) detachAt(x uint64, slow bool) bool {
 	if x&stateMask != wRunning {
 		return false
 	}
+	p := w.p
 	if slow {
+		// Read before the CAS: the turn reads both once it finds itself
+		// detached. A system call, once for each turn found slow.
+		cpu := int64(-1)
+		if c, ok := p.s.cpu(); ok {
+			cpu = int64(c)
+		}
+		w.slowCPU.Store(cpu)
 		w.slow.Store(time.Now().UnixNano())
 	}
-	p := w.p
 	// w's goroutine goes on as a turn, off the partition, and is counted
 	// among the turns before the CAS: the moment the CAS succeeds, the turn
 	// may end and count itself out (run's turnEnded). The new owner takes

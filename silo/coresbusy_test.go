@@ -1,0 +1,80 @@
+package silo_test
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// ioWaiter's turns block: it sleeps for the time it is sent, the stand-in
+// for a turn waiting on I/O.
+type ioWaiter struct{}
+
+func (ioWaiter) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	time.Sleep(msg.(time.Duration)) // the turn's work: a blocking wait
+	return nil, nil
+}
+
+// A slow turn's line says how busy the process kept its cores meanwhile:
+// a turn that computes kept one busy, a turn that blocks none — what a
+// user reads to tell a handler that works from one that waits, or from a
+// turn that waited for a core (coresbusy.go).
+func TestASlowTurnsLineSaysHowBusyTheCoresWere(t *testing.T) {
+	if !silo.ProcessCPUKnown() {
+		t.Skip("the platform does not tell the process's CPU time")
+	}
+	var mu sync.Mutex
+	busy := map[string]float64{} // grain -> cores_busy
+	logger := slog.New(handlerFunc(func(r slog.Record) {
+		if r.Message != "granary: slow turn held its partition" {
+			return
+		}
+		var id string
+		share := -1.0
+		r.Attrs(func(a slog.Attr) bool {
+			switch a.Key {
+			case "grain":
+				id = a.Value.String()
+			case "cores_busy":
+				share = a.Value.Float64()
+			}
+			return true
+		})
+		mu.Lock()
+		busy[id] = share
+		mu.Unlock()
+	}))
+	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: 5 * time.Millisecond, Logger: logger},
+		func(s *silo.Silo) {
+			require.NoError(t, silo.Register(s, "spin", func(grain.ID) spinner { return spinner{} }))
+			require.NoError(t, silo.Register(s, "nap", func(grain.ID) ioWaiter { return ioWaiter{} }))
+		})
+	ctx := ctxT(t)
+	_, err := s.Ask(ctx, grain.NewID("spin", "works"), spin{200 * time.Millisecond})
+	require.NoError(t, err)
+	_, err = s.Ask(ctx, grain.NewID("nap", "waits"), 200*time.Millisecond)
+	require.NoError(t, err)
+	// Both asks are answered by the time their turns end; their lines come
+	// just before (turn.go: endTurn, reportSlow).
+	require.Eventually(t, func() bool { return s.Stats().SlowTurns >= 2 }, 5*time.Second, time.Millisecond)
+	s.WaitLogged()
+
+	mu.Lock()
+	defer mu.Unlock()
+	works, waits := busy["spin/works"], busy["nap/waits"]
+	t.Logf("cores_busy: spinning %v, sleeping %v", works, waits)
+	require.GreaterOrEqual(t, works, 0.0, "the computing turn's line states the share")
+	require.GreaterOrEqual(t, waits, 0.0, "the blocking turn's line states the share")
+	require.LessOrEqual(t, works, 1.0)
+	// The process did nothing but the spinning turn, and then nothing but
+	// the monitor's looks: whatever else shares the machine, the first
+	// kept a core busier than the second.
+	require.Greater(t, works, waits, "spinning: %v of the cores; sleeping: %v", works, waits)
+}
