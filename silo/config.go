@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -221,37 +222,16 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.Name == "" {
-		c.Name = DefaultName
-	}
-	if c.Partitions == 0 {
-		c.Partitions = runtime.GOMAXPROCS(0)
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = DefaultCallTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-
-	if c.DeactivationTimeout == 0 {
-		c.DeactivationTimeout = DefaultDeactivationTimeout
-	}
-	if c.ActivationTimeout == 0 {
-		c.ActivationTimeout = DefaultActivationTimeout
-	}
-	if c.MaxBacklog == 0 {
-		c.MaxBacklog = DefaultMaxBacklog
-	}
-	if c.MaxCallDepth == 0 {
-		c.MaxCallDepth = DefaultMaxCallDepth
-	}
-	if c.QueueCapacity == 0 {
-		c.QueueCapacity = DefaultQueueCapacity
-	}
-	if c.HandoffThreshold == 0 {
-		c.HandoffThreshold = DefaultHandoffThreshold
-	}
+	c.Name = cmp.Or(c.Name, DefaultName)
+	c.Partitions = cmp.Or(c.Partitions, runtime.GOMAXPROCS(0))
+	c.CallTimeout = cmp.Or(c.CallTimeout, DefaultCallTimeout)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.DeactivationTimeout = cmp.Or(c.DeactivationTimeout, DefaultDeactivationTimeout)
+	c.ActivationTimeout = cmp.Or(c.ActivationTimeout, DefaultActivationTimeout)
+	c.MaxBacklog = cmp.Or(c.MaxBacklog, DefaultMaxBacklog)
+	c.MaxCallDepth = cmp.Or(c.MaxCallDepth, DefaultMaxCallDepth)
+	c.QueueCapacity = cmp.Or(c.QueueCapacity, DefaultQueueCapacity)
+	c.HandoffThreshold = cmp.Or(c.HandoffThreshold, DefaultHandoffThreshold)
 	// The silo gives up on an OnDeactivate at the sum of these two: each
 	// held to half of maxSpan, the largest Duration meaning "never" does not
 	// overflow it into an immediate give-up.
@@ -267,12 +247,8 @@ func (c Config) withDefaults() Config {
 	if c.MemoryGauge == nil {
 		c.MemoryGauge = heapGauge{}
 	}
-	if c.LogSampling.Tick == 0 {
-		c.LogSampling.Tick = DefaultLogTick
-	}
-	if c.LogSampling.First == 0 {
-		c.LogSampling.First = DefaultLogFirst
-	}
+	c.LogSampling.Tick = cmp.Or(c.LogSampling.Tick, DefaultLogTick)
+	c.LogSampling.First = cmp.Or(c.LogSampling.First, DefaultLogFirst)
 	return c
 }
 
