@@ -12,7 +12,7 @@ import (
 // done next to nothing while its goroutine waited for a core: Go lets a
 // CPU-bound goroutine keep its core 10 ms before it preempts it, and a
 // turn preempted with every core taken waits for one (the bench's
-// do-nothing turns, held 5–40 ms beside CPU-bound producers, were that:
+// do-nothing turns, held 5–41 ms beside CPU-bound producers, were that:
 // the process used both cores throughout; docs/performance.md), or the
 // host stopped the whole process. Go tells no goroutine's CPU time, but
 // the process's it does, so the slow turn's line says how busy the
