@@ -455,6 +455,15 @@ func (b *Batch[T, C]) Seq() uint64 { return b.seq }
 // Taken returns how many messages Next and Pop have returned so far.
 func (b *Batch[T, C]) Taken() int { return b.past + b.i }
 
+// Len returns how many messages the batch has left for Next and Pop.
+func (b *Batch[T, C]) Len() int {
+	n := 0
+	for s, i := b.seg, b.i; s != nil; s, i = s.next, 0 {
+		n += s.n - i
+	}
+	return n
+}
+
 // Pop removes and returns the next message of the batch.
 func (b *Batch[T, C]) Pop() (T, bool) {
 	if p := b.Next(); p != nil {

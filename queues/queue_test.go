@@ -274,6 +274,23 @@ func TestBatchPeek(t *testing.T) {
 	require.Nil(t, b.Peek(43), "past the last message")
 }
 
+// Len counts what a batch has left, across its segments, as Next takes it.
+func TestBatchLen(t *testing.T) {
+	var zero queues.Batch[int, int]
+	assert.Zero(t, zero.Len())
+	q := queues.New[int, int](0)
+	for i := range 600 { // three segments
+		require.NoError(t, q.Push(i))
+	}
+	b, _ := q.Drain(nil)
+	for taken := range 600 {
+		require.Equal(t, 600-taken, b.Len(), "after %d taken", taken)
+		b.Next()
+	}
+	assert.Zero(t, b.Len())
+	assert.True(t, b.Empty())
+}
+
 // A control item pushed with PushControlAt learns how many messages are
 // ahead of it; the consumer, which reads it first, finds them as the first
 // ones of the batch drained with it, across segments.

@@ -39,7 +39,7 @@ type ctl struct {
 	a     *act
 	res   turnResult
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
-	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go)
+	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go); opDrain: 1 if the settling's bound ended it
 	list  chan<- []*act   // opList: where the partition's activations go (list.go)
 }
 
@@ -107,6 +107,10 @@ func (p *partition) control(w *worker, c ctl) bool {
 		}
 	case opDrain:
 		if p.mode == modeSettling {
+			if c.ahead == 1 {
+				p.reportUnsettled()
+			}
+			p.keptBusy = nil
 			p.mode = modeDraining
 			p.q.Close() // the turns' calls too are refused from now on
 		}

@@ -106,6 +106,7 @@ type partition struct {
 	inflight    int                          // turns running, inline or on other goroutines
 	orphans     map[*queues.Request]struct{} // asks being handled off the partition
 	mode        mode
+	keptBusy    []keptBusy      // while the silo settles: what kept the partition busy (unsettled.go)
 	timers      partitionTimers // owner: its grains' timers (timers.go)
 	done        chan struct{}   // closed when the partition has stopped for good
 	grace       holdGraces      // held grains whose turns the monitor took or senders stepped off (holdgrace.go)

@@ -56,15 +56,25 @@ func (s *Silo) lateSend(ti *turnInfo) bool {
 // each round while the silo settles.
 func (p *partition) settle() {
 	if p.rhead < len(p.ready) || p.inflight > 0 || p.backlog.Load() > 0 {
+		p.noteKeptBusy()
 		return
 	}
-	if _, last := p.q.MarkIdle(); last {
-		p.s.settled()
+	switch marked, last := p.q.MarkIdle(); {
+	case last:
+		p.s.settled(false)
+	case !marked:
+		p.noteKeptBusy()
+	case p.s.settling.Load():
+		// Quiet: what kept it busy is done. Not once the bound has ended
+		// the settling (unsettled.go): a grain that told itself until its
+		// tell was refused left the partition quiet as its report came.
+		p.keptBusy = p.keptBusy[:0]
 	}
 }
 
 // settled ends the settling: every partition deactivates its grains.
-func (s *Silo) settled() {
+// timedOut: its bound ended it, with work still under way.
+func (s *Silo) settled(timedOut bool) {
 	if !s.settling.CompareAndSwap(true, false) {
 		return // a Close came first, or another owner saw the end too
 	}
@@ -73,8 +83,12 @@ func (s *Silo) settled() {
 		s.settleBound.Stop()
 	}
 	s.mu.Unlock()
+	drain := ctl{op: opDrain}
+	if timedOut {
+		drain.ahead = 1
+	}
 	for _, p := range s.parts {
-		p.q.PushControl(ctl{op: opDrain})
+		p.q.PushControl(drain)
 	}
 }
 
@@ -99,12 +113,14 @@ func (s *Silo) boundSettling(ctx context.Context) {
 }
 
 // settleTimedOut ends a settling that took too long, and says so: the
-// turns still running are taken as stuck, and their grains do not save
-// their state while they run.
+// work still under way is taken as never ending — a turn stuck in its
+// handler, grains that keep sending each other work — and the grains
+// deactivate while it goes on. Each partition that was not quiet names
+// what kept it busy (partition.reportUnsettled).
 func (s *Silo) settleTimedOut(after time.Duration) {
 	if s.settling.Load() {
-		s.log(slog.LevelWarn, "granary: Shutdown's turns did not finish in time; deactivating the other grains while they run",
+		s.log(slog.LevelWarn, "granary: Shutdown's work did not settle in time; deactivating the grains while it goes on",
 			"after", after)
 	}
-	s.settled()
+	s.settled(true)
 }

@@ -3,7 +3,9 @@ package silo_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -89,7 +91,15 @@ func (r *settler) OnDeactivate(ctx context.Context, c *grain.Context) error {
 }
 
 func settlerSilo(t *testing.T, parts int, r func(grain.ID) *settler) *silo.Silo {
-	s, err := silo.New(silo.Config{Partitions: parts})
+	return settlerSiloLogged(t, parts, nil, r)
+}
+
+func settlerSiloLogged(t *testing.T, parts int, logged io.Writer, r func(grain.ID) *settler) *silo.Silo {
+	cfg := silo.Config{Partitions: parts}
+	if logged != nil {
+		cfg.Logger = newTextLogger(logged)
+	}
+	s, err := silo.New(cfg)
 	require.NoError(t, err)
 	require.NoError(t, silo.Register(s, "settler", r))
 	require.NoError(t, s.Start())
@@ -194,8 +204,9 @@ func TestShutdownTakesTellsFromTurnsAndRefusesCallsFromOnDeactivate(t *testing.T
 // Shutdown finishes in time.
 func TestShutdownEndsATellLoopAtTheBound(t *testing.T) {
 	var deact atomic.Int32
+	var logged syncBuffer
 	started, ended := make(chan struct{}), make(chan error, 1)
-	s := settlerSilo(t, 2, func(grain.ID) *settler {
+	s := settlerSiloLogged(t, 2, &logged, func(grain.ID) *settler {
 		return &settler{deact: &deact, started: started, ended: ended}
 	})
 	t.Cleanup(func() { s.Close() })
@@ -207,6 +218,25 @@ func TestShutdownEndsATellLoopAtTheBound(t *testing.T) {
 	require.NoError(t, s.Shutdown(sctx))
 	require.ErrorIs(t, <-ended, silo.ErrSiloClosed)
 	assert.EqualValues(t, 1, deact.Load())
+	// The line says which grain kept the silo from settling: the one that
+	// tells itself, last to run in the rounds that left its partition
+	// busy; no turn was running.
+	line := lineWith(t, logged.String(), "still working as Shutdown's settling ended")
+	assert.Regexp(t, `kept_busy="\[settler/looper \(\d+ rounds\)\]"`, line)
+	assert.Contains(t, line, "running=[]")
+}
+
+// lineWith returns the one line of logged that says what.
+func lineWith(t *testing.T, logged, what string) string {
+	t.Helper()
+	var found []string
+	for _, l := range strings.Split(logged, "\n") {
+		if strings.Contains(l, what) {
+			found = append(found, l)
+		}
+	}
+	require.Len(t, found, 1, "lines saying %q in:\n%s", what, logged)
+	return found[0]
 }
 
 // Work under way that never ends — a turn that keeps calling — holds the
@@ -215,7 +245,8 @@ func TestShutdownEndsATellLoopAtTheBound(t *testing.T) {
 func TestShutdownEndsWorkThatNeverEnds(t *testing.T) {
 	var deact atomic.Int32
 	started := make(chan struct{})
-	s := settlerSilo(t, 2, func(grain.ID) *settler { return &settler{deact: &deact, started: started} })
+	var logged syncBuffer
+	s := settlerSiloLogged(t, 1, &logged, func(grain.ID) *settler { return &settler{deact: &deact, started: started} })
 	t.Cleanup(func() { s.Close() })
 	ctx := ctxT(t)
 	looped := make(chan error, 1)
@@ -226,6 +257,11 @@ func TestShutdownEndsWorkThatNeverEnds(t *testing.T) {
 	require.NoError(t, s.Shutdown(sctx))
 	require.ErrorIs(t, <-looped, silo.ErrSiloClosed)
 	assert.EqualValues(t, 2, deact.Load(), "both grains deactivated")
+	// The turn that keeps calling is named as running; the grain it calls
+	// as what the partition's rounds kept running.
+	line := lineWith(t, logged.String(), "still working as Shutdown's settling ended")
+	assert.Contains(t, line, "running=[settler/front]")
+	assert.Regexp(t, `kept_busy="\[settler/back-0 \(\d+ rounds\)`, line)
 }
 
 // Many callers whose asks go along chains of grains, on four partitions,
@@ -309,7 +345,9 @@ func TestShutdownDeactivatesTheOthersWhileAHandlerIsStuck(t *testing.T) {
 		time.Sleep(4 * time.Second) // the bubble's fake clock moves to half of what ctx leaves
 		synctest.Wait()
 		require.Len(t, deact, 3, "the idle grains deactivated while the stuck one runs")
-		assert.Contains(t, logged.String(), "Shutdown's turns did not finish in time", "the stuck turn is reported")
+		assert.Contains(t, logged.String(), "Shutdown's work did not settle in time", "the bound is reported")
+		assert.Contains(t, lineWith(t, logged.String(), "still working as Shutdown's settling ended"),
+			"running=[sleeper/stuck]", "and the stuck turn named")
 		require.ErrorIs(t, <-stopped, context.DeadlineExceeded)
 		assert.Equal(t, 8*time.Second, time.Since(start))
 		require.ErrorIs(t, <-stuck, silo.ErrSiloClosed)
