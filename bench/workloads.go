@@ -42,6 +42,7 @@ type target interface {
 
 type params struct {
 	grains, producers, callers, msgs int
+	rate                             int // steady: asks a second, from all callers
 	block                            time.Duration
 	// stall: how long a run waits with no message handled before it fails
 	// as having lost one (defaultStall if zero). A lost message must fail
@@ -72,6 +73,9 @@ func (p params) asMap() map[string]any {
 	if p.msgs > 0 {
 		m["messages"] = p.msgs
 	}
+	if p.rate > 0 {
+		m["rate"] = p.rate
+	}
 	if p.block > 0 {
 		m["block"] = p.block.String()
 	}
@@ -96,6 +100,7 @@ var workloads = map[string]map[string]workloadFunc{
 	"pingpong": {"granary": pingGranary, "protoactor": pingProto, "raw": pingRaw},
 	"blocked":  {"granary": blockedGranary, "raw": blockedRaw},
 	"flood":    generic(runFlood),
+	"steady":   generic(runSteady),
 }
 
 var sizes = map[string][2]params{
@@ -106,10 +111,11 @@ var sizes = map[string][2]params{
 	"zipf":     {{grains: 100_000, producers: 2, msgs: 10_000_000}, {grains: 100_000, producers: 2, msgs: 400_000}},
 	"blocked":  {{grains: 1000, msgs: 20_000, block: 2 * time.Second}, {grains: 1000, msgs: 2_000, block: 200 * time.Millisecond}},
 	"flood":    {{grains: 100, msgs: 10_000}, {grains: 100, msgs: 1_000}},
+	"steady":   {{grains: 10_000, callers: 1000, msgs: 250_000, rate: 50_000}, {grains: 10_000, callers: 1000, msgs: 10_000, rate: 50_000}},
 }
 
 func workloadNames() []string {
-	return []string{"tell", "ask", "pingpong", "activate", "zipf", "blocked", "flood"}
+	return []string{"tell", "ask", "pingpong", "activate", "zipf", "blocked", "flood", "steady"}
 }
 
 func runChild(workload, impl string, quick bool) Result {

@@ -94,6 +94,7 @@ func (c *counter) Close()                                  {}
 func TestALostMessageFailsTheRun(t *testing.T) {
 	runs := map[string]func(target, params) (Result, error){
 		"tell": runTell, "zipf": runZipf, "ask": runAsk, "activate": runActivate, "flood": runFlood,
+		"steady": runSteady,
 	}
 	for name, run := range runs {
 		t.Run(name, func(t *testing.T) {

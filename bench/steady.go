@@ -1,0 +1,70 @@
+package main
+
+import (
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+)
+
+// The steady workload: 1,000 callers ask random grains at a fixed rate in
+// all, well below what any implementation can take, and every call is
+// timed. The `ask` workload drives each implementation flat out — every
+// caller asks again the moment it is answered — so its latencies are
+// mostly queueing, callers over throughput (Little's law), and where a
+// runtime's callers wait to run rather than for a reply, outside the
+// timed call (protoactor's). This one compares them at the same load, as
+// a service under ordinary traffic sees them. No target: added in the
+// fifty-first session, not among the issue's workloads.
+//
+// Each caller paces itself: its calls are callers/rate apart, the callers
+// spread over that gap so that the load is even, not a burst each gap. A
+// call that comes back late makes the next start at once (late), so an
+// implementation that cannot keep the rate shows it in its calls a
+// second.
+func runSteady(t target, p params) (Result, error) {
+	if err := activateAll(t, p.grains); err != nil {
+		return Result{}, err
+	}
+	per := p.msgs / p.callers
+	gap := time.Second * time.Duration(p.callers) / time.Duration(p.rate)
+	lat := make([][]time.Duration, p.callers)
+	errs := make(chan error, p.callers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for c := range p.callers {
+		ask := t.Caller()
+		wg.Go(func() {
+			r := rand.New(rand.NewPCG(uint64(c), 5))
+			mine := make([]time.Duration, 0, per) // handed over at the end, as runAsk's
+			defer func() { lat[c] = mine }()
+			next := start.Add(gap * time.Duration(c) / time.Duration(p.callers))
+			for range per {
+				if d := time.Until(next); d > 0 {
+					time.Sleep(d) // pacing a load generator, not synchronising
+				}
+				next = next.Add(gap)
+				k := int64(r.IntN(p.grains))
+				t0 := time.Now()
+				_, err := ask(k, askMsg)
+				mine = append(mine, time.Since(t0))
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	el := time.Since(start)
+	close(errs)
+	if err := <-errs; err != nil {
+		return Result{}, err
+	}
+	sum, err := total(t, p.grains)
+	if err != nil {
+		return Result{}, err
+	}
+	p50, p99 := percentiles(slices.Concat(lat...))
+	return Result{OpsPerSec: float64(per*p.callers) / el.Seconds(), P50us: p50, P99us: p99}, check(sum, p.grains+per*p.callers)
+}
