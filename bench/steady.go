@@ -2,8 +2,6 @@ package main
 
 import (
 	"math/rand/v2"
-	"slices"
-	"sync"
 	"time"
 )
 
@@ -28,43 +26,23 @@ func runSteady(t target, p params) (Result, error) {
 	}
 	per := p.msgs / p.callers
 	gap := time.Second * time.Duration(p.callers) / time.Duration(p.rate)
-	lat := make([][]time.Duration, p.callers)
-	errs := make(chan error, p.callers)
-	var wg sync.WaitGroup
-	start := time.Now()
-	for c := range p.callers {
-		ask := t.Caller()
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(c), 5))
-			mine := make([]time.Duration, 0, per) // handed over at the end, as runAsk's
-			defer func() { lat[c] = mine }()
-			next := start.Add(gap * time.Duration(c) / time.Duration(p.callers))
-			for range per {
-				if d := time.Until(next); d > 0 {
-					time.Sleep(d) // pacing a load generator, not synchronising
-				}
-				next = next.Add(gap)
-				k := int64(r.IntN(p.grains))
-				t0 := time.Now()
-				_, err := ask(k, askMsg)
-				mine = append(mine, time.Since(t0))
-				if err != nil {
-					errs <- err
-					return
-				}
+	return runCallers(t, p, per, func(c int, ask caller, start time.Time) ([]time.Duration, error) {
+		r := rand.New(rand.NewPCG(uint64(c), 5))
+		mine := make([]time.Duration, 0, per)
+		next := start.Add(gap * time.Duration(c) / time.Duration(p.callers))
+		for range per {
+			if d := time.Until(next); d > 0 {
+				time.Sleep(d) // pacing a load generator, not synchronising
 			}
-		})
-	}
-	wg.Wait()
-	el := time.Since(start)
-	close(errs)
-	if err := <-errs; err != nil {
-		return Result{}, err
-	}
-	sum, err := total(t, p.grains)
-	if err != nil {
-		return Result{}, err
-	}
-	p50, p99 := percentiles(slices.Concat(lat...))
-	return Result{OpsPerSec: float64(per*p.callers) / el.Seconds(), P50us: p50, P99us: p99}, check(sum, p.grains+per*p.callers)
+			next = next.Add(gap)
+			k := int64(r.IntN(p.grains))
+			t0 := time.Now()
+			_, err := ask(k, askMsg)
+			mine = append(mine, time.Since(t0))
+			if err != nil {
+				return mine, err
+			}
+		}
+		return mine, nil
+	})
 }

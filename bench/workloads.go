@@ -287,6 +287,40 @@ func runAsk(t target, p params) (Result, error) {
 		return Result{}, err
 	}
 	per := p.msgs / p.callers
+	return runCallers(t, p, per, func(c int, ask caller, _ time.Time) ([]time.Duration, error) {
+		r := rand.New(rand.NewPCG(uint64(c), 3))
+		mine := make([]time.Duration, 0, per/8+1)
+		for i := range per {
+			k := int64(r.IntN(p.grains))
+			if i%8 == 0 { // sample one call in eight
+				t0 := time.Now()
+				_, err := ask(k, askMsg)
+				mine = append(mine, time.Since(t0))
+				if err != nil {
+					return mine, err
+				}
+				continue
+			}
+			if _, err := ask(k, askMsg); err != nil {
+				return mine, err
+			}
+		}
+		return mine, nil
+	})
+}
+
+// caller is one caller's Ask (target.Caller).
+type caller = func(key int64, m *bmsg) (int, error)
+
+// runCallers runs p.callers goroutines, each with its own caller, each
+// making per calls in body (given when the clock started) and returning
+// the durations it timed; then it checks the grains' totals (each
+// activated with one call before) and gives the calls a second and the
+// percentiles of those timed. A caller's timings are its own until it
+// returns: appended to a slice of the callers' in place, their headers —
+// 24 bytes each, side by side — shared lines across the cores, a miss for
+// each sample of every implementation's.
+func runCallers(t target, p params, per int, body func(c int, ask caller, start time.Time) ([]time.Duration, error)) (Result, error) {
 	lat := make([][]time.Duration, p.callers)
 	errs := make(chan error, p.callers)
 	var wg sync.WaitGroup
@@ -294,29 +328,10 @@ func runAsk(t target, p params) (Result, error) {
 	for c := range p.callers {
 		ask := t.Caller()
 		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(c), 3))
-			// The caller's own samples, handed over at the end: appended
-			// to lat[c] in place, the callers' slice headers — 24 bytes
-			// each, side by side — shared lines across the cores, a miss
-			// for each sample of every implementation's.
-			mine := make([]time.Duration, 0, per/8+1)
-			defer func() { lat[c] = mine }()
-			for i := range per {
-				k := int64(r.IntN(p.grains))
-				if i%8 == 0 { // sample one call in eight
-					t0 := time.Now()
-					_, err := ask(k, askMsg)
-					mine = append(mine, time.Since(t0))
-					if err != nil {
-						errs <- err
-						return
-					}
-					continue
-				}
-				if _, err := ask(k, askMsg); err != nil {
-					errs <- err
-					return
-				}
+			mine, err := body(c, ask, start)
+			lat[c] = mine
+			if err != nil {
+				errs <- err
 			}
 		})
 	}
@@ -331,7 +346,8 @@ func runAsk(t target, p params) (Result, error) {
 		return Result{}, err
 	}
 	p50, p99 := percentiles(slices.Concat(lat...))
-	return Result{OpsPerSec: float64(per*p.callers) / el.Seconds(), P50us: p50, P99us: p99}, check(sum, p.grains+per*p.callers)
+	calls := per * p.callers
+	return Result{OpsPerSec: float64(calls) / el.Seconds(), P50us: p50, P99us: p99}, check(sum, p.grains+calls)
 }
 
 func runActivate(t target, p params) (Result, error) {
