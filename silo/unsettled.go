@@ -89,10 +89,10 @@ func (p *partition) reportUnsettled() {
 	if more > 0 {
 		running = append(running, fmt.Sprintf("and %d more", more))
 	}
-	kept := slices.Clone(p.keptBusy)
-	slices.SortStableFunc(kept, func(x, y keptBusy) int { return cmp.Compare(y.rounds, x.rounds) })
-	sending := make([]string, 0, len(kept))
-	for _, k := range kept {
+	// Sorted in place: the drain that called this drops them next.
+	slices.SortStableFunc(p.keptBusy, func(x, y keptBusy) int { return cmp.Compare(y.rounds, x.rounds) })
+	sending := make([]string, 0, len(p.keptBusy))
+	for _, k := range p.keptBusy {
 		sending = append(sending, fmt.Sprintf("%v (%d rounds)", k.a.ID, k.rounds))
 	}
 	p.s.log(slog.LevelWarn, "granary: still working as Shutdown's settling ended",
