@@ -55,7 +55,7 @@ func ExampleQueue_Restrict() {
 	_, last := a.MarkIdle()
 	fmt.Println("a idle, last:", last)
 	call := "a call from b's turn"
-	_, _ = a.PushLateOrWait(&call, nil) // a is busy again
+	_, _, _ = a.PushLateOrWait(&call, nil) // a is busy again
 	_, last = b.MarkIdle()
 	fmt.Println("b idle, last:", last)
 	batch, _ := a.Drain(nil)

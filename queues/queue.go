@@ -110,7 +110,7 @@ const (
 
 // Push appends v to the message lane, or fails with ErrClosed or ErrFull.
 func (q *Queue[T, C]) Push(v T) error {
-	_, err := q.push(&v, false, false, nil)
+	_, _, err := q.push(&v, false, false, nil)
 	return err
 }
 
@@ -123,13 +123,18 @@ func (q *Queue[T, C]) Push(v T) error {
 // under the same lock as the failed push, so no Drain can slip between the
 // two and leave the caller waiting for nothing. *v is copied into the queue
 // (a pointer, so a large T is copied once, not twice).
-func (q *Queue[T, C]) PushOrWait(v *T, waited <-chan struct{}) (<-chan struct{}, error) {
+//
+// first reports that a push which queued v found nothing queued ahead of
+// it, no message and no control item: the consumer was signalled for it,
+// and reads it first. A sender that waits on its item's outcome can tell
+// from it how soon that may come (the silo's callers: yield.go).
+func (q *Queue[T, C]) PushOrWait(v *T, waited <-chan struct{}) (space <-chan struct{}, first bool, err error) {
 	return q.push(v, false, true, waited)
 }
 
 // PushLateOrWait is PushOrWait for a push that a restricted queue still
 // takes (see Restrict); only Close refuses it.
-func (q *Queue[T, C]) PushLateOrWait(v *T, waited <-chan struct{}) (<-chan struct{}, error) {
+func (q *Queue[T, C]) PushLateOrWait(v *T, waited <-chan struct{}) (space <-chan struct{}, first bool, err error) {
 	return q.push(v, true, true, waited)
 }
 
@@ -166,12 +171,12 @@ func (q *Queue[T, C]) leave(ch <-chan struct{}) {
 	}
 }
 
-func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-chan struct{}, error) {
+func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-chan struct{}, bool, error) {
 	if v == nil {
 		if waited != nil {
 			q.GiveUp(waited)
 		}
-		return nil, errNilItem
+		return nil, false, errNilItem
 	}
 	q.mu.Lock()
 	if waited != nil {
@@ -183,14 +188,14 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 				q.roomFreed()
 			}
 			q.mu.Unlock()
-			return nil, ErrClosed
+			return nil, false, ErrClosed
 		}
 		q.wakeIdle()
 	}
 	if q.n >= q.room {
 		if !wait {
 			q.mu.Unlock()
-			return nil, ErrFull
+			return nil, false, ErrFull
 		}
 		if q.space == nil {
 			q.space = make(chan struct{})
@@ -198,7 +203,7 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 		space := q.space
 		q.waiting++
 		q.mu.Unlock()
-		return space, ErrFull
+		return space, false, ErrFull
 	}
 	signal := q.n == 0 && len(q.ctl) == 0
 	t := q.tail
@@ -225,7 +230,7 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 	if signal {
 		q.signal()
 	}
-	return nil, nil
+	return nil, signal, nil
 }
 
 // PushControl appends c to the control lane, which the consumer drains ahead

@@ -72,7 +72,7 @@ func TestSendersWaitForRoomAndAControlItemWakesTheConsumer(t *testing.T) {
 	require.NoError(t, q.Push(2))
 	require.ErrorIs(t, q.Push(3), queues.ErrFull)
 	v := 3
-	space, err := q.PushOrWait(&v, nil)
+	space, _, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	require.NotNil(t, space, "the lane is full: the sender waits")
 	assert.True(t, q.SendersWait())
@@ -96,10 +96,38 @@ func TestSendersWaitForRoomAndAControlItemWakesTheConsumer(t *testing.T) {
 	assert.Equal(t, []string{"a"}, ctl)
 	assert.False(t, q.SendersWait())
 	<-space // the Drain made room
-	_, err = q.PushOrWait(&v, space)
+	_, _, err = q.PushOrWait(&v, space)
 	require.NoError(t, err)
 	b, _ = q.Drain(nil)
 	assert.Equal(t, []int{3}, drain(&b))
+}
+
+// A push says whether it found nothing queued ahead of its item: not a
+// message, not a control item — until a Drain empties the queue again.
+func TestPushSaysWhetherItWasFirst(t *testing.T) {
+	q := queues.New[int, string](0)
+	v := 1
+	_, first, err := q.PushOrWait(&v, nil)
+	require.NoError(t, err)
+	assert.True(t, first, "an empty queue")
+	_, first, err = q.PushOrWait(&v, nil)
+	require.NoError(t, err)
+	assert.False(t, first, "a message ahead")
+	b, _ := q.Drain(nil)
+	assert.Equal(t, []int{1, 1}, drain(&b))
+	_, first, err = q.PushLateOrWait(&v, nil)
+	require.NoError(t, err)
+	assert.True(t, first, "drained: empty again")
+	b, _ = q.Drain(nil)
+	assert.Equal(t, []int{1}, drain(&b))
+	q.PushControl("a")
+	_, first, err = q.PushOrWait(&v, nil)
+	require.NoError(t, err)
+	assert.False(t, first, "a control item ahead")
+	q.Close()
+	_, first, err = q.PushOrWait(&v, nil)
+	require.ErrorIs(t, err, queues.ErrClosed)
+	assert.False(t, first, "nothing queued")
 }
 
 func TestQueueLimitAndClose(t *testing.T) {
@@ -116,9 +144,9 @@ func TestQueueLimitAndClose(t *testing.T) {
 
 	// A nil item is refused, typed, not dereferenced.
 	open := queues.New[int, int](0)
-	_, err := open.PushOrWait(nil, nil)
+	_, _, err := open.PushOrWait(nil, nil)
 	require.ErrorIs(t, err, grain.ErrNilMessage)
-	_, err = open.PushLateOrWait(nil, nil)
+	_, _, err = open.PushLateOrWait(nil, nil)
 	require.ErrorIs(t, err, grain.ErrNilMessage)
 	assert.Zero(t, open.Len())
 }
@@ -392,7 +420,7 @@ func TestAWokenSenderFindsRoom(t *testing.T) {
 	const limit = 4
 	q := fullQueue(t, limit)
 	v := 100
-	space, err := q.PushOrWait(&v, nil)
+	space, _, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	b, _ := q.Drain(nil)
 	assert.Len(t, drain(&b), limit)
@@ -401,7 +429,7 @@ func TestAWokenSenderFindsRoom(t *testing.T) {
 		require.NoError(t, q.Push(10+i))
 	}
 	require.ErrorIs(t, q.Push(99), queues.ErrFull, "the last room is held for the woken sender")
-	_, err = q.PushOrWait(&v, space)
+	_, _, err = q.PushOrWait(&v, space)
 	require.NoError(t, err)
 	b, _ = q.Drain(nil)
 	assert.Equal(t, []int{10, 11, 12, 100}, drain(&b))
@@ -424,14 +452,14 @@ func TestGiveUpReturnsTheRoom(t *testing.T) {
 	}
 	fill()
 	v := 1
-	before, err := q.PushOrWait(&v, nil)
+	before, _, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	q.GiveUp(before) // still waiting: counted out of those waiting
 	b, _ := q.Drain(nil)
 	drain(&b)
 	fill()
 
-	after, err := q.PushOrWait(&v, nil)
+	after, _, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	b, _ = q.Drain(nil)
 	drain(&b)
@@ -445,12 +473,12 @@ func TestGiveUpReturnsTheRoom(t *testing.T) {
 	for i := range limit {
 		require.NoError(t, q.Push(i))
 	}
-	nilRetry, err := q.PushOrWait(&v, nil)
+	nilRetry, _, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	b, _ = q.Drain(nil)
 	drain(&b)
 	<-nilRetry
-	_, err = q.PushOrWait(nil, nilRetry)
+	_, _, err = q.PushOrWait(nil, nilRetry)
 	require.ErrorIs(t, err, grain.ErrNilMessage)
 	fill()
 }
@@ -469,7 +497,7 @@ func TestWaitingSendersUnderLoad(t *testing.T) {
 				v := [2]int{s, i}
 				var waited <-chan struct{}
 				for {
-					space, err := q.PushOrWait(&v, waited)
+					space, _, err := q.PushOrWait(&v, waited)
 					if err == nil {
 						pushed.Add(1)
 						break
@@ -517,20 +545,20 @@ func TestRoomGivenUpWakesTheSendersWaiting(t *testing.T) {
 	v := 1
 	var woken []<-chan struct{}
 	for range limit {
-		space, err := q.PushOrWait(&v, nil)
+		space, _, err := q.PushOrWait(&v, nil)
 		require.ErrorIs(t, err, queues.ErrFull)
 		woken = append(woken, space)
 	}
 	b, _ := q.Drain(nil)
 	drain(&b)
-	late, err := q.PushOrWait(&v, nil) // all the room is held for the woken
+	late, _, err := q.PushOrWait(&v, nil) // all the room is held for the woken
 	require.ErrorIs(t, err, queues.ErrFull)
 	for _, space := range woken {
 		<-space
 		q.GiveUp(space)
 	}
 	<-late // woken by the last give-up, the lane empty
-	_, err = q.PushOrWait(&v, late)
+	_, _, err = q.PushOrWait(&v, late)
 	require.NoError(t, err)
 }
 
@@ -542,7 +570,7 @@ func TestMoreWaitingSendersThanRoom(t *testing.T) {
 	var spaces []<-chan struct{}
 	for i := range 5 {
 		v := 10 + i
-		space, err := q.PushOrWait(&v, nil)
+		space, _, err := q.PushOrWait(&v, nil)
 		require.ErrorIs(t, err, queues.ErrFull)
 		spaces = append(spaces, space)
 	}
@@ -552,7 +580,7 @@ func TestMoreWaitingSendersThanRoom(t *testing.T) {
 	for i, space := range spaces {
 		<-space
 		v := 10 + i
-		next, err := q.PushOrWait(&v, space)
+		next, _, err := q.PushOrWait(&v, space)
 		if i < limit {
 			require.NoError(t, err)
 			continue
@@ -569,7 +597,7 @@ func TestMoreWaitingSendersThanRoom(t *testing.T) {
 			continue
 		}
 		v := 12 + i
-		_, err := q.PushOrWait(&v, space)
+		_, _, err := q.PushOrWait(&v, space)
 		require.NoError(t, err)
 	}
 	b, _ = q.Drain(nil)

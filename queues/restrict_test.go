@@ -14,7 +14,7 @@ import (
 
 // pushLate pushes v late, and gives up its place if the lane is full.
 func pushLate(q *queues.Queue[int, int], v int) error {
-	space, err := q.PushLateOrWait(&v, nil)
+	space, _, err := q.PushLateOrWait(&v, nil)
 	if errors.Is(err, queues.ErrFull) {
 		q.GiveUp(space)
 	}
@@ -91,18 +91,18 @@ func TestRestrictWakesWaitingSenders(t *testing.T) {
 	q := queues.New[int, int](1)
 	require.NoError(t, q.Push(1))
 	v := 2
-	space, err := q.PushOrWait(&v, nil)
+	space, _, err := q.PushOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	q.Restrict(&busy)
 	<-space
-	_, err = q.PushOrWait(&v, space)
+	_, _, err = q.PushOrWait(&v, space)
 	require.ErrorIs(t, err, queues.ErrClosed)
-	space, err = q.PushLateOrWait(&v, nil)
+	space, _, err = q.PushLateOrWait(&v, nil)
 	require.ErrorIs(t, err, queues.ErrFull)
 	bat, _ := q.Drain(nil)
 	<-space
 	assert.Equal(t, []int{1}, drain(&bat))
-	_, err = q.PushLateOrWait(&v, space)
+	_, _, err = q.PushLateOrWait(&v, space)
 	require.NoError(t, err)
 }
 

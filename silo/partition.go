@@ -130,6 +130,9 @@ type partition struct {
 	ovMu     sync.Mutex
 	ov       map[grain.ID]*doorEntry // grains whose backlog is full: their doors (door.go)
 	parked   atomic.Bool             // the owner waits for work (see watchdog)
+	// quiet: the owner's last wait for work, parked, lasted quietWait or
+	// more — its messages come one at a time, not in a stream (yield.go)
+	quiet atomic.Bool
 	// idleQuiet: at its last idle collection the partition had nothing
 	// left for the idle ticks (idleticks.go)
 	idleQuiet atomic.Bool
@@ -417,20 +420,55 @@ func (p *partition) step(w *worker) bool {
 		// runnable now, likely on this P. Let them run before parking, so
 		// their next requests arrive as one batch instead of waking the
 		// owner once each. (Not behind a CPU-bound goroutine: yield.go.)
+		// But not after a lone message on a quiet partition: nothing
+		// batches there, and its caller, which parked at once, is next on
+		// this core (yield.go).
+		yield := p.yieldsOutOfWork()
 		p.waitedAt = p.nHandled
-		p.s.yield()
-		p.yields++
-		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
+		if yield {
+			p.s.yield()
+			p.yields++
+			p.ctls = p.q.DrainInto(&p.batch, p.ctls)
+		}
 	}
 	parked := false
+	var from time.Duration
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) {
+		if p.s.realClk {
+			from = p.s.since()
+		}
 		p.park()
 		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 		parked = true
 		p.yields++ // it gave its core up
 	}
 	p.tick(parked)
+	if parked && p.s.realClk {
+		p.noteWait(p.now - from)
+	}
 	return true
+}
+
+// yieldsOutOfWork reports whether the owner, out of work after a round
+// that handled messages, yields before it parks: not after the lone
+// message of a quiet partition (yield.go).
+func (p *partition) yieldsOutOfWork() bool {
+	return p.nHandled-p.waitedAt != 1 || !p.quiet.Load()
+}
+
+// callerYields reports whether a caller whose ask p has queued yields
+// before it parks on the reply: not when its ask was first in the queue
+// of a quiet partition (yield.go). first is the push's (Silo.push).
+func (p *partition) callerYields(first bool) bool {
+	return !first || !p.quiet.Load()
+}
+
+// noteWait marks the partition quiet or not by how long its owner just
+// waited for work, parked (see yield.go).
+func (p *partition) noteWait(d time.Duration) {
+	if q := d >= quietWait; q != p.quiet.Load() {
+		p.quiet.Store(q) // only on a change: callers read it
+	}
 }
 
 // readyBatch is how many steps of ready activations a round takes at least

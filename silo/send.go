@@ -69,9 +69,11 @@ func (s *Silo) Tell(ctx context.Context, id grain.ID, msg any) error {
 		env.Msg = s.carry(ctx, msg)
 	}
 	if k.workers > 1 {
-		return s.pushWorker(ctx, p, &env, ti)
+		_, err = s.pushWorker(ctx, p, &env, ti)
+	} else {
+		_, err = s.push(ctx, p, &env, ti)
 	}
-	return s.push(ctx, p, &env, ti)
+	return err
 }
 
 type reentryKey struct{}
@@ -182,10 +184,11 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		w.start(ti.a.ID, mine, req, id, h, letIn, hook)
 		defer w.end(mine, req)
 	}
+	var first bool
 	if k.workers > 1 {
-		err = s.pushWorker(ctx, p, &env, ti)
+		first, err = s.pushWorker(ctx, p, &env, ti)
 	} else {
-		err = s.push(ctx, p, &env, ti)
+		first, err = s.push(ctx, p, &env, ti)
 	}
 	if err != nil {
 		req.Abandon() // never sent: nobody waits on it
@@ -218,8 +221,12 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	// Give the owner a moment before parking: a reply that comes while this
 	// goroutine yields is taken without the select's park and wake-up,
 	// which cost more than the turn itself (Call round trip 820 → 540 ns,
-	// ask workload +15–20 %). Not behind a CPU-bound goroutine (yield.go).
-	s.yield()
+	// ask workload +15–20 %). Not behind a CPU-bound goroutine, nor when
+	// the call is the first message of a quiet partition: then it parks at
+	// once, and its reply wakes it next on the owner's core (yield.go).
+	if p.callerYields(first) {
+		s.yield()
+	}
 	if r, ok := req.Take(); ok { // no channel: the owner left the reply in req
 		return s.answered(ti, ask, nil, r)
 	}

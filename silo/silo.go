@@ -546,11 +546,12 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 // queue makes the sender wait for room, as a full channel would. Either
 // wait lasts as long as ctx allows — a turn that waits hands its partition
 // off first, so two grains or partitions sending to each other cannot
-// deadlock. A closed queue is ErrSiloClosed.
-func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
+// deadlock. A closed queue is ErrSiloClosed. first is the queue's: env
+// found nothing queued ahead of it (Queue.PushOrWait).
+func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) (first bool, err error) {
 	if p.ovN.Load() != 0 {
 		if err := s.atDoor(ctx, p, env, ti); err != nil {
-			return err
+			return false, err
 		}
 	}
 	late := false // a turn's send while the silo settles (settle.go)
@@ -558,11 +559,10 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 	counted := false // in Stats().QueueWaits
 	for {
 		var space <-chan struct{}
-		var err error
 		if late {
-			space, err = p.q.PushLateOrWait(env, waited)
+			space, first, err = p.q.PushLateOrWait(env, waited)
 		} else {
-			space, err = p.q.PushOrWait(env, waited)
+			space, first, err = p.q.PushOrWait(env, waited)
 		}
 		waited = nil
 		switch {
@@ -572,13 +572,13 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 			} else if h := p.flooding.Load(); h != 0 && h != env.Hash {
 				p.neighbourCame(ti)
 			}
-			return nil
+			return first, nil
 		case !errors.Is(err, queues.ErrFull):
 			if !late && s.lateSend(ti) {
 				late = true // a restricted queue: a turn's send still goes
 				continue
 			}
-			return grain.ErrSiloClosed
+			return false, grain.ErrSiloClosed
 		}
 		if !counted {
 			counted = true
@@ -593,7 +593,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		case <-ctx.Done():
 			p.q.GiveUp(space)
 			s.refuse(*env, grain.ReasonOverload, nil)
-			return fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, ctxerr.Of(ctx))
+			return false, fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, ctxerr.Of(ctx))
 		}
 	}
 }

@@ -110,12 +110,12 @@ const sickLoad = 1 << 40
 // or the partition is closing, and one that is not pushed is counted down
 // here or by unreserve. The counts are exact: a message that becomes a
 // dead letter is counted down where it is delivered, as one that runs.
-func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
-	err := s.push(ctx, p, env, ti)
+func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) (first bool, err error) {
+	first, err = s.push(ctx, p, env, ti)
 	if err != nil {
 		p.swQueued.Add(-1)
 	}
-	return err
+	return first, err
 }
 
 // unreserve counts down a message to a stateless worker that its sender

@@ -53,6 +53,34 @@ import (
 // from the process's CPU time, and a yield that spans a stall it saw
 // marks nothing (stall.go).
 
+// A quiet partition. A yield puts its goroutine on the scheduler's global
+// run queue, which a P reads only when its own queue is empty (or every
+// 61st schedule): behind every goroutine runnable there, such as callers
+// woken by their timers or the network. Where the yields batch a loaded
+// silo's calls that wait is paid back; at an ordinary load, calls coming
+// one at a time, it is not: 1,000 callers asking 20,000 times a second
+// waited 25–30 µs a call at the median, where a caller that parks at once
+// is woken by the owner's reply into its P's next slot (runnext), and runs
+// right after the owner: 5 µs. So an owner that waited quietWait or more,
+// parked, before its last message marks its partition quiet
+// (partition.noteWait), and there a call that finds nothing queued ahead
+// of it (Queue.PushOrWait's first) parks without yielding (Silo.Ask), and
+// an owner that has handled that one message parks without its yield
+// (partition.step). Where messages stream — a loaded silo, a lone caller
+// asking in a loop, two grains bouncing a message — the owner waits for
+// the next a microsecond or two, and every yield stays; so does the yield
+// of a caller that finds others queued ahead of it, whose reply comes
+// after theirs. The bench's steady workload and docs/performance.md ("At a
+// steady load") have the figures.
+
+// quietWait is how long an owner must have waited for work, parked, for
+// its partition to be quiet. A lone caller in a loop or two grains
+// bouncing a message mostly keep their owner's waits under 2 µs on a
+// 2-core machine; callers paced at 20,000 calls a second leave it waiting
+// tens of microseconds and more. At 5 µs, bursts of a 50,000-a-second load
+// left fewer partitions quiet (p50 44 µs against 15–30 at 3 µs).
+const quietWait = 3 * time.Microsecond
+
 // hogYield is how far the monitor's clock must move during a yield to show
 // a goroutine holding its core for a whole time slice: twice the
 // scheduler's 10 ms (the clock moves a HandoffThreshold at a time), well
