@@ -18,10 +18,14 @@ import (
 type countGrain struct {
 	n   int
 	sig *atomic.Int64
+	s   *silo.Silo // for the relay's call
 }
 
-func (g *countGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+func (g *countGrain) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
 	m := msg.(*bmsg)
+	if m.to > 0 {
+		return silo.Call[int](ctx, g.s, grain.NewIntID("c", m.to-1), askMsg)
+	}
 	if m.work {
 		spin(floodWork)
 	}
@@ -55,7 +59,7 @@ func mustSilo(cfg silo.Config) *silo.Silo {
 
 func newGranaryTarget() target {
 	t := &granaryTarget{s: mustSilo(silo.Config{})}
-	if err := silo.Register(t.s, "c", func(grain.ID) *countGrain { return &countGrain{sig: &t.sig} }); err != nil {
+	if err := silo.Register(t.s, "c", func(grain.ID) *countGrain { return &countGrain{sig: &t.sig, s: t.s} }); err != nil {
 		panic(err)
 	}
 	if err := t.s.Start(); err != nil {

@@ -18,10 +18,22 @@ import (
 type paCounter struct {
 	n   int
 	sig *atomic.Int64
+	pid func(key int64) *actor.PID // for the relay's call
 }
 
 func (a *paCounter) Receive(c actor.Context) {
 	if m, ok := c.Message().(*bmsg); ok {
+		if m.to > 0 {
+			// The actor waits for the answer, as a grain's turn does:
+			// protoactor's RequestFuture from inside a Receive.
+			v, err := c.RequestFuture(a.pid(m.to-1), askMsg, 30*time.Second).Result()
+			if err != nil {
+				c.Respond(err)
+				return
+			}
+			c.Respond(v)
+			return
+		}
 		if m.work {
 			spin(floodWork)
 		}
@@ -53,7 +65,7 @@ type protoTarget struct {
 
 func newProtoTarget() target {
 	t := &protoTarget{sys: quietSystem(), pids: make([]atomic.Pointer[actor.PID], 1<<21)}
-	t.props = actor.PropsFromProducer(func() actor.Actor { return &paCounter{sig: &t.sig} })
+	t.props = actor.PropsFromProducer(func() actor.Actor { return &paCounter{sig: &t.sig, pid: t.pid} })
 	return t
 }
 
@@ -80,6 +92,9 @@ func (t *protoTarget) Tell(key int64, m *bmsg) error {
 func (t *protoTarget) Ask(key int64, m *bmsg) (int, error) {
 	v, err := t.sys.Root.RequestFuture(t.pid(key), m, 30*time.Second).Result()
 	if err != nil {
+		return 0, err
+	}
+	if err, ok := v.(error); ok { // a relay's call that failed
 		return 0, err
 	}
 	return v.(int), nil

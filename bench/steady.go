@@ -21,6 +21,14 @@ import (
 // implementation that cannot keep the rate shows it in its calls a
 // second.
 func runSteady(t target, p params) (Result, error) {
+	return runPaced(t, p, func(r *rand.Rand) (int64, *bmsg) {
+		return int64(r.IntN(p.grains)), askMsg
+	})
+}
+
+// runPaced runs steady's callers at p.rate in all, each call's key and
+// message drawn by pick.
+func runPaced(t target, p params, pick func(r *rand.Rand) (int64, *bmsg)) (Result, error) {
 	if err := activateAll(t, p.grains); err != nil {
 		return Result{}, err
 	}
@@ -35,9 +43,9 @@ func runSteady(t target, p params) (Result, error) {
 				time.Sleep(d) // pacing a load generator, not synchronising
 			}
 			next = next.Add(gap)
-			k := int64(r.IntN(p.grains))
+			k, m := pick(r)
 			t0 := time.Now()
-			_, err := ask(k, askMsg)
+			_, err := ask(k, m)
 			mine = append(mine, time.Since(t0))
 			if err != nil {
 				return mine, err

@@ -17,6 +17,9 @@ type bmsg struct {
 	count  bool // increment
 	signal bool // also count in the runtime's handled-signal counter
 	work   bool // spend floodWork of CPU first (the flood workload)
+	// to, if not 0: ask grain to-1 for its count (which counts it) from
+	// inside the turn, and answer with that (the relay workload)
+	to int64
 }
 
 var (
@@ -101,6 +104,7 @@ var workloads = map[string]map[string]workloadFunc{
 	"blocked":  {"granary": blockedGranary, "raw": blockedRaw},
 	"flood":    generic(runFlood),
 	"steady":   generic(runSteady),
+	"relay":    only(generic(runRelay), "granary", "protoactor"),
 }
 
 var sizes = map[string][2]params{
@@ -112,10 +116,11 @@ var sizes = map[string][2]params{
 	"blocked":  {{grains: 1000, msgs: 20_000, block: 2 * time.Second}, {grains: 1000, msgs: 2_000, block: 200 * time.Millisecond}},
 	"flood":    {{grains: 100, msgs: 10_000}, {grains: 100, msgs: 1_000}},
 	"steady":   {{grains: 10_000, callers: 1000, msgs: 250_000, rate: 50_000}, {grains: 10_000, callers: 1000, msgs: 10_000, rate: 50_000}},
+	"relay":    {{grains: 20_000, callers: 1000, msgs: 100_000, rate: 20_000}, {grains: 20_000, callers: 1000, msgs: 4_000, rate: 20_000}},
 }
 
 func workloadNames() []string {
-	return []string{"tell", "ask", "pingpong", "activate", "zipf", "blocked", "flood", "steady"}
+	return []string{"tell", "ask", "pingpong", "activate", "zipf", "blocked", "flood", "steady", "relay"}
 }
 
 func runChild(workload, impl string, quick bool) Result {
@@ -136,6 +141,16 @@ func runChild(workload, impl string, quick bool) Result {
 		r.Error = err.Error()
 	}
 	return r
+}
+
+// only keeps the implementations named of m.
+func only(m map[string]workloadFunc, names ...string) map[string]workloadFunc {
+	for name := range m {
+		if !slices.Contains(names, name) {
+			delete(m, name)
+		}
+	}
+	return m
 }
 
 func generic(f func(t target, p params) (Result, error)) map[string]workloadFunc {

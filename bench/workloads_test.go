@@ -70,6 +70,10 @@ func (c *counter) handle(key int64, m *bmsg) int {
 	if c.n == nil {
 		c.n = map[int64]int{}
 	}
+	if m.to > 0 { // the relay: the inner call, made in place
+		c.n[m.to-1]++
+		return c.n[m.to-1]
+	}
 	if m.count {
 		c.n[key]++
 	}
@@ -94,7 +98,7 @@ func (c *counter) Close()                                  {}
 func TestALostMessageFailsTheRun(t *testing.T) {
 	runs := map[string]func(target, params) (Result, error){
 		"tell": runTell, "zipf": runZipf, "ask": runAsk, "activate": runActivate, "flood": runFlood,
-		"steady": runSteady,
+		"steady": runSteady, "relay": runRelay,
 	}
 	for name, run := range runs {
 		t.Run(name, func(t *testing.T) {
