@@ -28,12 +28,16 @@ import (
 // machine's state as the run began: a cache line's round trip between two
 // cores, in ns (probe.go); 0 with one P.
 type Result struct {
-	Workload           string         `json:"workload"`
-	Impl               string         `json:"impl"`
-	Run                int            `json:"run"`
-	OpsPerSec          float64        `json:"ops_per_sec"`
-	P50us              float64        `json:"p50_us,omitempty"`
-	P99us              float64        `json:"p99_us,omitempty"`
+	Workload  string  `json:"workload"`
+	Impl      string  `json:"impl"`
+	Run       int     `json:"run"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	P50us     float64 `json:"p50_us,omitempty"`
+	P99us     float64 `json:"p99_us,omitempty"`
+	// steady and relay: their calls timed from when the caller's
+	// goroutine began each, not from its arrival (steady.go)
+	RunP50us           float64        `json:"run_p50_us,omitempty"`
+	RunP99us           float64        `json:"run_p99_us,omitempty"`
 	BytesPerActivation float64        `json:"bytes_per_activation,omitempty"`
 	LineRTTns          float64        `json:"line_rtt_ns,omitempty"`
 	Params             map[string]any `json:"params"`

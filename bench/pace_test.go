@@ -1,0 +1,56 @@
+package main
+
+import (
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// The pacer releases each call at its due time or, when it wakes late,
+// with every call due meanwhile, stamped with that release: never early,
+// never more than were due, all of them, in order.
+func TestThePacerReleasesEachCallWhenDueStampedWithItsRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, rate = 50, 10_000 // a call every 100 µs
+		gap := time.Second / rate
+		arrivals := make(chan time.Time, n)
+		start := time.Now()
+		go pace(arrivals, start, n, rate)
+		var got []time.Time
+		for at := range arrivals {
+			got = append(got, at)
+		}
+		if len(got) != n {
+			t.Fatalf("released %d calls, want %d", len(got), n)
+		}
+		for i, at := range got {
+			// In the bubble the pacer wakes exactly on time.
+			if due := start.Add(gap * time.Duration(i)); !at.Equal(due) {
+				t.Errorf("call %d released at +%v, due at +%v", i, at.Sub(start), due.Sub(start))
+			}
+		}
+	})
+}
+
+// A pacer that wakes late releases the calls due meanwhile together, each
+// stamped with the late release rather than with when it was due: the
+// generator's lateness is no runtime's.
+func TestALatePacerReleasesTheCallsDueMeanwhileTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, rate = 10, 10_000
+		arrivals := make(chan time.Time, n)
+		start := time.Now().Add(-350 * time.Microsecond) // the first four are due already
+		go pace(arrivals, start, n, rate)
+		now := time.Now()
+		for i := range 4 {
+			if at := <-arrivals; !at.Equal(now) {
+				t.Fatalf("call %d released at %v after the pacer began, want at once", i, at.Sub(now))
+			}
+		}
+		if at := <-arrivals; !at.Equal(start.Add(400 * time.Microsecond)) {
+			t.Fatalf("the fifth call released at +%v, want at its due +400µs", at.Sub(start))
+		}
+		for range arrivals {
+		}
+	})
+}
