@@ -158,6 +158,7 @@ func main() {
 	fmt.Printf("\n%s, GOMAXPROCS=%d, %s/%s, quick=%v\n", runtime.Version(), runtime.GOMAXPROCS(0), runtime.GOOS, runtime.GOARCH, *quick)
 	fmt.Print(machineStates(all))
 	fmt.Print(roundRatios(all))
+	fmt.Print(runTimes(all))
 	fmt.Print(targets(all, *quick))
 	if len(failed) > 0 {
 		fmt.Print(failedRuns(failed))

@@ -54,3 +54,24 @@ func TestALatePacerReleasesTheCallsDueMeanwhileTogether(t *testing.T) {
 		}
 	})
 }
+
+// The footer gives, for steady and relay, each implementation's median of
+// its calls timed from their start; workloads without them are left out.
+func TestTheFooterGivesTheCallsTimedFromTheirStart(t *testing.T) {
+	rs := []Result{
+		{Workload: "tell", Impl: "granary", OpsPerSec: 1},
+		{Workload: "steady", Impl: "protoactor", RunP50us: 8, RunP99us: 900},
+		{Workload: "steady", Impl: "granary", RunP50us: 50, RunP99us: 300},
+		{Workload: "steady", Impl: "granary", RunP50us: 70, RunP99us: 500},
+		{Workload: "steady", Impl: "granary", RunP50us: 60, RunP99us: 100},
+		{Workload: "relay", Impl: "granary", RunP50us: 150, RunP99us: 2000},
+	}
+	want := "calls timed from their start on their callers, not their arrival, p50/p99 µs: " +
+		"steady granary 60.0/300.0, protoactor 8.0/900.0; relay granary 150.0/2000.0\n"
+	if got := runTimes(rs); got != want {
+		t.Fatalf("runTimes =\n%q\nwant\n%q", got, want)
+	}
+	if got := runTimes(rs[:1]); got != "" {
+		t.Fatalf("with no paced workload: %q, want nothing", got)
+	}
+}

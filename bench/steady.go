@@ -1,8 +1,10 @@
 package main
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -93,4 +95,49 @@ func pace(arrivals chan<- time.Time, start time.Time, n, rate int) {
 			arrivals <- now
 		}
 	}
+}
+
+// runTimes says, for each workload that reports them (steady, relay), the
+// median over runs of each implementation's calls timed from their start
+// on their callers (Result.RunP50us, RunP99us): beside the table's, timed
+// from each call's arrival, it shows how much of a call's time went to
+// waiting for its caller to run.
+func runTimes(rs []Result) string {
+	type key struct{ w, i string }
+	p50, p99 := map[key][]float64{}, map[key][]float64{}
+	var order []string
+	seen := map[string]bool{}
+	for _, r := range rs {
+		if r.RunP50us == 0 {
+			continue
+		}
+		if !seen[r.Workload] {
+			seen[r.Workload] = true
+			order = append(order, r.Workload)
+		}
+		k := key{r.Workload, r.Impl}
+		p50[k] = append(p50[k], r.RunP50us)
+		p99[k] = append(p99[k], r.RunP99us)
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("calls timed from their start on their callers, not their arrival, p50/p99 µs:")
+	for i, w := range order {
+		if i > 0 {
+			b.WriteString(";")
+		}
+		fmt.Fprintf(&b, " %s", w)
+		sep := ""
+		for _, im := range impls {
+			k := key{w, im}
+			if len(p50[k]) == 0 {
+				continue
+			}
+			fmt.Fprintf(&b, "%s %s %.1f/%.1f", sep, im, median(p50[k]), median(p99[k]))
+			sep = ","
+		}
+	}
+	return b.String() + "\n"
 }
