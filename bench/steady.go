@@ -119,25 +119,18 @@ func runTimes(rs []Result) string {
 		p50[k] = append(p50[k], r.RunP50us)
 		p99[k] = append(p99[k], r.RunP99us)
 	}
-	if len(order) == 0 {
+	var parts []string
+	for _, w := range order {
+		var xs []string
+		for _, im := range impls {
+			if k := (key{w, im}); len(p50[k]) > 0 {
+				xs = append(xs, fmt.Sprintf("%s %.1f/%.1f", im, median(p50[k]), median(p99[k])))
+			}
+		}
+		parts = append(parts, w+" "+strings.Join(xs, ", "))
+	}
+	if len(parts) == 0 {
 		return ""
 	}
-	var b strings.Builder
-	b.WriteString("calls timed from their start on their callers, not their arrival, p50/p99 µs:")
-	for i, w := range order {
-		if i > 0 {
-			b.WriteString(";")
-		}
-		fmt.Fprintf(&b, " %s", w)
-		sep := ""
-		for _, im := range impls {
-			k := key{w, im}
-			if len(p50[k]) == 0 {
-				continue
-			}
-			fmt.Fprintf(&b, "%s %s %.1f/%.1f", sep, im, median(p50[k]), median(p99[k]))
-			sep = ","
-		}
-	}
-	return b.String() + "\n"
+	return "calls timed from their start on their callers, not their arrival, p50/p99 µs: " + strings.Join(parts, "; ") + "\n"
 }
