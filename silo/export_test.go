@@ -29,6 +29,10 @@ func (s *Silo) WorkersMade() uint64 {
 // before Start.
 func (s *Silo) OnFailedActivation(f func()) { s.testFailedActivation = f }
 
+// InHoldYield has f run in place of the yield of a turn that called a
+// grain of another partition while it holds its own.
+func (s *Silo) InHoldYield(f func()) { s.testHoldYield = f }
+
 // StartCrowd and StartHogs start goroutines that keep the scheduler busy —
 // a crowd yielding in a loop, CPU-bound hogs — for benchmarks (crowded_test.go).
 var (

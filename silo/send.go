@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"runtime"
 	"time"
 
 	"github.com/granary-go/granary/grain"
@@ -210,7 +209,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			// 150–250 µs each on average, up to 15 ms — the partitions
 			// held two thirds of the time; handing off at once, it played
 			// twice the matches).
-			runtime.Gosched()
+			ti.w.holdYield()
 			if r, ok := req.Take(); ok {
 				return s.answered(ti, ask, nil, r)
 			}

@@ -116,6 +116,9 @@ type Silo struct {
 	// activation's turn once the turn has settled its race with the owner
 	// and before it hands its first message back
 	testFailedActivation func()
+	// testHoldYield, set by tests alone, runs in place of the Gosched of a
+	// turn that yields while it holds its partition (worker.holdYield)
+	testHoldYield func()
 }
 
 // New returns a silo configured by cfg, or an error wrapping

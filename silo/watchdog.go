@@ -126,7 +126,9 @@ func (s *Silo) watch() {
 			}
 			x := w.word.Load()
 			if last[i].w == w && last[i].x == x {
-				w.detachAt(x, true) // still in the turn seen last time: a no-op unless running
+				// still in the turn seen last time: a no-op unless running;
+				// a slow turn unless it only waits for a core in its yield
+				w.detachAt(x, !w.yielding.Load())
 			}
 			last[i] = seen{w, x}
 		}

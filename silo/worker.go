@@ -40,8 +40,12 @@ type worker struct {
 	// a sender took the partition from this turn, a flood's slow step
 	// (stepoff.go)
 	stepped atomic.Bool
-	tc      turnCtx
-	gc      grain.Context
+	// yielding: the turn yields while it holds its partition, having
+	// called another's grain (holdYield); a monitor's handoff then is no
+	// slow turn of the grain's
+	yielding atomic.Bool
+	tc       turnCtx
+	gc       grain.Context
 	// cur is the Context the turn w runs is given: &gc, set turn after
 	// turn, or with Config.CheckContexts one of the turn's own, which
 	// gcOver ends with the turn (checkedctx.go)

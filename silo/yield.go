@@ -188,3 +188,22 @@ func (s *Silo) hogLooks() int32 {
 func (s *Silo) mayYieldHolding() bool {
 	return s.dog.hogged.Load() == 0 && !s.dog.crowded.Load()
 }
+
+// holdYield is the yield of a turn that called a grain of another
+// partition while it holds its own (Silo.Ask). The partition stays held
+// while the goroutine waits for a core, and a wait past the handoff
+// monitor's two looks — a burst of callers woken together, a collection —
+// made the monitor hand the partition off and log the turn as slow,
+// naming a grain whose code had done nothing slow (half the `slow turn`
+// lines of the bench's relay workload). So the worker says it is
+// yielding, and the monitor hands off such a turn as it would one that
+// calls out: at once, without a report (watchdog.go).
+func (w *worker) holdYield() {
+	w.yielding.Store(true)
+	if f := w.p.s.testHoldYield; f != nil {
+		f()
+	} else {
+		runtime.Gosched()
+	}
+	w.yielding.Store(false)
+}
