@@ -55,6 +55,7 @@ func main() {
 	run := flag.Int("run", 0, "internal: the run number")
 	cpuprofile := flag.String("cpuprofile", "", "with -child: write a CPU profile here")
 	childTimeout := flag.Duration("timeout", 10*time.Minute, "kill a run that takes longer than this, and count it failed")
+	rate := flag.Int("rate", 0, "calls a second for the paced workloads (steady, relay), each run as long as at its own rate; 0: their own (50,000 and 20,000)")
 	flag.Parse()
 
 	if *child {
@@ -67,7 +68,7 @@ func main() {
 				defer pprof.StopCPUProfile()
 			}
 		}
-		r := runChild(*workload, *impl, *quick)
+		r := runChild(*workload, *impl, *quick, *rate)
 		r.Run = *run
 		r.LineRTTns = float64(rtt.Nanoseconds())
 		b, _ := json.Marshal(r)
@@ -86,6 +87,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -runs %d: one at least\n", *runs)
 		os.Exit(2)
 	}
+	if *rate < 0 {
+		fmt.Fprintf(os.Stderr, "bench: -rate %d: calls a second, 0 for each workload's own\n", *rate)
+		os.Exit(2)
+	}
 	if *impl != "" && !slices.Contains(impls, *impl) {
 		fmt.Fprintf(os.Stderr, "bench: unknown implementation %q (have %s)\n", *impl, strings.Join(impls, ", "))
 		os.Exit(2)
@@ -97,6 +102,10 @@ func main() {
 			os.Exit(2)
 		}
 		names = []string{*workload}
+		if *rate > 0 && !takesRate(*workload) {
+			fmt.Fprintf(os.Stderr, "bench: -rate applies to the paced workloads only (steady, relay), not %q\n", *workload)
+			os.Exit(2)
+		}
 		if *impl != "" && workloads[*workload][*impl] == nil {
 			fmt.Fprintf(os.Stderr, "bench: workload %q has no %s implementation (it runs %s)\n", *workload, *impl, strings.Join(implsOf(*workload), ", "))
 			os.Exit(2)
@@ -127,6 +136,9 @@ func main() {
 				args := []string{"-child", "-workload", w, "-impl", im, "-run", fmt.Sprint(r)}
 				if *quick {
 					args = append(args, "-quick")
+				}
+				if *rate > 0 && takesRate(w) {
+					args = append(args, "-rate", fmt.Sprint(*rate))
 				}
 				// A run that hangs is killed and counted failed: the whole
 				// set never hangs, whatever one implementation does.

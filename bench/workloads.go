@@ -123,17 +123,14 @@ func workloadNames() []string {
 	return []string{"tell", "ask", "pingpong", "activate", "zipf", "blocked", "flood", "steady", "relay"}
 }
 
-func runChild(workload, impl string, quick bool) Result {
+func runChild(workload, impl string, quick bool, rate int) Result {
 	res := Result{Workload: workload, Impl: impl}
 	f := workloads[workload][impl]
 	if f == nil {
 		res.Error = fmt.Sprintf("no %s implementation of %s", impl, workload)
 		return res
 	}
-	p := sizes[workload][0]
-	if quick {
-		p = sizes[workload][1]
-	}
+	p := sized(workload, quick, rate)
 	res.Params = p.asMap()
 	r, err := f(impl, p)
 	r.Workload, r.Impl, r.Params = workload, impl, res.Params
@@ -141,6 +138,27 @@ func runChild(workload, impl string, quick bool) Result {
 		r.Error = err.Error()
 	}
 	return r
+}
+
+// sized returns a workload's parameters: its quick or full size, and for
+// a paced workload (steady, relay) the rate, if one is given (> 0), with
+// as many calls as keep its run as long as at its own rate — and one a
+// caller at least.
+func sized(workload string, quick bool, rate int) params {
+	p := sizes[workload][0]
+	if quick {
+		p = sizes[workload][1]
+	}
+	if rate > 0 && p.rate > 0 {
+		p.msgs = max(p.callers, int(int64(p.msgs)*int64(rate)/int64(p.rate)))
+		p.rate = rate
+	}
+	return p
+}
+
+// takesRate reports whether a workload paces its calls (takes -rate).
+func takesRate(workload string) bool {
+	return sizes[workload][0].rate > 0
 }
 
 // only keeps the implementations named of m.
