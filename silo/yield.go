@@ -196,8 +196,9 @@ func (s *Silo) mayYieldHolding() bool {
 // made the monitor hand the partition off and log the turn as slow,
 // naming a grain whose code had done nothing slow (half the `slow turn`
 // lines of the bench's relay workload). So the worker says it is
-// yielding, and the monitor hands off such a turn as it would one that
-// calls out: at once, without a report (watchdog.go).
+// yielding, and the monitor, at its second look as before, hands such a
+// turn off as a turn that calls out is handed off: without a report
+// (watchdog.go).
 func (w *worker) holdYield() {
 	w.yielding.Store(true)
 	if f := w.p.s.testHoldYield; f != nil {
