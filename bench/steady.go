@@ -60,7 +60,7 @@ func runPaced(t target, p params, pick func(r *rand.Rand) (int64, *bmsg)) (Resul
 		pace(arrivals, time.Now(), calls, p.rate)
 	}()
 	defer func() { <-paced }() // even if every caller failed: nothing outlives the run
-	res, err := runCallers(t, p, calls/p.callers, func(c int, ask caller, _ time.Time) ([]time.Duration, error) {
+	res, err := runCallers(t, p, calls/p.callers, func(c int, ask caller) ([]time.Duration, error) {
 		r := rand.New(rand.NewPCG(uint64(c), 5))
 		var mine []time.Duration
 		for at := range arrivals {

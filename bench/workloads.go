@@ -320,7 +320,7 @@ func runAsk(t target, p params) (Result, error) {
 		return Result{}, err
 	}
 	per := p.msgs / p.callers
-	return runCallers(t, p, per, func(c int, ask caller, _ time.Time) ([]time.Duration, error) {
+	return runCallers(t, p, per, func(c int, ask caller) ([]time.Duration, error) {
 		r := rand.New(rand.NewPCG(uint64(c), 3))
 		mine := make([]time.Duration, 0, per/8+1)
 		for i := range per {
@@ -346,14 +346,14 @@ func runAsk(t target, p params) (Result, error) {
 type caller = func(key int64, m *bmsg) (int, error)
 
 // runCallers runs p.callers goroutines, each with its own caller, each
-// making per calls in body (given when the clock started) and returning
+// making per calls in body and returning
 // the durations it timed; then it checks the grains' totals (each
 // activated with one call before) and gives the calls a second and the
 // percentiles of those timed. A caller's timings are its own until it
 // returns: appended to a slice of the callers' in place, their headers —
 // 24 bytes each, side by side — shared lines across the cores, a miss for
 // each sample of every implementation's.
-func runCallers(t target, p params, per int, body func(c int, ask caller, start time.Time) ([]time.Duration, error)) (Result, error) {
+func runCallers(t target, p params, per int, body func(c int, ask caller) ([]time.Duration, error)) (Result, error) {
 	lat := make([][]time.Duration, p.callers)
 	errs := make(chan error, p.callers)
 	var wg sync.WaitGroup
@@ -361,7 +361,7 @@ func runCallers(t target, p params, per int, body func(c int, ask caller, start 
 	for c := range p.callers {
 		ask := t.Caller()
 		wg.Go(func() {
-			mine, err := body(c, ask, start)
+			mine, err := body(c, ask)
 			lat[c] = mine
 			if err != nil {
 				errs <- err
