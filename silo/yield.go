@@ -59,9 +59,9 @@ import (
 // woken by their timers or the network. Where the yields batch a loaded
 // silo's calls that wait is paid back; at an ordinary load, calls coming
 // one at a time, it is not: 1,000 callers asking 20,000 times a second
-// waited 25–30 µs a call at the median, where a caller that parks at once
-// is woken by the owner's reply into its P's next slot (runnext), and runs
-// right after the owner: 5 µs. So an owner that waited quietWait or more,
+// waited 25–30 µs a call at the median (timed from each caller's start),
+// where a caller that parks at once is woken by the owner's reply into
+// its P's next slot (runnext), and runs right after the owner: 5 µs. So an owner that waited quietWait or more,
 // parked, before its last message marks its partition quiet
 // (partition.noteWait), and there a call that finds nothing queued ahead
 // of it (Queue.PushOrWait's first) parks without yielding (Silo.Ask), and
