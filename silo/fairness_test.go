@@ -220,7 +220,10 @@ func TestTheCallersOfAQuicklyFloodedPartitionRunSoon(t *testing.T) {
 // a core for 20 ms will do) turns the silo's yields off for about a second
 // (yield.go), and a crowded scheduler turns off the owner's yield to its
 // callers. So it floods two or three fresh silos, and requires the callers
-// to have run soon in two of them. Without the owner's yield to its answered
+// to have run soon in two of them. A trial in which the silo saw a hog and
+// turned its yields off measured the machine, not the yields, and is not
+// counted (CI's race step once failed two of three so, at 3 and 4 turns);
+// eight trials at most. Without the owner's yield to its answered
 // callers the trials fail (checked: on one core every caller waits 2 or 10
 // turns, with turns of 200 and 20 µs; on two, mostly 1-10).
 func callersRunSoon(t *testing.T, start func(*testing.T) (*silo.Silo, context.Context, *atomic.Int64), flood int, most int64) {
@@ -228,7 +231,7 @@ func callersRunSoon(t *testing.T, start func(*testing.T) (*silo.Silo, context.Co
 	const asks = 21
 	other := grain.NewID("flooded", "other")
 	var q3s []int64
-	for passed := 0; passed < 2 && len(q3s)-passed < 2; {
+	for passed, trials := 0, 0; passed < 2 && len(q3s)-passed < 2 && trials < 8; trials++ {
 		s, ctx, done := start(t)
 		later := duringFlood(t, done, flood, asks, func() int64 { // the flood's turns between an answer and its caller's return
 			at, err := silo.Call[int64](ctx, s, other, "how many ran")
@@ -238,13 +241,17 @@ func callersRunSoon(t *testing.T, start func(*testing.T) (*silo.Silo, context.Co
 		hogged, crowded := s.YieldsOff()
 		s.Close() // its flood would hold up the next trial's
 		t.Logf("trial %d: the flood's turns between an answer and its caller's return: %v (yields off for a hog: %v; the scheduler crowded: %v)",
-			len(q3s)+1, later, hogged, crowded)
+			trials+1, later, hogged, crowded)
+		if hogged {
+			continue // the machine's moment, not the yields: not counted
+		}
 		q3 := later[asks*3/4]
 		q3s = append(q3s, q3)
 		if q3 <= most {
 			passed++
 		}
 	}
+	require.NotEmpty(t, q3s, "every trial found a hog and turned the yields off: nothing measured")
 	slices.Sort(q3s)
 	require.LessOrEqual(t, q3s[len(q3s)/2], most, "the callers waited for the flood's steps (each trial's third quartile: %v)", q3s)
 }
