@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -54,6 +55,7 @@ func main() {
 	impl := flag.String("impl", "", "internal: the implementation a child runs; or restrict the parent to one")
 	run := flag.Int("run", 0, "internal: the run number")
 	cpuprofile := flag.String("cpuprofile", "", "with -child: write a CPU profile here")
+	traceTo := flag.String("trace", "", "with -child: write an execution trace of the workload here (go tool trace)")
 	childTimeout := flag.Duration("timeout", 10*time.Minute, "kill a run that takes longer than this, and count it failed")
 	rate := flag.Int("rate", 0, "calls a second for the paced workloads (steady, relay), each run as long as at its own rate; 0: their own (50,000 and 20,000)")
 	flag.Parse()
@@ -68,6 +70,13 @@ func main() {
 				defer pprof.StopCPUProfile()
 			}
 		}
+		if *traceTo != "" {
+			f, err := os.Create(*traceTo)
+			if err == nil {
+				_ = trace.Start(f)
+				defer trace.Stop()
+			}
+		}
 		r := runChild(*workload, *impl, *quick, *rate)
 		r.Run = *run
 		r.LineRTTns = float64(rtt.Nanoseconds())
@@ -75,6 +84,7 @@ func main() {
 		fmt.Println(string(b))
 		if r.Error != "" {
 			pprof.StopCPUProfile()
+			trace.Stop()
 			os.Exit(1)
 		}
 		return
