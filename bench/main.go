@@ -18,8 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
-	"runtime/pprof"
-	"runtime/trace"
 	"slices"
 	"strings"
 	"time"
@@ -63,31 +61,25 @@ func main() {
 	if *child {
 		// The machine's state first, out of the profile and the workload.
 		rtt, _ := machineState()
-		if *cpuprofile != "" {
-			f, err := os.Create(*cpuprofile)
-			if err == nil {
-				_ = pprof.StartCPUProfile(f)
-				defer pprof.StopCPUProfile()
-			}
-		}
-		if *traceTo != "" {
-			f, err := os.Create(*traceTo)
-			if err == nil {
-				_ = trace.Start(f)
-				defer trace.Stop()
-			}
+		stop, err := capture(*cpuprofile, *traceTo)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
 		}
 		r := runChild(*workload, *impl, *quick, *rate)
 		r.Run = *run
 		r.LineRTTns = float64(rtt.Nanoseconds())
 		b, _ := json.Marshal(r)
 		fmt.Println(string(b))
+		stop()
 		if r.Error != "" {
-			pprof.StopCPUProfile()
-			trace.Stop()
 			os.Exit(1)
 		}
 		return
+	}
+	if *cpuprofile != "" || *traceTo != "" {
+		fmt.Fprintln(os.Stderr, "bench: -cpuprofile and -trace record one child run: add -child, -impl and -run (docs/performance.md, Reproduce)")
+		os.Exit(2)
 	}
 	if *childTimeout <= 0 {
 		fmt.Fprintf(os.Stderr, "bench: -timeout %v: must be positive\n", *childTimeout)
