@@ -57,8 +57,11 @@ func main() {
 	childTimeout := flag.Duration("timeout", 10*time.Minute, "kill a run that takes longer than this, and count it failed")
 	rate := flag.Int("rate", 0, "calls a second for the paced workloads (steady, relay), each run as long as at its own rate; 0: their own (50,000 and 20,000)")
 	flag.Parse()
-
 	if *child {
+		if flag.NArg() > 0 {
+			fmt.Fprintf(os.Stderr, "bench: unexpected argument %q\n", flag.Arg(0))
+			os.Exit(2)
+		}
 		// The machine's state first, out of the profile and the workload.
 		rtt, _ := machineState()
 		stop, err := capture(*cpuprofile, *traceTo)
@@ -77,41 +80,13 @@ func main() {
 		}
 		return
 	}
-	if *cpuprofile != "" || *traceTo != "" {
-		fmt.Fprintln(os.Stderr, "bench: -cpuprofile and -trace record one child run: add -child, -impl and -run (docs/performance.md, Reproduce)")
+	names, err := parentArgs{
+		workload: *workload, impl: *impl, runs: *runs, rate: *rate, timeout: *childTimeout,
+		extra: flag.Args(), profiled: *cpuprofile != "" || *traceTo != "",
+	}.check()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(2)
-	}
-	if *childTimeout <= 0 {
-		fmt.Fprintf(os.Stderr, "bench: -timeout %v: must be positive\n", *childTimeout)
-		os.Exit(2)
-	}
-	if *runs < 1 {
-		fmt.Fprintf(os.Stderr, "bench: -runs %d: one at least\n", *runs)
-		os.Exit(2)
-	}
-	if *rate < 0 {
-		fmt.Fprintf(os.Stderr, "bench: -rate %d: calls a second, 0 for each workload's own\n", *rate)
-		os.Exit(2)
-	}
-	if *impl != "" && !slices.Contains(impls, *impl) {
-		fmt.Fprintf(os.Stderr, "bench: unknown implementation %q (have %s)\n", *impl, strings.Join(impls, ", "))
-		os.Exit(2)
-	}
-	names := workloadNames()
-	if *workload != "all" {
-		if _, ok := workloads[*workload]; !ok {
-			fmt.Fprintf(os.Stderr, "bench: unknown workload %q (have %s)\n", *workload, strings.Join(names, ", "))
-			os.Exit(2)
-		}
-		names = []string{*workload}
-		if *rate > 0 && !takesRate(*workload) {
-			fmt.Fprintf(os.Stderr, "bench: -rate applies to the paced workloads only (steady, relay), not %q\n", *workload)
-			os.Exit(2)
-		}
-		if *impl != "" && workloads[*workload][*impl] == nil {
-			fmt.Fprintf(os.Stderr, "bench: workload %q has no %s implementation (it runs %s)\n", *workload, *impl, strings.Join(implsOf(*workload), ", "))
-			os.Exit(2)
-		}
 	}
 	exe, err := os.Executable()
 	if err != nil {
