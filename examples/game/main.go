@@ -49,7 +49,7 @@ func main() {
 	match := flag.Duration("match", 20*time.Millisecond, "how long a match lasts")
 	addr := flag.String("http", "", "serve the HTTP API on this address instead of simulating")
 	flag.Parse()
-	if err := checkFlags(*players, *duration, *match); err != nil {
+	if err := checkFlags(*players, *duration, *match, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "game:", err)
 		flag.Usage()
 		os.Exit(2)
@@ -78,9 +78,12 @@ func main() {
 
 // checkFlags refuses what the simulation cannot run with, before anything
 // starts: a bot retries every half match, so a match takes a millisecond at
-// least.
-func checkFlags(players int, duration, match time.Duration) error {
+// least. It takes no arguments besides the flags: `game 500` would
+// otherwise play with the default 200 bots, saying nothing.
+func checkFlags(players int, duration, match time.Duration, args []string) error {
 	switch {
+	case len(args) > 0:
+		return fmt.Errorf("unexpected argument %q: the game takes flags only", args[0])
 	case players < 0:
 		return fmt.Errorf("-players %d: not negative", players)
 	case duration < 0:

@@ -241,12 +241,13 @@ func TestHTTP(t *testing.T) {
 }
 
 func TestCheckFlags(t *testing.T) {
-	require.NoError(t, checkFlags(200, 2*time.Second, 20*time.Millisecond))
-	require.NoError(t, checkFlags(0, 0, time.Millisecond))
-	require.Error(t, checkFlags(-1, time.Second, time.Second))
-	require.Error(t, checkFlags(1, -time.Second, time.Second))
-	require.Error(t, checkFlags(1, time.Second, 0))
-	require.Error(t, checkFlags(1, time.Second, -time.Second))
+	require.NoError(t, checkFlags(200, 2*time.Second, 20*time.Millisecond, nil))
+	require.NoError(t, checkFlags(0, 0, time.Millisecond, nil))
+	require.Error(t, checkFlags(-1, time.Second, time.Second, nil))
+	require.Error(t, checkFlags(1, -time.Second, time.Second, nil))
+	require.Error(t, checkFlags(1, time.Second, 0, nil))
+	require.Error(t, checkFlags(1, time.Second, -time.Second, nil))
+	require.ErrorContains(t, checkFlags(200, 2*time.Second, 20*time.Millisecond, []string{"500"}), `unexpected argument "500"`)
 }
 
 // A player tells its watchers each match's start and result, and says
