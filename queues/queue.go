@@ -79,6 +79,9 @@ type Queue[T, C any] struct {
 	// a grain's ask beside eight such senders lost the race up to five
 	// Drains in a row (TestAWokenSenderFindsRoom).
 	waiting, reserved int
+	// placed counts the control lane's items that PushControlAt placed
+	// among the messages: while one waits, DrainAppend takes nothing.
+	placed int
 
 	// the consumer's: segments its batches finished, not yet handed back
 	retired  *segment[T]
@@ -86,7 +89,7 @@ type Queue[T, C any] struct {
 
 	// to 192 bytes on 64-bit platforms, a size class whose objects begin
 	// on a cache line (TestAQueuesPushFieldsShareOneCacheLine)
-	_ [24]byte
+	_ [16]byte
 }
 
 // New returns an empty queue whose message lane holds at most limit items
@@ -260,6 +263,7 @@ func (q *Queue[T, C]) PushControlAt(mk func(ahead int) C) {
 	q.wakeIdle()
 	signal := len(q.ctl) == 0 // as PushControl
 	q.ctl = append(q.ctl, mk(q.n))
+	q.placed++
 	q.mu.Unlock()
 	if signal {
 		q.signal()
@@ -301,10 +305,44 @@ func (q *Queue[T, C]) DrainInto(b *Batch[T, C], ctl []C) []C {
 	}
 	gotCtl := q.ctl
 	q.head, q.tail, q.n, q.tailN = nil, nil, 0, 0
-	q.ctl = ctl[:0]
+	q.ctl, q.placed = ctl[:0], 0
 	q.releaseWaiters()
 	q.mu.Unlock()
 	return gotCtl
+}
+
+// DrainAppend is a Drain of messages in the middle of a Batch: it takes
+// the queued messages onto the end of b, which its consumer is still
+// reading, and reports whether it did. The appended messages keep b's Seq
+// and follow its others in Taken's count, as if one Drain had taken them
+// all. Control items stay queued for the next Drain, and none is passed:
+// while an item PushControlAt placed waits, DrainAppend takes nothing and
+// reports false, since that item counts its place among the messages of
+// the Drain that takes it. Room it frees goes to waiting senders, as a
+// Drain's does.
+func (q *Queue[T, C]) DrainAppend(b *Batch[T, C]) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.placed > 0 {
+		return false
+	}
+	if q.head == nil {
+		return true
+	}
+	q.handBack()
+	q.tail.n = int(q.tailN)
+	if b.seg == nil {
+		b.q, b.seg, b.i = q, q.head, 0
+	} else {
+		last := b.seg
+		for last.next != nil {
+			last = last.next
+		}
+		last.next = q.head
+	}
+	q.head, q.tail, q.n, q.tailN = nil, nil, 0, 0
+	q.releaseWaiters()
+	return true
 }
 
 // SendersWait reports whether a sender waits for room in the message lane:
@@ -509,6 +547,27 @@ func (b *Batch[T, C]) Peek(n int) *T {
 		return nil
 	}
 	return &b.seg.items[b.i+n]
+}
+
+// Ahead calls f with a pointer to each of the n messages that follow the
+// next skip ones (skip = 0: from the one Next returns next), in order,
+// where each lies, removing none; fewer if the batch ends first, and none
+// after f returns false. The pointers are valid as Peek's are: a consumer
+// may change the messages in place before it reads them.
+func (b *Batch[T, C]) Ahead(skip, n int, f func(*T) bool) {
+	s, i := b.seg, b.i
+	for s != nil && i+skip >= s.n {
+		skip -= s.n - i
+		s, i = s.next, 0
+	}
+	i += skip
+	for ; s != nil && n > 0; s, i = s.next, 0 {
+		for ; i < s.n && n > 0; i, n = i+1, n-1 {
+			if !f(&s.items[i]) {
+				return
+			}
+		}
+	}
 }
 
 // Empty reports whether Pop has nothing more to return.

@@ -265,6 +265,9 @@ func (p *partition) closeAll() {
 		if !ok {
 			break
 		}
+		if env.Msg == nil {
+			continue // it ran ahead of its place (runAhead)
+		}
 		p.s.deadLetter(env, grain.ReasonShutdown, nil)
 	}
 	var all []*act

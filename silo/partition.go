@@ -38,7 +38,10 @@ type partition struct {
 	// while no step was published (stepoff.go: neighbourCame)
 	flooding   atomic.Uint64
 	othersCame atomic.Bool
-	_          [64]byte
+	// a turn sent a message here since the owner last looked for the
+	// messages of work under way (ahead.go)
+	turnSent atomic.Bool
+	_        [64]byte
 
 	// base is the silo's base ctx, one child a partition: the parent of its
 	// grains' OnDeactivate ctxs, which then register with it, not all with
@@ -59,6 +62,7 @@ type partition struct {
 	actFails   map[grain.ID]*actFailure // identities whose activation failed lately; nil when none
 	actWatch   []actWatch               // activation turns handed off while they ran (acttimeout.go)
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
+	ahead      aheadScan                // the look for work under way in the current batch (ahead.go)
 	ready      []*act
 	rhead      int
 	round      uint16        // counts rounds, by two; a grain's Round is the last in which a message ran as it came (ranInline)
@@ -355,12 +359,21 @@ func (p *partition) step(w *worker) bool {
 	ahead := p.multiP || p.dir.Len() >= prefetchMin || p.answered != p.answeredRound
 	p.answeredRound = p.answered
 	grains := p.dir.Len() >= grainPrefetchMin
+	if p.turnSent.Load() && p.batch.Peek(1) != nil && !p.runAhead(w) {
+		return false
+	}
 	for env := p.batch.Next(); env != nil; env = p.batch.Next() {
 		p.nDelivered++
+		if env.Msg == nil {
+			continue // it ran ahead of its place (runAhead)
+		}
 		if far := p.batch.Peek(slotAhead - 1); far != nil && ahead { // near a segment's end, the few left go unprefetched
 			p.prefetchAhead(far, grains)
 		}
 		if !p.deliverGuessed(w, env, p.guessFor(env)) {
+			return false
+		}
+		if p.turnSent.Load() && p.batch.Peek(0) != nil && !p.runAhead(w) {
 			return false
 		}
 		if p.evicted >= readyBatch && !p.stepEvicted(w) {

@@ -570,6 +570,9 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		waited = nil
 		switch {
 		case err == nil:
+			if ti != nil && !p.turnSent.Load() {
+				p.turnSent.Store(true) // work under way: its owner may run it ahead (ahead.go)
+			}
 			if w := p.stepOff.Load(); w != nil {
 				p.stepAside(w, env, ti) // a flood's slow step holds the partition (stepoff.go)
 			} else if h := p.flooding.Load(); h != 0 && h != env.Hash {
