@@ -15,7 +15,10 @@
 // message for it goes through that partition's queue. One goroutine at a time
 // owns a partition and runs the turns of its grains, so a grain never runs
 // two turns at once and its state needs no lock; different partitions run in
-// parallel. When a turn blocks (a Call, I/O, a sleep) for longer than
+// parallel. A grain's messages reach it in the order they were pushed,
+// whoever sent them (interleaving and stateless workers aside); one a grain sent from a turn — the next hop of a call
+// under way — runs ahead of those queued earlier for other grains, so a
+// burst of calls is answered call by call, not all at its end. When a turn blocks (a Call, I/O, a sleep) for longer than
 // Config.HandoffThreshold, or calls another grain, the partition is handed to
 // a new goroutine while the blocked grain's own later messages wait for it in
 // order. A grain sent a flood of messages shares its partition a time slice
