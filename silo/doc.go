@@ -16,18 +16,19 @@
 // owns a partition and runs the turns of its grains, so a grain never runs
 // two turns at once and its state needs no lock; different partitions run in
 // parallel. A grain's messages reach it in the order they were pushed,
-// whoever sent them (interleaving and stateless workers aside); one a grain sent from a turn — the next hop of a call
-// under way — runs ahead of those queued earlier for other grains, so a
-// burst of calls is answered call by call, not all at its end. When a turn blocks (a Call, I/O, a sleep) for longer than
-// Config.HandoffThreshold, or calls another grain, the partition is handed to
-// a new goroutine while the blocked grain's own later messages wait for it in
-// order. A grain sent a flood of messages shares its partition a time slice
-// at a time — a few of its turns when they are slow, a few milliseconds when
-// they are quick — so the partition's other grains do not wait for the whole
-// flood; its senders — and no one else's — wait for room
-// once its backlog is full. With more than one core, a message for another
-// grain that comes while the flood runs one of its slow turns (50 µs or
-// more) does not wait for it either: its sender hands the partition to a
+// whoever sent them (interleaving and stateless workers aside); one a grain
+// sent from a turn — the next hop of a call under way — runs ahead of those
+// queued earlier for other grains, so a burst of calls is answered call by
+// call, not all at its end. When a turn blocks (a Call, I/O, a sleep) for
+// longer than Config.HandoffThreshold, or calls another grain, the partition
+// is handed to a new goroutine while the blocked grain's own later messages
+// wait for it in order. A grain sent a flood of messages shares its
+// partition a time slice at a time — a few of its turns when they are slow,
+// a few milliseconds when they are quick — so the partition's other grains
+// do not wait for the whole flood; its senders — and no one else's — wait
+// for room once its backlog is full. With more than one core, a message for
+// another grain that comes while the flood runs one of its slow turns (50 µs
+// or more) does not wait for it either: its sender hands the partition to a
 // new goroutine, which runs the message at once while the flood's turn
 // finishes beside it (Stats.StepOffs); one that comes between its turns
 // ends the flood's steps at the next. The callers a flooded partition
