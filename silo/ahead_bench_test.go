@@ -2,6 +2,7 @@ package silo_test
 
 import (
 	"context"
+	"math"
 	"testing"
 
 	"github.com/granary-go/granary/grain"
@@ -35,7 +36,7 @@ func BenchmarkTellBesideWorkUnderWay(b *testing.B) {
 	}
 	b.Cleanup(func() { s.Close() }) // the ball still bouncing: a dead letter
 	ctx := context.Background()
-	if err := s.Tell(ctx, ping, &ball{left: 1 << 62, done: make(chan struct{})}); err != nil {
+	if err := s.Tell(ctx, ping, &ball{left: math.MaxInt, done: make(chan struct{})}); err != nil {
 		b.Fatal(err)
 	}
 	ids := tellLoop(b, s, ctx, "b")
