@@ -19,15 +19,7 @@ func BenchmarkTellBesideWorkUnderWay(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ping, pong := grain.NewID("bouncer", "ping"), grain.NewID("bouncer", "pong")
-	if err := silo.Register(s, "bouncer", func(id grain.ID) bouncer {
-		if id == ping {
-			return bouncer{peer: pong}
-		}
-		return bouncer{peer: ping}
-	}); err != nil {
-		b.Fatal(err)
-	}
+	ping := registerPair(b, s)
 	if err := silo.Register(s, "b", func(grain.ID) *benchGrain { return &benchGrain{} }); err != nil {
 		b.Fatal(err)
 	}

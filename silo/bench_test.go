@@ -531,13 +531,9 @@ func (g bouncer) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	return nil, c.Silo().Tell(ctx, g.peer, b)
 }
 
-// BenchmarkTellFromTurn: one hop of a ball two grains tell each other.
-func BenchmarkTellFromTurn(b *testing.B) {
-	s, err := silo.New(silo.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
+// registerPair registers kind "bouncer" on s: grains ping and pong, each
+// the other's peer. It returns ping.
+func registerPair(b *testing.B, s *silo.Silo) grain.ID {
 	ping, pong := grain.NewID("bouncer", "ping"), grain.NewID("bouncer", "pong")
 	if err := silo.Register(s, "bouncer", func(id grain.ID) bouncer {
 		if id == ping {
@@ -547,6 +543,17 @@ func BenchmarkTellFromTurn(b *testing.B) {
 	}); err != nil {
 		b.Fatal(err)
 	}
+	return ping
+}
+
+// BenchmarkTellFromTurn: one hop of a ball two grains tell each other.
+func BenchmarkTellFromTurn(b *testing.B) {
+	s, err := silo.New(silo.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	ping := registerPair(b, s)
 	if err := s.Start(); err != nil {
 		b.Fatal(err)
 	}
