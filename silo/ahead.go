@@ -1,6 +1,10 @@
 package silo
 
-import "github.com/granary-go/granary/queues"
+import (
+	"math"
+
+	"github.com/granary-go/granary/queues"
+)
 
 // Work under way first. A partition queue is first in, first out, so a
 // burst of calls from outside reaches its grains before any call those
@@ -76,6 +80,19 @@ func (p *partition) runAhead(w *worker) bool {
 		return true
 	})
 	return owns
+}
+
+// batchLeft returns how many messages the current batch has left to
+// deliver: not the slots emptied by messages that ran ahead of them.
+func (p *partition) batchLeft() int {
+	n := 0
+	p.batch.Ahead(0, math.MaxInt, func(env *queues.Envelope) bool {
+		if env.Msg != nil {
+			n++
+		}
+		return true
+	})
+	return n
 }
 
 // sentByTurn reports whether a grain sent env from one of its turns.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
 )
 
 // aheadBit is the bit of the owner's look (runAhead) an identity's
@@ -100,4 +101,25 @@ func TestWorkUnderWayRunsAheadButNeverPastItsGrainsEarlierMessages(t *testing.T)
 	assert.Less(t, ping, joined, "a's call to d ran ahead of the messages from outside queued before it: %v", handled)
 	assert.Less(t, ping, place[others[0].Key()+":tell"], "%v", handled)
 	assert.Less(t, joined, moved, "c's messages in the order they were pushed: %v", handled)
+}
+
+// What a partition says it has left to deliver counts no slot a message
+// ran ahead of.
+func TestTheBatchLeftCountsNoSlotThatRanAhead(t *testing.T) {
+	p, _ := ownedPartition(t, t.Context(), Config{})
+	for i := range 300 { // two segments
+		id := grain.NewIntID("k", int64(i))
+		require.NoError(t, p.q.Push(queues.Envelope{Target: id, Hash: id.Hash(), Msg: i}))
+	}
+	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
+	p.batch.Next()
+	assert.Equal(t, 299, p.batchLeft())
+	p.batch.Ahead(0, 300, func(env *queues.Envelope) bool {
+		if env.Msg.(int)%100 == 50 {
+			env.Msg = nil // ran ahead
+		}
+		return true
+	})
+	assert.Equal(t, 296, p.batchLeft(), "slots 50, 150 and 250 emptied")
+	assert.Equal(t, 299, p.batch.Len(), "the batch's own count is of slots")
 }

@@ -70,7 +70,7 @@ const unsettledNames = 8
 // may have stopped (its tell refused, as the settling ended): what the
 // rounds kept running is kept from the bound on (settle) for this.
 func (p *partition) reportUnsettled() {
-	queued := p.q.Len() + p.batch.Len() + int(p.backlog.Load())
+	queued := p.q.Len() + p.batchLeft() + int(p.backlog.Load())
 	if len(p.keptBusy) == 0 && p.inflight == 0 && p.rhead == len(p.ready) && queued == 0 {
 		return
 	}
