@@ -44,6 +44,19 @@ type aheadScan struct {
 	seen [4]uint64 // bits of their targets' hashes, of those left in place
 }
 
+// aheadDue reports whether the owner looks ahead now (runAhead): a turn
+// sent a message here since its last look, and the batch has a message
+// the look could pass — the one after the next before a batch's first
+// delivery (a lone message, as two grains bouncing a ball leave, is
+// passed by none), the next one after a delivery.
+func (p *partition) aheadDue(next int) bool {
+	return p.turnSent.Load() && p.batch.Peek(next) != nil
+}
+
+// ranAhead reports whether env's slot was emptied because its message ran
+// ahead of its place: the delivery loop, closeAll and batchLeft skip it.
+func ranAhead(env *queues.Envelope) bool { return env.Msg == nil }
+
 // runAhead runs the messages of work under way that it may ahead of their
 // place (see above). It reports false if a turn it ran handed the
 // partition off: the caller must stop touching it.
@@ -66,7 +79,7 @@ func (p *partition) runAhead(w *worker) bool {
 	owns := true
 	p.batch.Ahead(sc.to-at, n, func(env *queues.Envelope) bool {
 		sc.to++
-		if env.Msg == nil {
+		if ranAhead(env) {
 			return true
 		}
 		word, bit := env.Hash>>62, uint64(1)<<(env.Hash>>56&63)
@@ -87,7 +100,7 @@ func (p *partition) runAhead(w *worker) bool {
 func (p *partition) batchLeft() int {
 	n := 0
 	p.batch.Ahead(0, math.MaxInt, func(env *queues.Envelope) bool {
-		if env.Msg != nil {
+		if !ranAhead(env) {
 			n++
 		}
 		return true

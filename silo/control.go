@@ -265,8 +265,8 @@ func (p *partition) closeAll() {
 		if !ok {
 			break
 		}
-		if env.Msg == nil {
-			continue // it ran ahead of its place (runAhead)
+		if ranAhead(&env) {
+			continue
 		}
 		p.s.deadLetter(env, grain.ReasonShutdown, nil)
 	}

@@ -359,13 +359,13 @@ func (p *partition) step(w *worker) bool {
 	ahead := p.multiP || p.dir.Len() >= prefetchMin || p.answered != p.answeredRound
 	p.answeredRound = p.answered
 	grains := p.dir.Len() >= grainPrefetchMin
-	if p.turnSent.Load() && p.batch.Peek(1) != nil && !p.runAhead(w) {
+	if p.aheadDue(1) && !p.runAhead(w) {
 		return false
 	}
 	for env := p.batch.Next(); env != nil; env = p.batch.Next() {
 		p.nDelivered++
-		if env.Msg == nil {
-			continue // it ran ahead of its place (runAhead)
+		if ranAhead(env) {
+			continue
 		}
 		if far := p.batch.Peek(slotAhead - 1); far != nil && ahead { // near a segment's end, the few left go unprefetched
 			p.prefetchAhead(far, grains)
@@ -373,7 +373,7 @@ func (p *partition) step(w *worker) bool {
 		if !p.deliverGuessed(w, env, p.guessFor(env)) {
 			return false
 		}
-		if p.turnSent.Load() && p.batch.Peek(0) != nil && !p.runAhead(w) {
+		if p.aheadDue(0) && !p.runAhead(w) {
 			return false
 		}
 		if p.evicted >= readyBatch && !p.stepEvicted(w) {
