@@ -20,9 +20,10 @@ func aheadBit(id grain.ID) uint64 { return id.Hash() >> 56 }
 
 // A batch of messages from outside — a "go" for grain a, a "joined" for
 // room c, ten more for other grains — queued while the partition's one
-// owner was busy, so that its next drain reads them as one batch. a's turn tells c "moved", then calls d. The call to d,
-// the next hop of work under way, runs ahead of the messages from outside;
-// "moved" does not pass "joined", queued before it for the same grain.
+// owner was busy, so that its next drain reads them as one batch. a's
+// turn tells c "moved", then calls d. The call to d, the next hop of work
+// under way, runs ahead of the messages from outside; "moved" does not
+// pass "joined", queued before it for the same grain.
 func TestWorkUnderWayRunsAheadButNeverPastItsGrainsEarlierMessages(t *testing.T) {
 	s, err := New(Config{Partitions: 1, HandoffThreshold: 10 * time.Second})
 	require.NoError(t, err)
