@@ -258,9 +258,11 @@ func TestShutdownEndsWorkThatNeverEnds(t *testing.T) {
 	require.ErrorIs(t, <-looped, silo.ErrSiloClosed)
 	assert.EqualValues(t, 2, deact.Load(), "both grains deactivated")
 	// The turn that keeps calling is named as running; the grain it calls
-	// as what the partition's rounds kept running.
+	// as what the partition's rounds kept running (and as running too, if
+	// the report found its turn under way: handed off, on a loaded
+	// machine, as its owner was preempted in it).
 	line := lineWith(t, logged.String(), "still working as Shutdown's settling ended")
-	assert.Contains(t, line, "running=[settler/front]")
+	assert.Regexp(t, `running="?\[([^]]* )?settler/front[] ]`, line)
 	assert.Regexp(t, `kept_busy="\[settler/back-0 \(\d+ rounds\)`, line)
 }
 
