@@ -220,10 +220,13 @@ func TestShutdownEndsATellLoopAtTheBound(t *testing.T) {
 	assert.EqualValues(t, 1, deact.Load())
 	// The line says which grain kept the silo from settling: the one that
 	// tells itself, last to run in the rounds that left its partition
-	// busy; no turn was running.
+	// busy; no turn was running but, at most, the looper's own — one
+	// handed off, past the handoff threshold on a busy machine, may be
+	// under way as the owner reads the drain (seen once, the silo's tests
+	// run twice beside a CPU hog), and the line then names it rightly.
 	line := lineWith(t, logged.String(), "still working as Shutdown's settling ended")
 	assert.Regexp(t, `kept_busy="\[settler/looper \(\d+ rounds\)\]"`, line)
-	assert.Contains(t, line, "running=[]")
+	assert.Regexp(t, `running=(\[\]|"?\[settler/looper\]"?)( |$)`, line)
 }
 
 // lineWith returns the one line of logged that says what.
