@@ -199,7 +199,31 @@ func TestCloseEndsAWaitingHandlersCtx(t *testing.T) {
 	<-in
 	require.NoError(t, s.Close())
 	require.ErrorIs(t, <-out, context.Canceled)
-	require.Error(t, <-errs)
+	require.ErrorIs(t, <-errs, grain.ErrSiloClosed)
+}
+
+// An ask whose handler returns, on its ctx's end, while it still holds its
+// partition fails with ErrSiloClosed, as one handed off does (closeAll):
+// not with the handler's context.Canceled, which its caller never asked
+// for. Its turn ends before its owner takes Close's message; it was
+// answered with what the handler returned.
+func TestCloseFailsAnAskWhoseHandlerHeldItsPartition(t *testing.T) {
+	in, out := make(chan struct{}, 1), make(chan error, 1)
+	// No handoff while the test lasts: the waiting turn keeps its owner.
+	s := newSilo(t, silo.Config{HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "waiter", func(grain.ID) ctxWaiter { return ctxWaiter{in: in, out: out} }))
+	})
+	errs := make(chan error, 1)
+	go func() {
+		_, err := s.Ask(context.Background(), grain.NewID("waiter", "a"), "wait")
+		errs <- err
+	}()
+	<-in
+	require.NoError(t, s.Close())
+	require.ErrorIs(t, <-out, context.Canceled, "the handler saw its ctx end")
+	err := <-errs
+	require.ErrorIs(t, err, grain.ErrSiloClosed)
+	assert.NotErrorIs(t, err, context.Canceled)
 }
 
 // readsDoneOnActivate looks at its ctx's Done in OnActivate, as a database

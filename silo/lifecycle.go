@@ -278,9 +278,18 @@ func (p *partition) finishPlain(a *act) bool {
 // resolve answers an ask whose turn finish has just counted. The count is
 // published first, so a caller holding its reply finds its turn in
 // Stats().Handled (other turns are published once per round).
+//
+// A turn that ends once Close has ended the turns' ctxs fails its ask with
+// ErrSiloClosed, whatever its handler returned — most likely the ctx's
+// context.Canceled, which its caller never asked for. A turn handed off is
+// answered so by closeAll; one that held its partition ends before its
+// owner takes Close's message, and comes here first.
 func (p *partition) resolve(req *queues.Request, v any, err error) {
 	p.handled.Store(p.nHandled)
 	p.answered++
+	if p.base.Err() != nil {
+		v, err = nil, errClosedMidTurn
+	}
 	req.Resolve(v, err)
 }
 
