@@ -117,3 +117,53 @@ func TestCloseWaitsForTheFirstMessageAFailedActivationHandsBack(t *testing.T) {
 	}
 	assert.Equal(t, map[any]grain.Reason{"first": grain.ReasonShutdown, "second": grain.ReasonShutdown}, got)
 }
+
+// ctxLoad's OnActivate waits for its ctx to end, and fails with its error,
+// as a load from a database does when its ctx is cancelled.
+type ctxLoad struct{ in chan<- struct{} }
+
+func (g *ctxLoad) OnActivate(ctx context.Context, _ *grain.Context) error {
+	g.in <- struct{}{}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (g *ctxLoad) Receive(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+
+// Close while an OnActivate that heeds its ctx runs: the hook fails with
+// context.Canceled because the silo closed, and what waited for it is the
+// close's — dead letters with reason shutdown, an ask failing with
+// ErrSiloClosed — as for a hook that ignores its ctx, not an activation
+// failure its callers would take for the grain's. With the hook holding
+// its partition, its failure came before the owner took Close's message:
+// "activation failed", whose error matched context.Canceled alone.
+func TestCloseEndsAnActivationThatHeedsItsCtxAsAShutdown(t *testing.T) {
+	for _, threshold := range []time.Duration{time.Hour, time.Millisecond} { // held, handed off
+		t.Run(fmt.Sprintf("HandoffThreshold=%v", threshold), func(t *testing.T) {
+			in := make(chan struct{}, 1)
+			s, err := silo.New(silo.Config{HandoffThreshold: threshold})
+			require.NoError(t, err)
+			require.NoError(t, silo.Register(s, "load", func(grain.ID) *ctxLoad { return &ctxLoad{in: in} }))
+			dl := s.SubscribeDeadLetters(16)
+			require.NoError(t, s.Start())
+			asked := make(chan error, 1)
+			go func() {
+				_, err := s.Ask(context.Background(), grain.NewID("load", "a"), "get")
+				asked <- err
+			}()
+			<-in
+			require.NoError(t, s.Close())
+
+			err = <-asked
+			require.ErrorIs(t, err, grain.ErrSiloClosed)
+			var dle *grain.DeadLetterError
+			require.ErrorAs(t, err, &dle)
+			assert.Equal(t, grain.ReasonShutdown, dle.Reason)
+			got := map[grain.Reason]int{}
+			for d := range dl.C {
+				got[d.Reason]++
+			}
+			assert.Equal(t, map[grain.Reason]int{grain.ReasonShutdown: 1}, got)
+		})
+	}
+}

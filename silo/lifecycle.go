@@ -480,20 +480,33 @@ func (p *partition) activationFailed(a *act, err error, first *queues.Envelope) 
 
 // failActivation is activationFailed but for the instance, which a turn
 // given up on may still be setting (acttimeout.go).
+//
+// One that fails once Close has ended the hooks' ctxs most likely failed
+// for that: what waited for it is the close's — reason shutdown, an ask
+// failing with ErrSiloClosed — as for a hook that ignores its ctx
+// (closeActivations), not an activation failure its callers would take for
+// the grain's: the hook's error then is most often its ctx's, nothing more.
 func (p *partition) failActivation(a *act, err error, first *queues.Envelope) {
 	aerr := &grain.ActivationError{ID: a.ID, Err: err}
+	reason, cause := grain.ReasonActivationFailed, error(aerr)
+	closed := p.base.Err() != nil
+	if closed {
+		reason, cause = grain.ReasonShutdown, nil
+	}
 	var waiting []queues.Envelope
 	p.mbDrain(a, func(e queues.Envelope) { waiting = append(waiting, e) })
 	// Out of the directory first, so a caller who sees the error finds the
 	// grain gone and its next message tries afresh (or, after repeated
 	// failures, fails at once until the backoff is over: actfail.go).
 	p.remove(a)
-	p.noteActivationFailure(a, aerr)
+	if !closed {
+		p.noteActivationFailure(a, aerr)
+	}
 	if first != nil {
-		p.s.deadLetter(*first, grain.ReasonActivationFailed, aerr)
+		p.s.deadLetter(*first, reason, cause)
 	}
 	for _, e := range waiting {
-		p.s.deadLetter(e, grain.ReasonActivationFailed, aerr)
+		p.s.deadLetter(e, reason, cause)
 	}
 }
 
