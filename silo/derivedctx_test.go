@@ -187,19 +187,9 @@ func (w ctxWaiter) Receive(ctx context.Context, _ *grain.Context, _ any) (any, e
 // partition's set of live handler ctxs, not a registration each with the
 // silo's base ctx.
 func TestCloseEndsAWaitingHandlersCtx(t *testing.T) {
-	in, out := make(chan struct{}, 1), make(chan error, 1)
-	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "waiter", func(grain.ID) ctxWaiter { return ctxWaiter{in: in, out: out} }))
-	})
-	errs := make(chan error, 1)
-	go func() {
-		_, err := s.Ask(context.Background(), grain.NewID("waiter", "a"), "wait")
-		errs <- err
-	}()
-	<-in
-	require.NoError(t, s.Close())
-	require.ErrorIs(t, <-out, context.Canceled)
-	require.ErrorIs(t, <-errs, grain.ErrSiloClosed)
+	handled, asked := closeAWaitingAsk(t, silo.Config{})
+	require.ErrorIs(t, handled, context.Canceled)
+	require.ErrorIs(t, asked, grain.ErrSiloClosed)
 }
 
 // An ask whose handler returns, on its ctx's end, while it still holds its
@@ -208,9 +198,19 @@ func TestCloseEndsAWaitingHandlersCtx(t *testing.T) {
 // for. Its turn ends before its owner takes Close's message; it was
 // answered with what the handler returned.
 func TestCloseFailsAnAskWhoseHandlerHeldItsPartition(t *testing.T) {
-	in, out := make(chan struct{}, 1), make(chan error, 1)
 	// No handoff while the test lasts: the waiting turn keeps its owner.
-	s := newSilo(t, silo.Config{HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+	handled, asked := closeAWaitingAsk(t, silo.Config{HandoffThreshold: time.Hour})
+	require.ErrorIs(t, handled, context.Canceled, "the handler saw its ctx end")
+	require.ErrorIs(t, asked, grain.ErrSiloClosed)
+	assert.NotErrorIs(t, asked, context.Canceled)
+}
+
+// closeAWaitingAsk asks a ctxWaiter on a silo of cfg, closes the silo once
+// the handler waits, and returns the ctx error the handler saw and the
+// caller's error.
+func closeAWaitingAsk(t *testing.T, cfg silo.Config) (handled, asked error) {
+	in, out := make(chan struct{}, 1), make(chan error, 1)
+	s := newSilo(t, cfg, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "waiter", func(grain.ID) ctxWaiter { return ctxWaiter{in: in, out: out} }))
 	})
 	errs := make(chan error, 1)
@@ -220,10 +220,7 @@ func TestCloseFailsAnAskWhoseHandlerHeldItsPartition(t *testing.T) {
 	}()
 	<-in
 	require.NoError(t, s.Close())
-	require.ErrorIs(t, <-out, context.Canceled, "the handler saw its ctx end")
-	err := <-errs
-	require.ErrorIs(t, err, grain.ErrSiloClosed)
-	assert.NotErrorIs(t, err, context.Canceled)
+	return <-out, <-errs
 }
 
 // readsDoneOnActivate looks at its ctx's Done in OnActivate, as a database
