@@ -367,8 +367,14 @@ func (p *partition) tellFailed(a *act, res *turnResult) {
 		return
 	}
 	level := slog.LevelWarn
-	if errors.Is(res.err, grain.ErrPanic) {
+	switch {
+	case errors.Is(res.err, grain.ErrPanic):
 		level = slog.LevelError
+	case p.base.Err() != nil && (errors.Is(res.err, context.Canceled) || errors.Is(res.err, grain.ErrSiloClosed)):
+		// Close ended the turn's ctx, and the handler said so: the
+		// program asked for that, and a Warn for every turn under way
+		// was noise. Counted all the same.
+		level = slog.LevelDebug
 	}
 	p.s.write(level, msg, dropped, "grain", a.ID.String(), "err", res.err, "directive", res.directive.String())
 }

@@ -36,9 +36,10 @@ type Stats struct {
 	Restarts, Stops uint64
 	// FailedTells counts turns that failed — an error returned, a panic —
 	// with no caller to return it to: tells' and timer ticks'. Each is also
-	// logged (Warn for an error, Error for a panic), with the grain, the
-	// error and what supervision decided — a storm of them sampled
-	// (Config.LogSampling), while this counts them all.
+	// logged (Warn for an error, Error for a panic, Debug for the ended
+	// ctx's error — context.Canceled, ErrSiloClosed — of a turn a Close
+	// ended), with the grain, the error and what supervision decided — a
+	// storm of them sampled (Config.LogSampling), while this counts them all.
 	FailedTells uint64
 	// SlowTurns counts turns that held their partition past
 	// Config.HandoffThreshold without calling out (each is also logged at

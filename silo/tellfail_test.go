@@ -174,3 +174,43 @@ func TestANamedSiloNamesItselfInItsLines(t *testing.T) {
 	assert.Contains(t, unnamed.String(), `err="tell failed" directive=resume`)
 	assert.NotContains(t, unnamed.String(), "silo=")
 }
+
+// A tell whose turn fails because Close ended its ctx — its handler
+// returns the ctx's error — is counted like any, and logged at Debug, not
+// Warn: the close ends the turns under way because the program asked it
+// to, and 500 grains' timer ticks closed under load gave ten Warn lines of
+// it. A failure of its own at that moment still says Warn.
+func TestATellThatCloseEndedIsLoggedAtDebug(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		t.Run(map[bool]string{false: "its ctx's error", true: "an error of its own"}[own], func(t *testing.T) {
+			var logged syncBuffer
+			in, out := make(chan struct{}, 1), make(chan error, 1)
+			log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			// No handoff while the test lasts: the turn ends on its owner, after Close.
+			s := newSilo(t, silo.Config{Logger: log, HandoffThreshold: time.Hour}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "waiter", func(grain.ID) grain.Func {
+					w := ctxWaiter{in: in, out: out}
+					return func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+						_, err := w.Receive(ctx, c, msg)
+						if own {
+							return nil, errors.New("flush failed")
+						}
+						return nil, err
+					}
+				}))
+			})
+			require.NoError(t, s.Tell(ctxT(t), grain.NewID("waiter", "a"), "wait"))
+			<-in
+			require.NoError(t, s.Close()) // returns once the lines are written
+			require.ErrorIs(t, <-out, context.Canceled)
+			assert.Equal(t, uint64(1), s.Stats().FailedTells)
+			line := `msg="granary: a tell's turn failed, with no caller to return the error to" grain=waiter/a`
+			if own {
+				assert.Contains(t, logged.String(), `level=WARN `+line+` err="flush failed"`)
+			} else {
+				assert.Contains(t, logged.String(), `level=DEBUG `+line+` err="context canceled"`)
+				assert.NotContains(t, logged.String(), "level=WARN")
+			}
+		})
+	}
+}
