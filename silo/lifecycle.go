@@ -275,6 +275,13 @@ func (p *partition) finishPlain(a *act) bool {
 	return true
 }
 
+// closedTurns reports whether Close (or a Shutdown past its deadline) has
+// ended the partition's turns' ctxs: a turn that ends or fails from then
+// on most likely does so because of it, and its outcome is the close's
+// (resolve, failActivation, tellFailed). endBase sets it, before the turns
+// see their ctxs end.
+func (p *partition) closedTurns() bool { return p.base.Err() != nil }
+
 // resolve answers an ask whose turn finish has just counted. The count is
 // published first, so a caller holding its reply finds its turn in
 // Stats().Handled (other turns are published once per round).
@@ -287,7 +294,7 @@ func (p *partition) finishPlain(a *act) bool {
 func (p *partition) resolve(req *queues.Request, v any, err error) {
 	p.handled.Store(p.nHandled)
 	p.answered++
-	if p.base.Err() != nil {
+	if p.closedTurns() {
 		v, err = nil, errClosedMidTurn
 	}
 	req.Resolve(v, err)
@@ -370,7 +377,7 @@ func (p *partition) tellFailed(a *act, res *turnResult) {
 	switch {
 	case errors.Is(res.err, grain.ErrPanic):
 		level = slog.LevelError
-	case p.base.Err() != nil && (errors.Is(res.err, context.Canceled) || errors.Is(res.err, grain.ErrSiloClosed)):
+	case p.closedTurns() && (errors.Is(res.err, context.Canceled) || errors.Is(res.err, grain.ErrSiloClosed)):
 		// Close ended the turn's ctx, and the handler said so: the
 		// program asked for that, and a Warn for every turn under way
 		// was noise. Counted all the same.
@@ -495,7 +502,7 @@ func (p *partition) activationFailed(a *act, err error, first *queues.Envelope) 
 func (p *partition) failActivation(a *act, err error, first *queues.Envelope) {
 	aerr := &grain.ActivationError{ID: a.ID, Err: err}
 	reason, cause := grain.ReasonActivationFailed, error(aerr)
-	closed := p.base.Err() != nil
+	closed := p.closedTurns()
 	if closed {
 		reason, cause = grain.ReasonShutdown, nil
 	}
