@@ -112,7 +112,17 @@ func DefaultDecider(id grain.ID, err error) Directive {
 // than that of a grain it called and whose error it returned: the first
 // *grain.PanicError in err's tree names id, or no grain. For the zero id (a
 // Decider that does not say whose turn failed) any panic counts.
-func OwnPanic(id grain.ID, err error) bool {
+//
+// An error whose own methods panic as errors.As walks its tree — an Unwrap
+// of the program's that fails on some value — holds no panic of a turn's:
+// OwnPanic reports false rather than let the panic reach the goroutine that
+// asked, a partition's (a Decider is asked on it).
+func OwnPanic(id grain.ID, err error) (own bool) {
+	defer func() {
+		if recover() != nil {
+			own = false
+		}
+	}()
 	var pe *grain.PanicError
 	if !errors.As(err, &pe) {
 		return false

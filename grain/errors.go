@@ -86,6 +86,15 @@ var (
 	// had ended — by a goroutine the handler started, say. It is what the
 	// panic's *ContextAfterTurnError matches.
 	ErrContextAfterTurn = errors.New("granary: a grain.Context used after its turn")
+	// ErrTypedNil: a grain's handler, hook or filter returned a nil
+	// pointer — or another nil value of a concrete type — as its error:
+	// `var err *MyError; return reply, err`. An error interface holding
+	// one is not nil, so it is no success, and its methods would most
+	// likely fail on the nil receiver if anyone matched it (errors.Is and
+	// errors.As call them). The turn fails with this error in its place,
+	// naming the type: the caller gets it, and supervision sees a returned
+	// error (Resume by default). Return a nil error for success.
+	ErrTypedNil = errors.New("granary: typed nil error")
 	// ErrInvalidReason: a Reason or DeactivationReason that names none of
 	// the defined ones, as text (UnmarshalText) or as a value (MarshalText).
 	ErrInvalidReason = errors.New("granary: invalid reason")

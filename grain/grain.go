@@ -11,8 +11,10 @@ import "context"
 // a field assigned and never read there).
 //
 // The reply is returned: for an ask it goes to the caller, for a tell it is
-// dropped. A non-nil error goes to the caller as it is. A panic is recovered
-// and reaches the caller as a *PanicError.
+// dropped. A non-nil error goes to the caller as it is — but for a typed nil,
+// a nil pointer returned in an error, which the caller gets as an error
+// matching ErrTypedNil, naming its type. A panic is recovered and reaches the
+// caller as a *PanicError.
 //
 // ctx is cancelled when the caller of an ask gives up (its ctx is cancelled or
 // its deadline passes) and when the silo closes. Pass it on to Call and Tell

@@ -3,6 +3,7 @@ package silo
 import (
 	"context"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 )
 
@@ -75,13 +76,22 @@ func (l *filterLink) Receive(ctx context.Context, gc *grain.Context, msg any) (a
 	c.depth = l.i
 	defer c.leave(turn, l.i-1) // a filter that recovers a panic of next's may call it again
 	fs := *c.fs
+	var reply any
+	var err error
 	if l.i >= len(fs) {
-		return (*g).Receive(ctx, gc, msg)
-	}
-	if l.next == nil { // a late link of a shorter chain, since grown
+		reply, err = (*g).Receive(ctx, gc, msg)
+	} else if l.next == nil { // a late link of a shorter chain, since grown
 		return nil, grain.ErrNextOutsideTurn
+	} else {
+		reply, err = fs[l.i].Intercept(ctx, gc, msg, l.next)
 	}
-	return fs[l.i].Intercept(ctx, gc, msg, l.next)
+	if err != nil {
+		// A typed nil stops here, before the filter outside this link
+		// wraps it into an error that errors.As would walk into
+		// (activation.Run checks only what the outermost returns).
+		err = activation.CheckError(gc.ID(), err)
+	}
+	return reply, err
 }
 
 // leave steps the chain back out of a link, if its turn still runs.

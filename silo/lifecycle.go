@@ -375,15 +375,27 @@ func (p *partition) tellFailed(a *act, res *turnResult) {
 	}
 	level := slog.LevelWarn
 	switch {
-	case errors.Is(res.err, grain.ErrPanic):
+	case matches(res.err, grain.ErrPanic):
 		level = slog.LevelError
-	case p.closedTurns() && (errors.Is(res.err, context.Canceled) || errors.Is(res.err, grain.ErrSiloClosed)):
+	case p.closedTurns() && (matches(res.err, context.Canceled) || matches(res.err, grain.ErrSiloClosed)):
 		// Close ended the turn's ctx, and the handler said so: the
 		// program asked for that, and a Warn for every turn under way
 		// was noise. Counted all the same.
 		level = slog.LevelDebug
 	}
 	p.s.write(level, msg, dropped, "grain", a.ID.String(), "err", res.err, "directive", res.directive.String())
+}
+
+// matches is errors.Is for an error a grain returned: one whose own Is or
+// Unwrap panics, as errors.Is walks its tree, matches nothing, and the
+// panic goes no further than here — here is a partition's goroutine.
+func matches(err, target error) (is bool) {
+	defer func() {
+		if recover() != nil {
+			is = false
+		}
+	}()
+	return errors.Is(err, target)
 }
 
 const (
