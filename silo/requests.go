@@ -31,7 +31,10 @@ func (s *Silo) Deactivate(ctx context.Context, id grain.ID) error {
 // (call-chain reentrancy, or a reentrant kind) runs on the instance waiting
 // for it. A reentrant grain that is busy when Deactivate comes deactivates
 // once its last turn ends, letting messages in meanwhile, as
-// grain.Context.DeactivateOnIdle does.
+// grain.Context.DeactivateOnIdle does. Called from OnActivate, either lets
+// the message whose activation it is run first: an activation begins its
+// first message's turn (a grain that finds in OnActivate it should not
+// exist returns an error instead, which fails that message too).
 func (s *Silo) Stop(ctx context.Context, id grain.ID) error {
 	return s.request(ctx, id, opStop)
 }
