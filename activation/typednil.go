@@ -2,9 +2,9 @@ package activation
 
 import (
 	"fmt"
-	"reflect"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/nilness"
 )
 
 // CheckError returns err as a grain's code returned it, or, for a typed nil
@@ -14,17 +14,8 @@ import (
 // would call its methods on a nil receiver, and a panic there, on a
 // partition's goroutine, would take the process down.
 func CheckError(id grain.ID, err error) error {
-	if err == nil || !isNilValue(err) {
+	if err == nil || !nilness.Of(err) {
 		return err
 	}
 	return fmt.Errorf("%w: %v returned a nil %T as its error (return a nil error for success)", grain.ErrTypedNil, id, err)
-}
-
-func isNilValue(err error) bool {
-	v := reflect.ValueOf(err)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.UnsafePointer:
-		return v.IsNil()
-	}
-	return false
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/nilness"
 )
 
 // Defaults for Config's zero fields. Each is chosen to match what users of
@@ -280,7 +281,7 @@ func (c Config) validate() error {
 		return bad("MaxActivations", c.MaxActivations)
 	case c.MemoryLimit < 0:
 		return bad("MemoryLimit", c.MemoryLimit)
-	case c.MemoryGauge != nil && isNil(c.MemoryGauge): // a nil MemoryGaugeFunc too
+	case c.MemoryGauge != nil && nilness.Of(c.MemoryGauge): // a nil MemoryGaugeFunc too
 		return bad("MemoryGauge", fmt.Sprintf("a nil %T", c.MemoryGauge))
 	case c.MaxBacklog < 0:
 		return bad("MaxBacklog", c.MaxBacklog)
@@ -301,7 +302,7 @@ func (c Config) validate() error {
 		}
 	}
 	for i, f := range c.SendFilters {
-		if isNil(f) {
+		if nilness.Of(f) {
 			return bad(fmt.Sprintf("SendFilters[%d]", i), "nil")
 		}
 	}

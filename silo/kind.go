@@ -12,6 +12,7 @@ import (
 
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/nilness"
 )
 
 // Overflow is what a grain does with a message that finds its backlog full
@@ -315,7 +316,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	k.factory = func(id grain.ID) grain.Grain {
 		g := factory(id)
-		if isNil(g) {
+		if nilness.Of(g) {
 			return nil
 		}
 		return g
@@ -381,20 +382,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 }
 
 // isNilFilter reports a nil filter, or a typed nil (a nil FilterFunc).
-func isNilFilter(f grain.Filter) bool { return isNil(f) }
-
-// isNil reports a nil grain, including a typed nil pointer in the interface.
-func isNil(g any) bool {
-	if g == nil {
-		return true
-	}
-	v := reflect.ValueOf(g)
-	switch v.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface:
-		return v.IsNil()
-	}
-	return false
-}
+func isNilFilter(f grain.Filter) bool { return nilness.Of(f) }
 
 // spareIdleOf is the idle timeout of a stateless identity's spare
 // activations, given the one asked for (WithSpareIdleTimeout, or the

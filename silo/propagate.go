@@ -8,6 +8,7 @@ import (
 
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/nilness"
 	"github.com/granary-go/granary/queues"
 )
 
@@ -62,7 +63,7 @@ func validPropagator(p ContextPropagator) bool {
 	case *PropagatorFuncs:
 		return f != nil && f.ExtractFunc != nil && f.InjectFunc != nil
 	}
-	return !isNil(p)
+	return !nilness.Of(p)
 }
 
 // carry wraps msg with what the propagator extracts from ctx, if anything.
