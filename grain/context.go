@@ -14,7 +14,7 @@ type Self interface {
 	// current turn has finished.
 	DeactivateOnIdle()
 	// DelayDeactivation keeps the activation from idle deactivation for at
-	// least d from now.
+	// least d from now; d <= 0 cancels that.
 	DelayDeactivation(d time.Duration)
 	// StartTimer starts (or replaces) the named timer; see Context.StartTimer.
 	StartTimer(name string, due, period time.Duration, msg any) error
@@ -150,7 +150,11 @@ func (c *Context) DeactivateOnIdle() {
 
 // DelayDeactivation keeps the grain active for at least d from now, even if it
 // receives no message (it can still be evicted by the activation limit, and is
-// deactivated at shutdown).
+// deactivated at shutdown). A shorter d than one asked for before does not
+// shorten it; a d of zero or less cancels it (Orleans' negative span): the
+// grain goes idle as usual from then on — at the next idle round, if it has
+// had no message for its idle timeout (a timer's tick is none, unless its
+// kind says so).
 func (c *Context) DelayDeactivation(d time.Duration) {
 	if c != nil && c.over != nil && c.over.Load() {
 		c.afterTurn("DelayDeactivation")

@@ -94,6 +94,7 @@ type actExtra struct {
 	mu         sync.Mutex // interleaved turns may write concurrently
 	deactivate bool
 	closing    bool // OnDeactivate runs (or ran): a timer started now would never fire
+	unkept     bool // DelayDeactivation(d <= 0): the keep-alive was cancelled
 	// The small fields below sit in the word mu leaves: a grain with a
 	// timer needs this record, and pays for it whole (192 bytes, in the
 	// allocator's classes; TestActExtraFits192Bytes).
@@ -221,6 +222,14 @@ func (a *act) DeactivateOnIdle() {
 
 func (a *act) DelayDeactivation(d time.Duration) {
 	x := a.extra()
+	if d <= 0 {
+		// Cancelled, as Orleans' DelayDeactivation with a span of zero or
+		// less: the owner files the idle deadline afresh (unkeep).
+		x.mu.Lock()
+		x.keepUntil, x.unkept = 0, true
+		x.mu.Unlock()
+		return
+	}
 	until := a.k.s.since() + min(d, maxSpan)
 	x.mu.Lock()
 	x.keepUntil = max(x.keepUntil, until)
@@ -265,18 +274,19 @@ func (a *act) DeactivationReason() grain.DeactivationReason {
 	return grain.DeactivationNone
 }
 
-// takeRequests returns and clears the turn's requests. Owner only, after the
-// turn finished.
-func (a *act) takeRequests() (deactivate bool, ops []timerOp) {
+// takeRequests returns and clears the turn's requests: DeactivateOnIdle,
+// timer operations, and a cancelled keep-alive (DelayDeactivation). Owner
+// only, after the turn finished.
+func (a *act) takeRequests() (deactivate bool, ops []timerOp, unkept bool) {
 	x := a.x.Load()
 	if x == nil {
-		return false, nil
+		return false, nil, false
 	}
 	x.mu.Lock()
-	deactivate, ops = x.deactivate, x.timerOps
-	x.deactivate, x.timerOps = false, nil
+	deactivate, ops, unkept = x.deactivate, x.timerOps, x.unkept
+	x.deactivate, x.timerOps, x.unkept = false, nil, false
 	x.mu.Unlock()
-	return deactivate, ops
+	return deactivate, ops, unkept
 }
 
 // keepUntil returns the time until which the grain asked to be kept.

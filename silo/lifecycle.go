@@ -407,8 +407,12 @@ const (
 // the idle clock, and applies the supervision policy to a failure. It
 // reports false if the grain restarted (nothing more to do for this turn).
 func (p *partition) afterMessage(a *act, res *turnResult) bool {
-	deact, ops := a.takeRequests()
-	if res.tick == nil || a.k.timerKeepAlive {
+	deact, ops, unkept := a.takeRequests()
+	touch := res.tick == nil || a.k.timerKeepAlive
+	if unkept {
+		p.unkeep(a, touch)
+	}
+	if touch {
 		p.touch(a)
 	}
 	if res.tick != nil {
@@ -476,11 +480,38 @@ func (p *partition) supervise(a *act, d activation.Directive) bool {
 // touch restarts a's idle clock: its kind's idle timeout, or a stateless
 // identity's spare's (WithSpareIdleTimeout).
 func (p *partition) touch(a *act) {
+	p.touchFor(a, p.idleTimeoutOf(a))
+}
+
+// idleTimeoutOf is how long a may go without a message before it is idle.
+func (p *partition) idleTimeoutOf(a *act) time.Duration {
 	if a.isWorker() && p.isSpare(a) {
-		p.touchFor(a, a.k.spareIdle)
+		return a.k.spareIdle
+	}
+	return a.k.idleTimeout
+}
+
+// unkeep files a's idle deadline afresh once a turn cancelled its
+// keep-alive (DelayDeactivation with d <= 0). The wheel keeps an entry in
+// the slot of the deadline it was filed under until its cursor gets there,
+// and a kept grain's is its keep-alive's, far off: re-filed, the grain goes
+// idle as usual. A turn that touches the grain files it at its new idle
+// deadline just after; one that does not (a timer's tick) leaves it its idle
+// clock's deadline, or, if that has passed (kept past it), now: it is
+// collected at the next idle round.
+func (p *partition) unkeep(a *act, touch bool) {
+	if !a.idle.Tracked() {
+		return // never idle, or not yet filed
+	}
+	old := a.idle.Deadline()
+	p.wheel.Remove(&a.idle)
+	if touch {
 		return
 	}
-	p.touchFor(a, a.k.idleTimeout)
+	if old > p.now+p.idleTimeoutOf(a) {
+		old = p.now // the keep-alive's deadline: the idle clock's has passed
+	}
+	p.wheel.Touch(&a.idle, old)
 }
 
 // touchFor restarts a's idle clock for d (d <= 0: never idle). finishPlain,
