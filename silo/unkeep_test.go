@@ -61,6 +61,23 @@ func notYet(t *testing.T, deact <-chan time.Time, what string) {
 	}
 }
 
+// goneAbout checks, in the bubble, that the grain is still active a second
+// before since+after and has deactivated two seconds past it — an idle
+// quantum's (a second's) lateness allowed.
+func goneAbout(t *testing.T, deact <-chan time.Time, since time.Time, after time.Duration, what string) {
+	t.Helper()
+	time.Sleep(time.Until(since.Add(after - time.Second)))
+	notYet(t, deact, what+": too soon")
+	time.Sleep(3 * time.Second)
+	synctest.Wait()
+	select {
+	case at := <-deact:
+		assert.InDelta(t, after, at.Sub(since), float64(2*time.Second), what)
+	default:
+		t.Fatalf("%s: still active %v later", what, time.Since(since))
+	}
+}
+
 // DelayDeactivation with d <= 0 cancels the keep-alive, as Orleans' does
 // with a negative span: from a message, the grain then goes idle as usual —
 // its idle timeout after that message — though the wheel had it filed under
@@ -82,16 +99,7 @@ func TestDelayDeactivationOfZeroOrLessCancelsTheKeepAlive(t *testing.T) {
 		_, err = s.Ask(t.Context(), id, keepSpan{0})
 		require.NoError(t, err)
 		cancelled := time.Now()
-		time.Sleep(time.Minute - time.Second)
-		notYet(t, deact, "idle for less than its timeout")
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-		select {
-		case at := <-deact:
-			assert.InDelta(t, time.Minute, at.Sub(cancelled), float64(2*time.Second))
-		default:
-			t.Fatal("still active a minute after its keep-alive was cancelled")
-		}
+		goneAbout(t, deact, cancelled, time.Minute, "idle for its timeout after the cancel")
 	})
 }
 
@@ -106,15 +114,6 @@ func TestAKeepAliveCancelledByATickEndsAtTheNextIdleRound(t *testing.T) {
 		_, err = s.Ask(t.Context(), id, unkeepAt{10 * time.Minute})
 		require.NoError(t, err)
 		start := time.Now()
-		time.Sleep(10*time.Minute - time.Second)
-		notYet(t, deact, "kept until the tick")
-		time.Sleep(3 * time.Second)
-		synctest.Wait()
-		select {
-		case at := <-deact:
-			assert.InDelta(t, 10*time.Minute, at.Sub(start), float64(2*time.Second))
-		default:
-			t.Fatal("still active after the tick cancelled its keep-alive")
-		}
+		goneAbout(t, deact, start, 10*time.Minute, "at the idle round after the tick's cancel")
 	})
 }
