@@ -182,7 +182,19 @@ func TestSupervisionValidate(t *testing.T) {
 	require.NoError(t, activation.Supervision{}.Validate())
 	require.ErrorIs(t, activation.Supervision{Window: -1}.Validate(), grain.ErrInvalidConfig)
 	require.ErrorIs(t, activation.Supervision{MinBackoff: 2, MaxBackoff: 1}.Validate(), grain.ErrInvalidConfig)
+	// A typed nil Decider would panic at every failure: refused, named.
+	for _, d := range []activation.Decider{activation.DeciderFunc(nil), activation.ContextDeciderFunc(nil), (*panickyDecider)(nil)} {
+		err := activation.Supervision{Decider: d}.Validate()
+		require.ErrorIs(t, err, grain.ErrInvalidConfig, "%T", d)
+		assert.Contains(t, err.Error(), fmt.Sprintf("a nil %T", d))
+	}
+	require.NoError(t, activation.Supervision{Decider: &panickyDecider{}}.Validate())
 }
+
+// panickyDecider reads its receiver: a nil one panics.
+type panickyDecider struct{ d activation.Directive }
+
+func (p *panickyDecider) Decide(grain.ID, error) activation.Directive { return p.d }
 
 // Restart is what Decide does once the Decider chose Restart.
 func TestSupervisionRestartMatchesDecide(t *testing.T) {

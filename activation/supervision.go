@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/internal/nilness"
 )
 
 // Directive is what a failure does to an activation.
@@ -143,7 +144,9 @@ const (
 // above; a negative MaxRestarts means no restart is allowed (the first
 // restart stops the grain).
 type Supervision struct {
-	// Decider chooses the directive; nil means DefaultDecider.
+	// Decider chooses the directive; nil means DefaultDecider. A typed nil
+	// — a nil DeciderFunc, a nil pointer — is refused by Validate: it would
+	// panic at every failure.
 	Decider Decider
 	// MaxRestarts restarts are allowed within Window; one more stops the
 	// grain (Erlang's intensity and period).
@@ -188,6 +191,8 @@ func (s Supervision) Validate() error {
 		return fmt.Errorf("%w: negative supervision duration", grain.ErrInvalidConfig)
 	case s.MaxBackoff != 0 && s.MinBackoff > s.MaxBackoff:
 		return fmt.Errorf("%w: supervision MinBackoff %v > MaxBackoff %v", grain.ErrInvalidConfig, s.MinBackoff, s.MaxBackoff)
+	case s.Decider != nil && nilness.Of(s.Decider):
+		return fmt.Errorf("%w: supervision Decider = a nil %T", grain.ErrInvalidConfig, s.Decider)
 	}
 	return nil
 }

@@ -228,6 +228,8 @@ func TestRegisterErrors(t *testing.T) {
 	require.ErrorIs(t, silo.Register(s, "f", f, silo.WithIdleTimeout(0)), grain.ErrInvalidConfig, "0 could mean never or at once")
 	require.NoError(t, silo.Register(s, "g", f, silo.WithIdleTimeout(-1)), "negative: never idle")
 	require.ErrorIs(t, silo.Register(s, "h", f, silo.WithSupervision(activation.Supervision{Window: -time.Second})), grain.ErrInvalidConfig)
+	require.ErrorIs(t, silo.Register(s, "i", f, silo.WithSupervision(activation.Supervision{Decider: activation.DeciderFunc(nil)})), grain.ErrInvalidConfig,
+		"a nil DeciderFunc would panic at every failure")
 }
 
 func TestInvalidConfig(t *testing.T) {
@@ -246,6 +248,7 @@ func TestInvalidConfig(t *testing.T) {
 		{LogSampling: silo.LogSampling{Tick: -time.Second}},
 		{Supervision: activation.Supervision{MinBackoff: time.Second, MaxBackoff: time.Millisecond}},
 		{Clock: (*clock.Manual)(nil)}, // declared, never made: Start would panic on it
+		{Supervision: activation.Supervision{Decider: activation.ContextDeciderFunc(nil)}},
 	} {
 		_, err := silo.New(cfg)
 		require.ErrorIs(t, err, grain.ErrInvalidConfig, "%+v", cfg)
