@@ -139,7 +139,9 @@ func (o *Observer) made() bool { return o != nil && o.s != nil }
 
 // Receive waits for the observer's next notification. It returns ctx's
 // error if ctx ends first, and grain.ErrObserverClosed once the observer is
-// closed and holds nothing more.
+// closed and holds nothing more. A notification already held is returned
+// whatever ctx's state — draining with an ended ctx takes what is there —
+// so that which of the two comes back is no coin toss.
 func (o *Observer) Receive(ctx context.Context) (Notification, error) {
 	if ctx == nil {
 		return Notification{}, grain.ErrNilContext
@@ -149,13 +151,23 @@ func (o *Observer) Receive(ctx context.Context) (Notification, error) {
 	}
 	select {
 	case n, ok := <-o.ch:
-		if !ok {
-			return Notification{}, fmt.Errorf("%w: %v", grain.ErrObserverClosed, o.id)
-		}
-		return n, nil
+		return o.received(n, ok)
+	default:
+	}
+	select {
+	case n, ok := <-o.ch:
+		return o.received(n, ok)
 	case <-ctx.Done():
 		return Notification{}, ctxerr.Of(ctx)
 	}
+}
+
+// received is Receive's outcome for a receive from o.ch.
+func (o *Observer) received(n Notification, ok bool) (Notification, error) {
+	if !ok {
+		return Notification{}, fmt.Errorf("%w: %v", grain.ErrObserverClosed, o.id)
+	}
+	return n, nil
 }
 
 // Close closes the observer: tells to it fail from now on, and what it held

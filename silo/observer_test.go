@@ -181,6 +181,28 @@ func TestObserverBufferFullRefusesTheTell(t *testing.T) {
 	require.NoError(t, s.Tell(ctx, o.ID(), "from outside"), "room again")
 }
 
+// Receive with an ended ctx takes a notification the observer holds —
+// every time, not as a select between two ready cases would, half the time
+// — and returns the ctx's error once it holds none.
+func TestObserverReceiveTakesWhatItHoldsWhateverTheCtx(t *testing.T) {
+	s := watchSilo(t, silo.Config{})
+	o := newObserver(t, s, 64)
+	ended, cancel := context.WithCancel(ctxT(t))
+	cancel()
+	for round := range 20 {
+		for i := range 3 {
+			require.NoError(t, s.Tell(ctxT(t), o.ID(), i))
+		}
+		for i := range 3 {
+			n, err := o.Receive(ended)
+			require.NoError(t, err, "round %d", round)
+			assert.Equal(t, i, n.Msg)
+		}
+		_, err := o.Receive(ended)
+		require.ErrorIs(t, err, context.Canceled)
+	}
+}
+
 // Close turns what the observer held into dead letters, ends C and
 // Receive, and makes later tells fail; the grains that notify it drop it.
 func TestClosedObserver(t *testing.T) {
