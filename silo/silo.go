@@ -243,6 +243,14 @@ func (s *Silo) Shutdown(ctx context.Context) error {
 		return s.shutdownFromTurn(ctx)
 	}
 	if !s.beginStop(opShutdown) {
+		// Another stop began first: wait for it. One that has ended already
+		// is nil whatever ctx's state — not a coin toss between two ready
+		// cases (a deferred Shutdown with the program's ended ctx, say).
+		select {
+		case <-s.done:
+			return nil
+		default:
+		}
 		select {
 		case <-s.done:
 			return nil

@@ -198,6 +198,14 @@ func TestSiloLifecycle(t *testing.T) {
 	require.ErrorIs(t, err, grain.ErrSiloClosed)
 	require.ErrorIs(t, s.Start(), grain.ErrSiloClosed, "not reusable")
 	require.NoError(t, s.Shutdown(ctx), "second shutdown")
+	// Once stopped, a Shutdown with an ended ctx — a deferred one, the
+	// program's ctx cancelled — is nil every time, not a coin toss between
+	// the stop it waits for and its ctx.
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	for range 50 {
+		require.NoError(t, s.Shutdown(ended), "shutdown of a stopped silo with an ended ctx")
+	}
 	require.NoError(t, s.Close(), "close after shutdown")
 	for i, d := range s.Stats().QueueDepth {
 		assert.Zero(t, d, "partition %d of a stopped silo has nothing waiting", i)
