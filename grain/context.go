@@ -168,7 +168,10 @@ func (c *Context) DelayDeactivation(d time.Duration) {
 // period > 0, msg is delivered to this grain as a turn of its own, never
 // concurrent with another turn. Starting a timer with the name of a running
 // one replaces it — cheaply, so putting a timer off at every message (a
-// save due a minute after the last change) is fine. Timers stop when the grain deactivates; one started from
+// save due a minute after the last change) is fine — and no tick of the one
+// replaced reaches the grain after this turn, not even one already queued
+// behind it (Akka's guarantee). Timers stop when the grain deactivates or
+// restarts, their queued ticks with them; one started from
 // OnDeactivate is refused with ErrDeactivating. Whether ticks keep the grain
 // from idle deactivation is the kind's choice (silo.WithTimerKeepAlive).
 // A negative due or period, or a nil msg, is an error; a due or period of
@@ -184,7 +187,11 @@ func (c *Context) StartTimer(name string, due, period time.Duration, msg any) er
 	return c.self.StartTimer(name, due, period, msg)
 }
 
-// StopTimer stops the named timer. A tick already queued still runs.
+// StopTimer stops the named timer: no tick of it reaches the grain after
+// this turn — not even one already queued behind the turn, nor, for a
+// grain whose turns interleave, one let in while this turn waits in a call
+// (as Akka's TimerScheduler.cancel guarantees). A tick running beside the
+// turn runs on.
 func (c *Context) StopTimer(name string) {
 	if c != nil && c.over != nil && c.over.Load() {
 		c.afterTurn("StopTimer")

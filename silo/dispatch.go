@@ -369,8 +369,17 @@ func (p *partition) advance(w *worker, a *act) bool {
 		if !ok {
 			return true
 		}
+		for p.staleTick(a, &env) { // its timer ended while it waited: dropped
+			if env, ok = p.mbPop(a); !ok {
+				p.floodOver(a) // the last message, as below
+				break
+			}
+		}
 		if a.isOverfull() && a.Mailbox.Len() < a.k.maxBacklog {
 			p.setOverfull(a, false)
+		}
+		if !ok {
+			return true
 		}
 		if a.Mailbox.Len() > 0 {
 			p.makeReady(a) // one turn a step, so every ready grain gets its turns
@@ -392,7 +401,7 @@ func (p *partition) advance(w *worker, a *act) bool {
 // grain that waits in a call. The turn token keeps the two turns' code from
 // running at the same time.
 func (p *partition) interleave(a *act, env queues.Envelope) {
-	if p.dropExpired(&env) {
+	if p.dropExpired(&env) || p.staleTick(a, &env) {
 		return
 	}
 	a.Turns++

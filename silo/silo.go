@@ -208,8 +208,9 @@ func (s *Silo) Start() error {
 }
 
 // Shutdown stops the silo gracefully. First the silo settles: messages from
-// outside are refused with ErrSiloClosed at once, timers stop, and the work
-// under way finishes — turns in progress, the messages already queued, and
+// outside are refused with ErrSiloClosed at once, timers stop (a tick
+// already queued is dropped, as after StopTimer), and the work under way
+// finishes — turns in progress, the messages already queued, and
 // what those turns send other grains (their calls and their tells carry the
 // work on). Once no turn runs and nothing is queued anywhere — or, at the
 // latest, after half the time ctx leaves or Config.DeactivationTimeout,

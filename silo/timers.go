@@ -272,6 +272,42 @@ func (p *partition) fire(w *worker, gt *grainTimer) bool {
 	return p.enqueue(w, a, &queues.Envelope{Target: a.ID, Hash: h, Msg: gt.msg, Meta: &gt.meta})
 }
 
+// staleTick reports whether env is a tick of a timer that is no longer
+// a's running timer of its name — stopped, replaced by a start under the
+// name, or ended with the instance that started it (a restart; a
+// shutdown's settling) — since the tick was queued. Such a tick is
+// dropped where it leaves the mailbox, as Akka drops a cancelled timer's
+// message already enqueued: after the turn that stops a timer, or starts
+// another under its name, no tick of it reaches the grain, and a fresh
+// instance gets none of the timers it never started. A tick delivered
+// as it fires to an idle grain (fire) is current by then; this looks at
+// those that waited, and at those let in beside a turn that waits.
+func (p *partition) staleTick(a *act, env *queues.Envelope) bool {
+	tick := env.Tick()
+	if tick == nil {
+		return false
+	}
+	x := a.x.Load()
+	if x == nil {
+		return true
+	}
+	if gt := x.timer(tick.Name); gt == nil || &gt.tick != tick {
+		return true
+	}
+	// A turn under way — waiting in a call, while ticks interleave — may
+	// have asked to stop the timer or start another under its name: the
+	// request is carried out as the turn ends, but it ended the timer
+	// for its ticks already.
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	for i := range x.timerOps {
+		if x.timerOps[i].name == tick.Name {
+			return true
+		}
+	}
+	return false
+}
+
 // tickDone schedules a repeating timer's next tick once the tick's turn has
 // finished, so ticks never pile up behind a slow grain (the period counts
 // from the end of a tick, as in Orleans).
