@@ -35,7 +35,7 @@ var allowed = [...][]State{
 	Activating:   {Active, Gone, Deactivating},
 	Active:       {Backoff, Deactivating, Gone},
 	Backoff:      {Activating, Deactivating, Gone},
-	Deactivating: {Gone},
+	Deactivating: {Backoff, Gone}, // Backoff: a failed instance's OnDeactivate ran before its restart
 	Gone:         nil,
 }
 

@@ -18,10 +18,12 @@ const (
 	DeactivationMemoryPressure                           // shed while memory ran short (Config.MemoryLimit)
 	DeactivationStopped                                  // silo.Stop
 	DeactivationShutdown                                 // the silo is shutting down
-	// DeactivationFailed: its kind's supervision stopped it after a
-	// failure (the restart limit passed, or a Decider's Stop) — its state
-	// may be broken, so an OnDeactivate that saves state should not save
-	// it (Orleans' ApplicationError).
+	// DeactivationFailed: its kind's supervision restarts it after a
+	// failure (a panic, by default: the fresh instance follows this hook)
+	// or stops it (the restart limit passed, or a Decider's Stop) — its
+	// state may be broken, so an OnDeactivate that saves state should not
+	// save it (Orleans' ApplicationError), though it should still release
+	// what the instance holds.
 	DeactivationFailed
 	numDeactivationReasons
 )

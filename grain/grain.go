@@ -57,9 +57,13 @@ type Activator interface {
 }
 
 // Deactivator is implemented by grains that need to run code when
-// deactivated (idle, evicted, stopped or at shutdown). It runs as the grain's
-// last turn, bounded by the silo's deactivation timeout through ctx. An error
-// or panic is logged, and deactivation completes anyway. At a silo's
+// deactivated (idle, evicted, stopped or at shutdown) — and when an
+// instance is replaced after a failure (supervision's restart): then
+// c.DeactivationReason() is DeactivationFailed, the state is suspect and
+// should not be saved, but what the instance holds should be released. It
+// runs as the instance's last turn, bounded by the silo's deactivation
+// timeout through ctx. An error or panic is logged, and deactivation (or
+// the restart) completes anyway. At a silo's
 // shutdown, messages it sends to other grains are refused (ErrSiloClosed):
 // save state to storage here, not through another grain. Tells to observers
 // still arrive: a goodbye to the grain's clients is fine. Do not rely on it

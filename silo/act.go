@@ -157,6 +157,10 @@ type deactHook struct {
 	ctx  context.Context
 	end  context.CancelCauseFunc // on a clock other than the real one
 	stop context.CancelFunc      // on the real clock, where ctx has its deadline
+	// restart: the hook is a failed instance's, run before supervision's
+	// restart (partition.restart), which follows it after backoff
+	restart bool
+	backoff time.Duration
 }
 
 // deferDirective keeps d for when the grain's last turn ends; of several,

@@ -127,6 +127,13 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.stopRequested(c)
 	case opDeactivate:
 		a, ok := p.dir.Get(c.first.Target, c.first.Hash)
+		if ok && a.State() == activation.Deactivating && p.restartHook(a) {
+			// The failed instance's OnDeactivate runs before a restart:
+			// the grain stays unless asked to go, as it is now — once
+			// restarted, it deactivates (advance, afterTurn).
+			a.wantDeactivate(grain.DeactivationRequested)
+			return true
+		}
 		if !ok || a.isStopping() || a.State() >= activation.Deactivating {
 			return true // not active, or already on its way out
 		}

@@ -17,13 +17,16 @@ import (
 
 func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	why := a.deactReason()
-	p.s.deacts[why].Add(1)
 	a.setDeactWant(false)
 	_ = a.Transition(activation.Deactivating)
 	p.stopTimers(a)
-	p.wheel.Remove(&a.idle)
-	if p.lru != nil {
-		p.lru.Remove(a.ID)
+	restarting := p.restartHook(a) // the grain stays: no deactivation
+	if !restarting {
+		p.s.deacts[why].Add(1)
+		p.wheel.Remove(&a.idle)
+		if p.lru != nil {
+			p.lru.Remove(a.ID)
+		}
 	}
 	if a.g == nil {
 		p.remove(a)
@@ -48,6 +51,9 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	x.mu.Unlock()
 	x.deactReason = why
 	d := &deactHook{}
+	if restarting {
+		d = x.deact
+	}
 	if p.s.realClk {
 		// The ctx's own deadline comes first, by HandoffThreshold: the
 		// give-up only removes the grain. One ctx, one runtime timer —
@@ -99,7 +105,14 @@ func (p *partition) deactivationOverran(a *act) {
 	}
 	p.s.log(slog.LevelWarn, "granary: OnDeactivate overran its timeout; the grain was removed without it", "grain", a.ID.String())
 	p.endDeactCtx(a, errDeactivationOverran)
+	restarting := p.restartHook(a)
 	p.remove(a)
+	if b, ok := p.dir.Get(a.ID, a.ID.Hash()); ok && restarting {
+		// The failed instance's hook, before a restart: the fresh instance
+		// that took its messages keeps the restart history, so that a
+		// grain that keeps failing is still stopped at its limit.
+		b.extra().restarts = a.x.Load().restarts
+	}
 }
 
 // remove takes a out of the directory. Messages that waited for it go to a
@@ -210,6 +223,10 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 		p.endDeactCtx(a, context.Canceled)
 		if res.err != nil {
 			p.s.log(slog.LevelWarn, "granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
+		}
+		if p.restartHook(a) {
+			p.restartNow(a, a.x.Load().deact.backoff)
+			return
 		}
 		p.remove(a)
 		return
@@ -566,12 +583,41 @@ func (p *partition) failActivation(a *act, err error, first *queues.Envelope) {
 	}
 }
 
-// restart drops the failed instance and builds a fresh one after backoff.
-// Messages wait in the mailbox meanwhile. Once a Shutdown has begun, no
-// backoff is waited out: the work queued for the grain is to finish, and a
-// backoff on a clock that does not move (a test's) would hold the Shutdown
-// until its deadline.
+// restart carries out supervision's Restart of a, whose turn failed: the
+// failed instance's OnDeactivate runs first, if it has one, with
+// gc.DeactivationReason() DeactivationFailed — as Akka runs postStop
+// before a restart and protoactor sends Restarting: the instance may hold
+// what only it can let go (a subscription, a file, a goroutine it
+// started), and it is told its state is not to be saved. The grain stays
+// in the directory meanwhile, its messages waiting in its mailbox; when
+// the hook has ended (finish), restartNow drops the instance. A grain
+// without the hook restarts at once.
 func (p *partition) restart(a *act, backoff time.Duration) {
+	p.s.restarts.Add(1)
+	if _, hook := a.g.(grain.Deactivator); hook && a.State() == activation.Active {
+		a.extra().deact = &deactHook{restart: true, backoff: backoff}
+		a.setDeactWant(false) // the failure is the reason, whatever asked before it
+		a.wantDeactivate(grain.DeactivationFailed)
+		p.makeReady(a) // the hook's turn before any message (advance)
+		return
+	}
+	p.restartNow(a, backoff)
+}
+
+// restartHook reports whether a's deactivation under way, or about to
+// begin, runs the failed instance's hook before a restart (restart) — not
+// if a Stop came since: then the grain goes, as a stopped one does.
+func (p *partition) restartHook(a *act) bool {
+	x := a.x.Load()
+	return x != nil && x.deact != nil && x.deact.restart && !a.isStopping()
+}
+
+// restartNow drops the failed instance and builds a fresh one after
+// backoff. Messages wait in the mailbox meanwhile. Once a Shutdown has
+// begun, no backoff is waited out: the work queued for the grain is to
+// finish, and a backoff on a clock that does not move (a test's) would
+// hold the Shutdown until its deadline.
+func (p *partition) restartNow(a *act, backoff time.Duration) {
 	_ = a.Transition(activation.Backoff)
 	p.stopTimers(a)
 	a.g = nil
@@ -579,9 +625,10 @@ func (p *partition) restart(a *act, backoff time.Duration) {
 		x.mu.Lock()
 		x.deactivate, x.keepUntil, x.timerOps = false, 0, nil
 		x.deferred, x.deactWhenIdle = false, false
+		x.closing = false // set for the failed instance's OnDeactivate
 		x.mu.Unlock()
+		x.deactReason, x.deact = grain.DeactivationNone, nil
 	}
-	p.s.restarts.Add(1)
 	if backoff <= 0 || p.mode != modeRunning {
 		p.rebuild(a)
 		return

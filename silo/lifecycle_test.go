@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -276,9 +277,9 @@ func TestRestartBuildsFreshInstanceAndKeepsQueuedMessagesInOrder(t *testing.T) {
 	assert.Equal(t, 3, e.call(t, "a", get{}), "fresh state, queued messages applied in order")
 	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
 	assert.Equal(t, []string{
-		"activate a #1", "incr a #1 -> 5", "boom a #1",
+		"activate a #1", "incr a #1 -> 5", "boom a #1", "deactivate a #1",
 		"activate a #2", "incr a #2 -> 1", "incr a #2 -> 2", "incr a #2 -> 3",
-	}, e.j.all(), "OnActivate runs again before the queued messages")
+	}, e.j.all(), "the failed instance's OnDeactivate, then OnActivate again, before the queued messages")
 	assert.Equal(t, uint64(1), e.s.Stats().Restarts)
 }
 
@@ -292,6 +293,7 @@ func TestRestartQueuedBehindBackoff(t *testing.T) {
 	assert.Equal(t, 2, e.call(t, "a", whoAmI{}))
 	_, err = e.s.Ask(e.ctx, id, boom{2})
 	require.ErrorIs(t, err, grain.ErrPanic)
+	e.hookRan(t, "a", 2)
 	// The second backs off MinBackoff: messages wait, they are not dropped.
 	got := make(chan any, 1)
 	go func() { v, _ := e.s.Ask(e.ctx, id, whoAmI{}); got <- v }()
@@ -314,10 +316,23 @@ var hourBackoff = activation.Supervision{MaxRestarts: 5, MinBackoff: time.Hour, 
 // waiting out its hour.
 func (e *lifeEnv) backOffAnHour(t *testing.T, id grain.ID) {
 	t.Helper()
-	for range 2 {
+	for i := range 2 {
 		_, err := e.s.Ask(e.ctx, id, boom{1})
 		require.ErrorIs(t, err, grain.ErrPanic)
+		e.hookRan(t, id.Key(), i+1)
 	}
+}
+
+// hookRan waits until the OnDeactivate of instance n of the grain key has
+// run — before a restart, the failed instance's — and its turn has ended:
+// the owner's answer to ActiveGrains comes after it. A restart's backoff
+// begins then, its clock timer in the place of the hook's give-up timer.
+func (e *lifeEnv) hookRan(t *testing.T, key string, n int) {
+	t.Helper()
+	want := fmt.Sprintf("deactivate %s #%d", key, n)
+	require.Eventually(t, func() bool { return slices.Contains(e.j.all(), want) }, 5*time.Second, time.Millisecond, want)
+	_, err := e.s.ActiveGrains(e.ctx, "life")
+	require.NoError(t, err)
 }
 
 // A Stop of a grain waiting out a restart's backoff ends the backoff: the
@@ -396,12 +411,15 @@ func TestRestartLimitStopsAndQuarantines(t *testing.T) {
 	e.call(t, "a", whoAmI{})
 	_, err = e.s.Ask(e.ctx, id, boom{2}) // restart 2, after 1 ms
 	require.ErrorIs(t, err, grain.ErrPanic)
+	e.hookRan(t, "a", 2)
 	require.Eventually(t, func() bool { return e.clk.Pending() >= 2 }, 5*time.Second, time.Millisecond)
 	e.clk.Advance(time.Millisecond)
 	assert.Equal(t, 3, e.call(t, "a", whoAmI{}))
 	_, err = e.s.Ask(e.ctx, id, boom{3}) // past the limit: stop
 	require.ErrorIs(t, err, grain.ErrPanic)
-	<-e.j.deact // stopped grains deactivate
+	for range 3 { // the two restarts' hooks, then the stop's: stopped grains deactivate
+		<-e.j.deact
+	}
 
 	_, err = e.s.Ask(e.ctx, id, get{})
 	require.ErrorIs(t, err, grain.ErrGrainStopped, "quarantined: asks fail fast")

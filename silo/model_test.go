@@ -134,6 +134,10 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 	// Deactivate and Stop return at once: the grain's OnDeactivate reports
 	// later. leaving counts the reports still to come that way.
 	leaving := map[grain.ID]int{}
+	// A crash restarts the grain: the failed instance's OnDeactivate
+	// reports first, reason failed, before the fresh instance takes a
+	// message. restarting counts those reports still to come.
+	restarting := map[grain.ID]int{}
 	reset := func(i int) { model[i], active[i], kept[i] = 0, false, 0 }
 	// note takes a report: an eviction loses the grain's state (the next
 	// message finds a fresh one); the others were expected.
@@ -142,6 +146,10 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 			require.True(t, capped, "%v evicted without a cap", g.id)
 			evictions++
 			reset(index(g.id))
+			return true
+		}
+		if g.why == grain.DeactivationFailed && restarting[g.id] > 0 {
+			restarting[g.id]--
 			return true
 		}
 		if leaving[g.id] > 0 {
@@ -231,6 +239,7 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 		case op < 72:
 			_, err := silo.Call[int](ctx, s, ids[i], mCrash{})
 			require.ErrorIs(t, err, grain.ErrPanic)
+			restarting[ids[i]]++
 			drain()
 			// Restarted: a fresh instance in the same activation, without
 			// the old one's timers or DelayDeactivation. The caller has
@@ -310,6 +319,9 @@ func runModel(t *testing.T, seed uint64, ops, maxActivations int) {
 	}
 	for i := range ids {
 		do("final", i, mGet{}, value(i))
+	}
+	for id, n := range restarting {
+		require.Zero(t, n, "%v: restarts whose failed instance's OnDeactivate did not run", id)
 	}
 	st := s.Stats()
 	require.Empty(t, st.DeadLetters, "nothing lost")

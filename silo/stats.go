@@ -72,7 +72,9 @@ type Stats struct {
 	// Deactivations counts deactivations by why they happened (the reason
 	// OnDeactivate sees), as each begins: idle collection, requests,
 	// evictions, shedding, stops, shutdown. A grain whose activation failed
-	// or that restarts is not deactivated.
+	// or that restarts is not deactivated (the failed instance's
+	// OnDeactivate runs before a restart, but the grain stays: Restarts
+	// counts it).
 	Deactivations map[grain.DeactivationReason]uint64
 	// Observers is the number of observers open now: made by NewObserver,
 	// not yet closed (a count that only grows is clients that never Close).

@@ -169,12 +169,14 @@ const evDeactivated = "deactivated"
 
 // OnDeactivate saves the player's record and tells the watchers the player
 // is going: idle for a while, or the silo shutting down (tells to
-// observers still go out then) — but not when its supervision stopped it
-// after a failure: its state is in doubt, and the record saved last stays.
+// observers still go out then) — but not when its supervision restarts or
+// stops it after a failure: its state is in doubt, and the record saved
+// last stays. The watchers are told all the same: the fresh instance that
+// follows a restart does not know them, and they subscribe again.
 func (p *Player) OnDeactivate(ctx context.Context, c *grain.Context) error {
 	if c.DeactivationReason() == grain.DeactivationFailed {
-		// Its supervision stopped it after a failure: its state is in
-		// doubt, and the record last saved is kept.
+		// Its supervision restarts or stops it after a failure: its state
+		// is in doubt, and the record last saved is kept.
 		p.notify(ctx, c, evDeactivated, grain.ID{})
 		return nil
 	}

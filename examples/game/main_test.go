@@ -520,3 +520,32 @@ func TestAPlayerStoppedAfterAFailureKeepsItsLastRecord(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok, _ := records.Load(ctx, "bob"); return ok }, 5*time.Second, time.Millisecond,
 		"one deactivated as requested saves")
 }
+
+// A player its supervision restarts after a failure says goodbye to its
+// watchers as the failed instance goes (the fresh one does not know them)
+// and saves nothing; the fresh instance starts from the record last saved,
+// not from the failed one's state. Here the silo's supervision restarts a
+// grain on any error, and a second Join while queued is one (ErrBusy).
+func TestAPlayerRestartedAfterAFailureTellsItsWatchers(t *testing.T) {
+	records := newMemRecords()
+	restartOnError := activation.Supervision{Decider: activation.DeciderFunc(func(grain.ID, error) activation.Directive { return activation.Restart })}
+	s := silotest.Start(t, silo.Config{Supervision: restartOnError}, func(s *silo.Silo) error { return register(s, time.Hour, records) })
+	probe := silotest.NewProbe(t, s)
+	ctx := t.Context()
+	alice := grain.NewID(kindPlayer, "alice")
+	_, err := s.Ask(ctx, alice, Watch{Observer: probe.ID()})
+	require.NoError(t, err)
+	_, err = s.Ask(ctx, alice, Join{}) // queued: no one to play yet
+	require.NoError(t, err)
+	_, err = s.Ask(ctx, alice, Join{})
+	require.ErrorIs(t, err, ErrBusy)
+	probe.Expect(Event{Player: "alice", What: evDeactivated, Rating: 1000})
+	st, err := silo.Call[PlayerStats](ctx, s, alice, GetStats{})
+	require.NoError(t, err)
+	assert.Equal(t, "idle", st.State, "the fresh instance is not queued: that state went with the failed one")
+	assert.Zero(t, st.Watchers)
+	_, saved, err := records.Load(ctx, "alice")
+	require.NoError(t, err)
+	assert.False(t, saved, "a player restarted for a failure saved nothing")
+	assert.Equal(t, uint64(1), s.Stats().Restarts)
+}

@@ -1,0 +1,254 @@
+package silo_test
+
+import (
+	"context"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// resHolder is a grain that holds a resource from OnActivate to OnDeactivate
+// — a subscription, a file — as an Akka actor does from preStart to
+// postStop: the test counts what is held, and what each OnDeactivate saw.
+type resHolder struct {
+	res      *resources
+	instance int
+	started  chan struct{} // closed by the OnDeactivate of an instance that waits in it
+	wait     <-chan struct{}
+}
+
+type resources struct {
+	mu     sync.Mutex
+	held   int
+	built  int
+	hooks  []hookSeen
+	hookIn chan struct{} // told as an OnDeactivate begins
+}
+
+type hookSeen struct {
+	instance   int
+	why        grain.DeactivationReason
+	timerError error
+}
+
+type (
+	crashNow   struct{}
+	reasonNow  struct{}
+	timerStart struct{}
+	instanceOf struct{}
+)
+
+func (h *resHolder) OnActivate(context.Context, *grain.Context) error {
+	h.res.mu.Lock()
+	h.res.held++
+	h.res.mu.Unlock()
+	return nil
+}
+
+func (h *resHolder) OnDeactivate(_ context.Context, c *grain.Context) error {
+	seen := hookSeen{h.instance, c.DeactivationReason(), c.StartTimer("late", time.Hour, 0, "x")}
+	h.res.mu.Lock()
+	h.res.held--
+	h.res.hooks = append(h.res.hooks, seen)
+	h.res.mu.Unlock()
+	if h.res.hookIn != nil {
+		h.res.hookIn <- struct{}{}
+	}
+	if h.wait != nil {
+		<-h.wait
+	}
+	return nil
+}
+
+func (h *resHolder) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	switch msg.(type) {
+	case crashNow:
+		panic("resHolder: crash")
+	case reasonNow:
+		return c.DeactivationReason(), nil
+	case timerStart:
+		return nil, c.StartTimer("t", time.Hour, 0, "tick")
+	case instanceOf:
+		return h.instance, nil
+	}
+	return nil, nil
+}
+
+func (r *resources) snapshot() (held int, hooks []hookSeen) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held, append([]hookSeen(nil), r.hooks...)
+}
+
+// holderSilo registers the resHolder kind; the instances numbered first
+// wait in OnDeactivate until wait is closed (none if wait is nil).
+func holderSilo(t *testing.T, cfg silo.Config, res *resources, wait <-chan struct{}, first int, opts ...silo.KindOption) *silo.Silo {
+	cfg.Logger = newTextLogger(io.Discard)
+	return newSilo(t, cfg, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "holder", func(grain.ID) *resHolder {
+			res.mu.Lock()
+			defer res.mu.Unlock()
+			res.built++
+			h := &resHolder{res: res, instance: res.built}
+			if res.built <= first {
+				h.wait = wait
+			}
+			return h
+		}, opts...))
+	})
+}
+
+// A restart runs the failed instance's OnDeactivate before the fresh one's
+// OnActivate, as Akka runs postStop before a restart: what the instance
+// held is let go, once — not leaked at every panic. The hook is told why
+// (DeactivationFailed: not to save the suspect state) and may start no
+// timer; the fresh instance is told nothing and may. A restart is counted
+// as one, not as a deactivation.
+func TestARestartRunsTheFailedInstancesOnDeactivate(t *testing.T) {
+	res := &resources{}
+	s := holderSilo(t, silo.Config{}, res, nil, 0)
+	ctx, id := ctxT(t), grain.NewID("holder", "h")
+	for range 3 {
+		_, err := s.Ask(ctx, id, crashNow{})
+		require.ErrorIs(t, err, grain.ErrPanic)
+	}
+	n, err := silo.Call[int](ctx, s, id, instanceOf{})
+	require.NoError(t, err)
+	require.Equal(t, 4, n, "a fresh instance after each crash")
+	held, hooks := res.snapshot()
+	require.Equal(t, 1, held, "each failed instance let go of what it held")
+	for i, h := range hooks {
+		assert.Equal(t, i+1, h.instance)
+		assert.Equal(t, grain.DeactivationFailed, h.why)
+		assert.ErrorIs(t, h.timerError, grain.ErrDeactivating)
+	}
+	require.Len(t, hooks, 3)
+
+	why, err := silo.Call[grain.DeactivationReason](ctx, s, id, reasonNow{})
+	require.NoError(t, err)
+	assert.Equal(t, grain.DeactivationNone, why, "the fresh instance is not deactivating")
+	_, err = s.Ask(ctx, id, timerStart{})
+	assert.NoError(t, err, "nor is it refused timers")
+
+	st := s.Stats()
+	assert.Equal(t, uint64(3), st.Restarts)
+	assert.Zero(t, st.Deactivations[grain.DeactivationFailed], "a restart is no deactivation")
+	assert.Equal(t, 1, st.Activations["holder"])
+}
+
+// Messages sent while the failed instance's OnDeactivate runs wait for the
+// fresh instance, in order; a Stop that comes meanwhile makes the grain
+// go instead, its messages sent before the Stop dead letters; a
+// Deactivate that comes meanwhile is carried out once the grain has
+// restarted.
+func TestWhatComesWhileTheFailedInstancesHookRuns(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		meddle  func(ctx context.Context, s *silo.Silo, id grain.ID) error
+		instAft int // the instance that answers afterwards
+		deacts  grain.DeactivationReason
+	}{
+		{"nothing", nil, 2, grain.DeactivationNone},
+		{"stop", func(ctx context.Context, s *silo.Silo, id grain.ID) error { return s.Stop(ctx, id) }, 2, grain.DeactivationNone},
+		{"deactivate", func(ctx context.Context, s *silo.Silo, id grain.ID) error { return s.Deactivate(ctx, id) }, 3, grain.DeactivationRequested},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wait := make(chan struct{})
+			res := &resources{hookIn: make(chan struct{}, 8)}
+			s := holderSilo(t, silo.Config{}, res, wait, 1)
+			dead := s.SubscribeDeadLetters(16)
+			defer dead.Cancel()
+			ctx, id := ctxT(t), grain.NewID("holder", "h")
+			_, err := s.Ask(ctx, id, crashNow{})
+			require.ErrorIs(t, err, grain.ErrPanic)
+			<-res.hookIn // the failed instance's hook runs, and waits
+			require.NoError(t, s.Tell(ctx, id, "queued"))
+			answer := make(chan error, 1)
+			go func() { _, err := s.Ask(ctx, id, instanceOf{}); answer <- err }()
+			waitBacklog(t, s, 2) // both wait for the fresh instance
+			if tc.meddle != nil {
+				require.NoError(t, tc.meddle(ctx, s, id))
+			}
+			close(wait)
+			if tc.name == "stop" {
+				// Sent before the Stop: dead letters; the ask fails at once.
+				require.ErrorIs(t, <-answer, grain.ErrGrainStopped)
+				var reasons []grain.Reason
+				for range 2 {
+					reasons = append(reasons, (<-dead.C).Reason)
+				}
+				assert.Equal(t, []grain.Reason{grain.ReasonStopped, grain.ReasonStopped}, reasons)
+			} else {
+				require.NoError(t, <-answer)
+			}
+			if tc.deacts != grain.DeactivationNone {
+				select { // the fresh instance deactivates, as asked
+				case <-res.hookIn:
+				case <-ctx.Done():
+					t.Fatal("the Deactivate that came during the restart's hook was lost")
+				}
+			}
+			n, err := silo.Call[int](ctx, s, id, instanceOf{})
+			require.NoError(t, err)
+			assert.Equal(t, tc.instAft, n)
+			_, hooks := res.snapshot()
+			require.NotEmpty(t, hooks)
+			assert.Equal(t, grain.DeactivationFailed, hooks[0].why)
+			if tc.deacts != grain.DeactivationNone {
+				require.Len(t, hooks, 2)
+				assert.Equal(t, tc.deacts, hooks[1].why)
+			}
+			assert.Empty(t, dead.C, "nothing else lost")
+		})
+	}
+}
+
+// A failed instance's OnDeactivate that overruns DeactivationTimeout is
+// given up on as any: the grain's messages go to a fresh instance at once,
+// which keeps the restart history — a grain that keeps failing is still
+// stopped at its limit, though each hook before a restart hangs.
+func TestAnOverrunningHookBeforeARestartKeepsTheRestartLimit(t *testing.T) {
+	wait := make(chan struct{})
+	defer close(wait)
+	res := &resources{hookIn: make(chan struct{}, 8)}
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sup := activation.Supervision{MaxRestarts: 2, Window: time.Hour, Quarantine: time.Hour}
+	s := holderSilo(t, silo.Config{Clock: clk, DeactivationTimeout: time.Second}, res, wait, 1<<30, silo.WithSupervision(sup))
+	ctx, id := ctxT(t), grain.NewID("holder", "h")
+	ask := func() <-chan error {
+		r := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := s.Ask(ctx, id, crashNow{})
+			r <- err
+		}()
+		return r
+	}
+	require.ErrorIs(t, <-ask(), grain.ErrPanic) // restart 1
+	for i := 2; i <= 3; i++ {
+		<-res.hookIn // the failed instance's hook hangs
+		r := ask()
+		waitBacklog(t, s, 1)
+		clk.Advance(2 * time.Second) // given up on: the crash goes to a fresh instance
+		require.ErrorIs(t, <-r, grain.ErrPanic, "crash %d", i)
+	}
+	<-res.hookIn // crash 3 passed the limit of two restarts: stopped
+	var dl *grain.DeadLetterError
+	require.ErrorAs(t, <-ask(), &dl)
+	require.Equal(t, grain.ReasonQuarantined, dl.Reason)
+	_, hooks := res.snapshot()
+	require.Len(t, hooks, 3)
+	for _, h := range hooks {
+		assert.Equal(t, grain.DeactivationFailed, h.why)
+	}
+}
