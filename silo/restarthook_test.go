@@ -22,7 +22,6 @@ import (
 type resHolder struct {
 	res      *resources
 	instance int
-	started  chan struct{} // closed by the OnDeactivate of an instance that waits in it
 	wait     <-chan struct{}
 }
 

@@ -42,6 +42,20 @@ func (g *staleTicker) Receive(_ context.Context, c *grain.Context, msg any) (any
 	return nil, nil
 }
 
+// staleSilo starts a silo, in the test's synctest bubble, with the kind
+// "stale" of staleTickers that report on ticks and hold until release is
+// closed.
+func staleSilo(t *testing.T) (s *silo.Silo, ticks chan string, release chan struct{}) {
+	ticks, release = make(chan string, 16), make(chan struct{})
+	s, err := silo.New(silo.Config{Logger: newTextLogger(io.Discard)})
+	require.NoError(t, err)
+	require.NoError(t, silo.Register(s, "stale", func(grain.ID) *staleTicker {
+		return &staleTicker{ticks: ticks, release: release}
+	}))
+	require.NoError(t, s.Start())
+	return s, ticks, release
+}
+
 // A tick already waiting in the mailbox when its timer is stopped or
 // replaced — or when the instance that started it is replaced by a
 // restart — is not delivered, as Akka guarantees for a cancelled timer:
@@ -59,18 +73,12 @@ func TestATickQueuedBeforeItsTimerEndedIsNotDelivered(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ticks, release := make(chan string, 16), make(chan struct{})
-				s, err := silo.New(silo.Config{Logger: newTextLogger(io.Discard)})
-				require.NoError(t, err)
-				require.NoError(t, silo.Register(s, "stale", func(grain.ID) *staleTicker {
-					return &staleTicker{ticks: ticks, release: release}
-				}))
-				require.NoError(t, s.Start())
+				s, ticks, release := staleSilo(t)
 				defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
 				id := grain.NewID("stale", "g")
 				ctx := context.Background()
 
-				_, err = s.Ask(ctx, id, tickEvery{"old", time.Second})
+				_, err := s.Ask(ctx, id, tickEvery{"old", time.Second})
 				require.NoError(t, err)
 				require.NoError(t, s.Tell(ctx, id, tc.then))
 				time.Sleep(time.Second) // the tick falls due while the hold's turn runs
@@ -160,17 +168,11 @@ func TestATickInterleavingBesideTheTurnThatEndedItsTimerIsNotDelivered(t *testin
 // while the silo settles, though the messages queued beside it are.
 func TestATickQueuedAsShutdownBeginsIsNotDelivered(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		ticks, release := make(chan string, 16), make(chan struct{})
-		s, err := silo.New(silo.Config{Logger: newTextLogger(io.Discard)})
-		require.NoError(t, err)
-		require.NoError(t, silo.Register(s, "stale", func(grain.ID) *staleTicker {
-			return &staleTicker{ticks: ticks, release: release}
-		}))
-		require.NoError(t, s.Start())
+		s, ticks, release := staleSilo(t)
 		id := grain.NewID("stale", "g")
 		ctx := context.Background()
 
-		_, err = s.Ask(ctx, id, tickEvery{"tick", time.Second})
+		_, err := s.Ask(ctx, id, tickEvery{"tick", time.Second})
 		require.NoError(t, err)
 		require.NoError(t, s.Tell(ctx, id, holdThen(func(*grain.Context) {})))
 		time.Sleep(time.Second) // the tick waits behind the held turn
