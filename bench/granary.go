@@ -76,7 +76,7 @@ func (t *granaryTarget) Tell(key int64, m *bmsg) error {
 	id := grain.NewIntID("c", key)
 	for {
 		err := t.s.Tell(t.ctx, id, m)
-		if !errors.Is(err, grain.ErrOverloaded) {
+		if err == nil || !errors.Is(err, grain.ErrOverloaded) { // no call on success
 			return err
 		}
 		runtime.Gosched()
