@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -183,6 +184,73 @@ func ExampleWithSupervision() {
 	// balance 10
 	// true true invariant broken
 	// balance after restart 5
+}
+
+// feedGrain holds a subscription from OnActivate to OnDeactivate, as a
+// grain holds a file, a connection or a goroutine of its own; it records
+// what its hooks did, for the example to print.
+type feedGrain struct {
+	instance int
+	log      *[]string
+	mu       *sync.Mutex
+}
+
+func (f *feedGrain) note(format string, args ...any) {
+	f.mu.Lock()
+	*f.log = append(*f.log, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
+}
+
+func (f *feedGrain) OnActivate(context.Context, *grain.Context) error {
+	f.note("instance %d subscribes", f.instance)
+	return nil
+}
+
+func (f *feedGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
+	f.note("instance %d unsubscribes (%v)", f.instance, c.DeactivationReason())
+	return nil
+}
+
+func (f *feedGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "crash" {
+		panic("feed: corrupt frame")
+	}
+	return f.instance, nil
+}
+
+// A restart runs the failed instance's OnDeactivate before the fresh
+// instance's OnActivate, as Akka runs postStop before a restart: what the
+// instance held is let go, not leaked at every panic. Its reason, failed,
+// says the state is suspect: release, do not save.
+func Example_restartReleasesWhatTheInstanceHeld() {
+	var mu sync.Mutex
+	var log []string
+	built := 0
+	s, _ := silo.New(silo.Config{})
+	_ = silo.Register(s, "feed", func(grain.ID) *feedGrain {
+		built++ // factories run on the grain's partition, one at a time for an ID
+		return &feedGrain{instance: built, log: &log, mu: &mu}
+	})
+	_ = s.Start()
+	ctx := context.Background()
+
+	id := grain.NewID("feed", "prices")
+	_, _ = s.Ask(ctx, id, "hello")
+	_, err := s.Ask(ctx, id, "crash")
+	fmt.Println(errors.Is(err, grain.ErrPanic))
+	n, _ := silo.Call[int](ctx, s, id, "hello") // behind the hook and the fresh activation
+	fmt.Println("answered by instance", n)
+	_ = s.Shutdown(ctx)
+	for _, l := range log {
+		fmt.Println(l)
+	}
+	// Output:
+	// true
+	// answered by instance 2
+	// instance 1 subscribes
+	// instance 1 unsubscribes (failed)
+	// instance 2 subscribes
+	// instance 2 unsubscribes (shutdown)
 }
 
 // A Decider that does more than look at the error is a ContextDeciderFunc:
