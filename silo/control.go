@@ -129,8 +129,8 @@ func (p *partition) control(w *worker, c ctl) bool {
 		a, ok := p.dir.Get(c.first.Target, c.first.Hash)
 		if ok && a.State() == activation.Deactivating && p.restartHook(a) {
 			// The failed instance's OnDeactivate runs before a restart:
-			// the grain stays unless asked to go, as it is now — once
-			// restarted, it deactivates (advance, afterTurn).
+			// the grain stays unless asked to go, as it is now — it goes
+			// once the hook has ended, instead of restarting (finish).
 			a.wantDeactivate(grain.DeactivationRequested)
 			return true
 		}

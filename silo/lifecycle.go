@@ -225,8 +225,14 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 			p.s.log(slog.LevelWarn, "granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
 		}
 		if p.restartHook(a) {
-			p.restartNow(a, a.x.Load().deact.backoff)
-			return
+			if !a.wantsDeactivate() {
+				p.restartNow(a, a.x.Load().deact.backoff)
+				return
+			}
+			// A Deactivate came while the hook ran: the grain goes, as
+			// asked, rather than restart; what waits goes to a fresh
+			// activation (remove), as after any deactivation.
+			p.s.deacts[a.deactReason()].Add(1)
 		}
 		p.remove(a)
 		return
@@ -595,8 +601,13 @@ func (p *partition) failActivation(a *act, err error, first *queues.Envelope) {
 func (p *partition) restart(a *act, backoff time.Duration) {
 	p.s.restarts.Add(1)
 	if _, hook := a.g.(grain.Deactivator); hook && a.State() == activation.Active {
-		a.extra().deact = &deactHook{restart: true, backoff: backoff}
-		a.setDeactWant(false) // the failure is the reason, whatever asked before it
+		if !a.wantsDeactivate() {
+			a.extra().deact = &deactHook{restart: true, backoff: backoff}
+		}
+		// Else asked to go while the turn ran (a Deactivate, a Stop): it
+		// goes, as asked, with no fresh instance — its hook told of the
+		// failure, which is the reason it gives whatever asked before it.
+		a.setDeactWant(false)
 		a.wantDeactivate(grain.DeactivationFailed)
 		p.makeReady(a) // the hook's turn before any message (advance)
 		return
