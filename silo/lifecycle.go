@@ -21,6 +21,11 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	_ = a.Transition(activation.Deactivating)
 	p.stopTimers(a)
 	restarting := p.restartHook(a) // the grain stays: no deactivation
+	if x := a.x.Load(); x != nil && x.deact != nil && x.deact.restart {
+		// The instance failed: whatever asked it to go since (a Stop), its
+		// state is suspect, and its hook is told so.
+		why = grain.DeactivationFailed
+	}
 	if !restarting {
 		p.s.deacts[why].Add(1)
 		p.wheel.Remove(&a.idle)

@@ -251,11 +251,18 @@ func TestAnOverrunningHookBeforeARestartKeepsTheRestartLimit(t *testing.T) {
 	}
 }
 
-// A grain asked to deactivate while the turn that fails runs (a
-// Silo.Deactivate, taken by the partition's next owner while the turn
-// blocks) goes as asked: its OnDeactivate runs once, told of the failure,
-// and no fresh instance is built for it — the next message activates one.
+// A grain asked to go while the turn that fails runs (a Silo.Deactivate or
+// a Silo.Stop, taken by the partition's next owner while the turn blocks)
+// goes as asked: its OnDeactivate runs once, told of the failure — its
+// state is suspect, whatever asked it to go — and no fresh instance is
+// built for it: the next message activates one.
 func TestAGrainAskedToGoWhileItsTurnFailedGoes(t *testing.T) {
+	for _, ask := range []string{"deactivate", "stop"} {
+		t.Run(ask, func(t *testing.T) { askedToGoWhileItsTurnFailed(t, ask) })
+	}
+}
+
+func askedToGoWhileItsTurnFailed(t *testing.T, ask string) {
 	res := &resources{hookIn: make(chan struct{}, 8)}
 	s := holderSilo(t, silo.Config{}, res, nil, 0)
 	ctx, id := ctxT(t), grain.NewID("holder", "h")
@@ -264,7 +271,11 @@ func TestAGrainAskedToGoWhileItsTurnFailedGoes(t *testing.T) {
 	go func() { _, err := s.Ask(ctx, id, holdThenCrash(release)); failed <- err }()
 	require.Eventually(t, func() bool { return s.Stats().Handoffs > 0 }, 10*time.Second, 100*time.Microsecond,
 		"the turn blocks, handed off")
-	require.NoError(t, s.Deactivate(ctx, id))
+	if ask == "stop" {
+		require.NoError(t, s.Stop(ctx, id))
+	} else {
+		require.NoError(t, s.Deactivate(ctx, id))
+	}
 	_, err := s.ActiveGrains(ctx, "holder") // a barrier: the partition's owner has taken the Deactivate
 	require.NoError(t, err)
 	close(release)
