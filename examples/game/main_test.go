@@ -142,13 +142,16 @@ func TestHTTP(t *testing.T) {
 	assert.Contains(t, string(index), "POST /players/{name}/join")
 	require.Equal(t, http.StatusNotFound, get("/nothing", nil))
 
-	// Before any match, the leaderboard is an empty list, not null.
-	resp, err = http.Get(srv.URL + "/leaderboard")
-	require.NoError(t, err)
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.NoError(t, err)
-	assert.Equal(t, "[]\n", string(body))
+	// Before any match, the leaderboard is an empty list, not null; so
+	// is what grains sent each other before they sent anything.
+	for _, path := range []string{"/leaderboard", "/metrics/calls"} {
+		resp, err = http.Get(srv.URL + path)
+		require.NoError(t, err)
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		assert.Equal(t, "[]\n", string(body), path)
+	}
 
 	// A client follows alice's events before she joins: the response's
 	// headers come once it is subscribed.

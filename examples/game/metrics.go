@@ -126,7 +126,7 @@ func (m *callMeter) Send(ctx context.Context, s grain.Send, next grain.SendNext)
 // Report returns the pairs of kinds that sent anything, by sender, then
 // target.
 func (m *callMeter) Report() []KindCalls {
-	var r []KindCalls
+	r := []KindCalls{} // none yet encodes as [], as Report's turns do
 	for pair, k := range m.pairs {
 		if n := k.sends.Load(); n > 0 {
 			r = append(r, KindCalls{From: pair[0], To: pair[1], Sends: n, Asks: k.asks.Load(), Longest: time.Duration(k.longest.Load())})
