@@ -105,6 +105,10 @@ type Request struct {
 	// Interleave is set when the target is already waiting in Chain and has
 	// allowed re-entry: the request may run while the target's turn waits.
 	Interleave bool
+	// Forwards counts the times the runtime moved the request on from an
+	// activation in a turn to another of its target's (a stateless
+	// worker's), which it bounds. Runtime-owned, like Local.
+	Forwards uint8
 	// handover: how the outcome reaches the caller — in out, taken with
 	// Take, or on done, for a caller that waits there (its low byte, see
 	// Take) — and, in the bit abandoned, whether the caller gave up. One

@@ -130,6 +130,9 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	if env.Request != nil && env.Meta != nil && a.busy() {
 		// An ask from a grain's turn, about to wait behind a busy grain:
 		// the one step that can close a deadlock across call chains.
+		if a.isWorker() && p.forwardWorker(a, env) {
+			return true
+		}
 		if p.s.breakDeadlock(env) {
 			return true
 		}
@@ -407,7 +410,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	a.Turns++
 	p.inflight++
 	if a.isWorker() {
-		p.swBusy.Add(1)
+		p.workerBusy(a, 1)
 	}
 	w := newWorker(p, true)
 	if env.Request != nil {

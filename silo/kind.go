@@ -209,12 +209,15 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // DefaultSpareIdleTimeout (WithSpareIdleTimeout).
 //
 // A message goes to the least loaded of the activations (the identity's
-// first and up to three others): by the messages sent to it and not yet
-// through their turn, and those waiting behind busy turns in its
-// partition, so that one stuck in a long turn gets nothing more while
-// another has room. A tie goes to the first, so that, as in Orleans, a
-// second activation is made only while the first is busy, and an identity
-// called one call at a time keeps one. Each activation
+// first and up to three others): one in a turn only if all those are, and
+// otherwise by the messages sent to it and not yet through their turn,
+// and those waiting behind busy turns in its partition — so that one
+// stuck in a long turn gets nothing more while another has room. A tie
+// goes to the first, so that, as in Orleans, a second activation is made
+// only while the first is busy, and an identity called one call at a time
+// keeps one. An ask from a grain's turn that finds the activation it was
+// sent to in a turn after all moves on to one that is not, if any: so a
+// grain the worker calls can call it back from a turn of its own. Each activation
 // is a grain of its own, built by the factory with the same identity: one
 // turn at a time each, its own timers, its own supervision (one that fails
 // too often is quarantined alone, and messages go to the others
@@ -223,7 +226,8 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // reach another activation. Deactivate and Stop reach them all;
 // ActiveGrains lists the identity once. A call chain may not come back to a
 // stateless worker's identity (ErrCallCycle), as to any grain's, and its
-// waits are not in the deadlock check's graph: a cycle through one fails at
+// waits are not in the deadlock check's graph: a cycle across call chains
+// through one, with every activation of the identity in a turn, fails at
 // its call timeout. Stateless workers are always activated in the silo
 // that sends to them.
 func WithStatelessWorker(n int) KindOption {

@@ -131,9 +131,12 @@ type partition struct {
 	swQueued atomic.Int64
 	swBusy   atomic.Int64
 	swSick   atomic.Int64 // stateless identities quarantined here
-	ovMu     sync.Mutex
-	ov       map[grain.ID]*doorEntry // grains whose backlog is full: their doors (door.go)
-	parked   atomic.Bool             // the owner waits for work (see watchdog)
+	// swBusyIDs: the same turns by the identity's hash (busyBucket), so a
+	// sender can tell whether its identity's activation here is busy
+	swBusyIDs *[busyBuckets]atomic.Int32
+	ovMu      sync.Mutex
+	ov        map[grain.ID]*doorEntry // grains whose backlog is full: their doors (door.go)
+	parked    atomic.Bool             // the owner waits for work (see watchdog)
 	// quiet: the owner's last wait for work, parked, lasted quietWait or
 	// more — its messages come one at a time, not in a stream (yield.go)
 	quiet atomic.Bool
@@ -167,6 +170,7 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		orphans:    make(map[*queues.Request]struct{}),
 		done:       make(chan struct{}),
 		over:       make(chan struct{}),
+		swBusyIDs:  new([busyBuckets]atomic.Int32),
 	}
 	close(p.over)
 	if limit > 0 {

@@ -544,7 +544,7 @@ func (s *Silo) checkTarget(id grain.ID, msg any) (*partition, *kind, uint64, err
 	h := id.HashWithKind(k.nameHash)
 	loc := s.locator.LocateHash(h)
 	if k.workers > 1 { // a stateless worker: always here, in one of its partitions
-		return s.pickWorker(k, loc.Partition), k, h, nil
+		return s.pickWorker(k, loc.Partition, h), k, h, nil
 	}
 	if loc.Silo != s.cfg.Name {
 		return nil, nil, 0, fmt.Errorf("%w: %v is on %q", grain.ErrRemote, id, loc.Silo)

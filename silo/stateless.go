@@ -31,15 +31,15 @@ func (s *Silo) workerPart(base, i int) *partition {
 // while the first is busy, and one that gets little traffic keeps one.
 // rand.Uint64 draws from the running thread's own generator: no lock, no
 // shared line.
-func (s *Silo) pickWorker(k *kind, base int) *partition {
+func (s *Silo) pickWorker(k *kind, base int, h uint64) *partition {
 	n := k.workers
 	best := s.workerPart(base, 0)
-	least := best.load()
+	least := best.load(h)
 	rest := n - 1
 	from := int(rand.Uint64() % uint64(rest))
 	for i := range min(rest, pickOf-1) { // distinct partitions: n is at most their count
 		p := s.workerPart(base, 1+(from+i)%rest)
-		if l := p.load(); l < least {
+		if l := p.load(h); l < least {
 			best, least = p, l
 		}
 	}
@@ -57,20 +57,60 @@ func (p *partition) isSpare(a *act) bool {
 // pickOf is how many of a stateless identity's partitions a send compares.
 const pickOf = 4
 
-// load is a sender's estimate of how busy p is for a stateless worker: the
-// messages to stateless workers pushed to it and not yet delivered, the
-// turns of stateless grains running in it (a blocked one among them,
-// handed off), and the messages of any grain waiting behind a busy turn; a
-// partition where a stateless identity is quarantined comes after all the
-// others. Whether the owner is parked is left out on purpose: an owner that
-// has just answered a call has not parked yet, and the next call would go
-// to a second activation though the first is free.
-func (p *partition) load() int64 {
+// load is a sender's estimate of how busy p is for a message to the
+// stateless identity whose hash is h: the messages to stateless workers
+// pushed to it and not yet delivered, the turns of stateless grains
+// running in it (a blocked one among them, handed off), and the messages
+// of any grain waiting behind a busy turn; a partition where the
+// identity's own activation is in a turn comes after every one where it
+// is not (or has none yet, and one would be made), and a partition where
+// a stateless identity is quarantined after all the others. Whether the
+// owner is parked is left out on purpose: an owner that has just answered
+// a call has not parked yet, and the next call would go to a second
+// activation though the first is free.
+//
+// The identity's own turns weigh more than any backlog: counted with the
+// rest, the backlog of other grains in the partition where the identity
+// had no activation outweighed the one turn of the activation that did —
+// a turn blocked in a call — and messages queued behind that turn, for as
+// long as it waited. A grain the worker called, calling the identity back,
+// waited for it in turn: a deadlock until the call timeout, where an idle
+// activation could be made to answer (as Orleans sends a stateless
+// worker's message to an activation that is not busy). Identities share
+// the counts of a bucket of their hashes; one that shares with a busy
+// identity is sent elsewhere for no reason, which costs an activation, not
+// a wait.
+func (p *partition) load(h uint64) int64 {
 	l := p.swQueued.Load() + p.swBusy.Load() + p.backlog.Load()
+	if p.swBusyIDs[busyBucket(h)].Load() > 0 {
+		l += busyLoad
+	}
 	if p.swSick.Load() > 0 {
 		l += sickLoad
 	}
 	return l
+}
+
+// busyBuckets is how many buckets of identities a partition counts the
+// turns of stateless grains in (swBusyIDs): 1 KB a partition.
+const busyBuckets = 256
+
+// busyBucket is the bucket of the identity whose hash is h. The low bits:
+// the top ones choose the partition (queues.Partitioner), and would put
+// the identities of a partition in a few buckets.
+func busyBucket(h uint64) uint8 { return uint8(h) }
+
+// busyLoad is what a turn of a stateless identity adds to its partition's
+// load for a message to that identity: more than any backlog, less than a
+// quarantine.
+const busyLoad = 1 << 32
+
+// workerBusy counts a turn of a, a stateless worker's activation, in or
+// out (n = 1 or -1) of the partition's loads, where a turn begins or
+// finishes.
+func (p *partition) workerBusy(a *act, n int64) {
+	p.swBusy.Add(n)
+	p.swBusyIDs[busyBucket(a.ID.HashWithKind(a.k.nameHash))].Add(int32(n))
 }
 
 // unquarantine ends id's quarantine; k is id's kind.
@@ -116,6 +156,55 @@ func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelop
 		p.swQueued.Add(-1)
 	}
 	return first, err
+}
+
+// forwardWorker moves env, an ask from a grain's turn to a stateless
+// identity whose activation a here is in a turn, on to another of the
+// identity's partitions where its activation is in none — or has none
+// yet, and one is made — and reports whether it did. The sender chose this
+// one when a was not busy, or looked least loaded; but a's turn may wait
+// on the very grain that asks — on a call chain of its own, so no cycle
+// on the ask's chain shows it, and a stateless worker's waits are not in
+// the deadlock graph (deadlock.go) — and the ask, queued behind it, would
+// wait for it until the call timeout while another activation could
+// answer at once (as Orleans sends a message for a stateless worker to an
+// activation that is not busy). Only an ask from a turn can close such a
+// cycle; tells and asks from outside wait for a, as the sender chose.
+//
+// The push does not wait: if the partition chosen has its queue full, or
+// closed, or taking only late sends (a Shutdown settling), the ask waits
+// here after all. A request is moved at most workers-1 times, so it cannot
+// go round for ever among activations that each begin a turn before it
+// arrives.
+func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
+	k := a.k
+	if p.mode != modeRunning || int(env.Request.Forwards) >= k.workers-1 {
+		return false
+	}
+	h, b := env.Hash, busyBucket(env.Hash)
+	base := p.s.locator.LocateHash(h).Partition
+	var best *partition
+	var least int64
+	for i := range k.workers {
+		q := p.s.workerPart(base, i)
+		if q == p || q.swBusyIDs[b].Load() > 0 || q.swSick.Load() > 0 {
+			continue
+		}
+		if l := q.load(h); best == nil || l < least {
+			best, least = q, l
+		}
+	}
+	if best == nil {
+		return false
+	}
+	env.Request.Forwards++
+	best.swQueued.Add(1) // counted before the push, as a sender does
+	if best.q.Push(*env) != nil {
+		best.swQueued.Add(-1)
+		env.Request.Forwards--
+		return false
+	}
+	return true
 }
 
 // unreserve counts down a message to a stateless worker that its sender

@@ -2,6 +2,7 @@ package silo
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +93,9 @@ func TestStatelessWorkerCountsComeBackToZero(t *testing.T) {
 	for i, p := range s.parts {
 		assert.Zero(t, p.swQueued.Load(), "partition %d: queued", i)
 		assert.Zero(t, p.swBusy.Load(), "partition %d: busy", i)
+		for b := range p.swBusyIDs {
+			assert.Zero(t, p.swBusyIDs[b].Load(), "partition %d: busy in bucket %d", i, b)
+		}
 	}
 	st := s.Stats()
 	assert.NotZero(t, st.DeadLetters[grain.ReasonStopped]+st.DeadLetters[grain.ReasonQuarantined], "some messages were dead letters")
@@ -135,4 +139,160 @@ func TestStatelessWorkerQuarantineEndsInTheLoad(t *testing.T) {
 		}
 	}
 	assert.Zero(t, sick())
+}
+
+// relay is a grain that holds its turn until a gate opens (hold), or calls
+// another grain once it does (callVia); it answers anything else. Each
+// tells entered its note as its turn begins.
+type relay struct{ entered chan<- string }
+
+type (
+	hold    struct{ gate <-chan struct{} }
+	callVia struct {
+		to   grain.ID
+		gate <-chan struct{} // nil: call at once
+		note string
+	}
+)
+
+func (r *relay) Receive(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case hold:
+		r.entered <- "hold"
+		select {
+		case <-m.gate:
+		case <-ctx.Done():
+		}
+	case callVia:
+		r.entered <- m.note
+		if m.gate != nil {
+			select {
+			case <-m.gate:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return gc.Silo().Ask(ctx, m.to, "ping")
+	}
+	return "pong", nil
+}
+
+// idsIn returns n IDs of kind whose identities' own partition is part.
+func idsIn(s *Silo, kind string, part, n int) []grain.ID {
+	var ids []grain.ID
+	for k := int64(0); len(ids) < n; k++ {
+		if id := grain.NewIntID(kind, k); s.locator.LocateHash(id.Hash()).Partition == part {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// A message to a stateless identity goes to an activation that is not in
+// a turn, or to a new one, rather than queue behind one that is — however
+// many messages of other grains wait in the other partitions' mailboxes,
+// which a sender once weighed against that one turn. Two call chains
+// through a stateless worker so complete, as in Orleans: a grain the
+// worker calls, calling it back from a turn of its own, reaches another
+// activation. (The one the worker's turn waits in could only answer once
+// that grain had — which waited for it: a deadlock until the call
+// timeout, since a stateless worker's waits are not in the deadlock
+// graph.)
+func TestStatelessWorkerIsNotQueuedBehindItsBusyActivation(t *testing.T) {
+	s, err := New(Config{Partitions: 2, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer s.Close()
+	entered := make(chan string, 64)
+	mk := func(grain.ID) *relay { return &relay{entered: entered} }
+	require.NoError(t, Register(s, "w", mk, WithStatelessWorker(2)))
+	require.NoError(t, Register(s, "a", mk))
+	require.NoError(t, s.Start())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-entered:
+			require.Equal(t, want, got)
+		case <-ctx.Done():
+			t.Fatalf("no turn began (%s)", want)
+		}
+	}
+
+	// The worker's identity lives in partition 0 first; partition 1 has a
+	// backlog: twenty messages wait behind a held turn there.
+	w, a := idsIn(s, "w", 0, 1)[0], idsIn(s, "a", 0, 1)[0]
+	ones := idsIn(s, "a", 1, 2)
+	held, barrier := ones[0], ones[1]
+	release := make(chan struct{})
+	defer close(release)
+	require.NoError(t, s.Tell(ctx, held, hold{release}))
+	next("hold")
+	for range 20 {
+		require.NoError(t, s.Tell(ctx, held, "ping"))
+	}
+	_, err = s.Ask(ctx, barrier, "ping") // delivered after the twenty
+	require.NoError(t, err)
+	require.EqualValues(t, 20, s.parts[1].backlog.Load())
+
+	// a's turn, on a chain of its own, will call w; w's turn calls a.
+	openA := make(chan struct{})
+	var wg sync.WaitGroup
+	var fromA, fromW error
+	wg.Go(func() { _, fromA = s.Ask(ctx, a, callVia{to: w, gate: openA, note: "a"}) })
+	next("a")
+	wg.Go(func() { _, fromW = s.Ask(ctx, w, callVia{to: a, note: "w"}) })
+	next("w") // w's first activation, in partition 0, is in its turn
+	close(openA)
+	wg.Wait()
+	require.NoError(t, fromA, "a's call to w reached an activation not in a turn")
+	require.NoError(t, fromW)
+	assert.Equal(t, 2, s.Stats().Activations["w"], "a second activation answered a")
+}
+
+// The owner's half of it: an ask from a grain's turn that meets a
+// stateless activation in a turn — the sender chose it before the turn
+// began, say, with the message that began it queued ahead — moves on to
+// another of the identity's partitions where its activation is in none,
+// at most once for each other activation it has. Tells and asks from
+// outside cannot close a cycle, and wait where their sender chose.
+func TestAnAskFromATurnMovesOnFromABusyStatelessActivation(t *testing.T) {
+	s, err := New(Config{Partitions: 2, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer s.Close()
+	require.NoError(t, Register(s, "w", func(grain.ID) *nopGrain { return &nopGrain{} }, WithStatelessWorker(2)))
+	p0, p1 := s.parts[0], s.parts[1]
+	id := idsIn(s, "w", 0, 1)[0]
+	h := id.Hash()
+	a := p0.activate(s.kinds["w"], id, h)
+	a.Turns = 1 // a turn of it runs off the partition: it waits in a call
+	w := newWorker(p0, false)
+	caller := &queues.Meta{Sender: grain.NewID("caller", "1")}
+	send := func(req *queues.Request, meta *queues.Meta) *queues.Envelope {
+		env := &queues.Envelope{Target: id, Hash: h, Msg: "hi", Request: req, Meta: meta}
+		p0.enqueue(w, a, env)
+		return env
+	}
+	ask := func() *queues.Request { return queues.NewRequest(t.Context(), nil) }
+
+	env := send(ask(), caller)
+	assert.Equal(t, 1, p1.q.Len(), "moved on to the identity's other partition")
+	assert.Zero(t, a.Mailbox.Len())
+	assert.EqualValues(t, 1, env.Request.Forwards)
+	assert.EqualValues(t, 1, p1.swQueued.Load(), "counted there as a sender counts it")
+
+	moved := ask()
+	moved.Forwards = 1
+	send(moved, caller)
+	assert.Equal(t, 1, a.Mailbox.Len(), "moved once already: as often as the identity has other activations")
+
+	p1.swBusyIDs[busyBucket(h)].Add(1)
+	send(ask(), caller)
+	p1.swBusyIDs[busyBucket(h)].Add(-1)
+	assert.Equal(t, 2, a.Mailbox.Len(), "the other activation is in a turn too")
+
+	send(nil, caller)
+	send(ask(), nil)
+	assert.Equal(t, 4, a.Mailbox.Len(), "a tell, an ask from outside")
+	assert.Equal(t, 1, p1.q.Len())
 }

@@ -60,7 +60,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	a.Turns++
 	p.inflight++
 	if a.isWorker() {
-		p.swBusy.Add(1)
+		p.workerBusy(a, 1)
 	}
 	w.label(a.k)
 	w.req, w.kind = env.Request, k
