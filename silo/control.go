@@ -59,6 +59,9 @@ func (p *partition) control(w *worker, c ctl) bool {
 		if c.res.req != nil {
 			delete(p.orphans, c.res.req)
 		}
+		if c.a.isWorker() {
+			p.offPartition(c.a, -1) // counted in as it left the partition
+		}
 		var first *queues.Envelope
 		if c.first.Msg != nil {
 			first = &c.first

@@ -410,7 +410,8 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	a.Turns++
 	p.inflight++
 	if a.isWorker() {
-		p.workerBusy(a, 1)
+		p.swBusy.Add(1)
+		p.offPartition(a, 1) // out again in opTurnDone
 	}
 	w := newWorker(p, true)
 	if env.Request != nil {

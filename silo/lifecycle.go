@@ -201,7 +201,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	p.inflight--
 	p.nHandled++
 	if a.isWorker() {
-		p.workerBusy(a, -1) // as inflight: counted up where a turn begins
+		p.swBusy.Add(-1) // as inflight: counted up where a turn begins
 	}
 	if a.State() == activation.Gone { // a Close (or a give-up) removed it while the turn ran
 		if first != nil { // an activation that failed after the close

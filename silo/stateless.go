@@ -62,14 +62,15 @@ const pickOf = 4
 // pushed to it and not yet delivered, the turns of stateless grains
 // running in it (a blocked one among them, handed off), and the messages
 // of any grain waiting behind a busy turn; a partition where the
-// identity's own activation is in a turn comes after every one where it
-// is not (or has none yet, and one would be made), and a partition where
-// a stateless identity is quarantined after all the others. Whether the
+// identity's own activation is in a turn off the partition — blocked in a
+// call, or slow — comes after every one where it is not (or has none yet,
+// and one would be made), and a partition where a stateless identity is
+// quarantined after all the others. Whether the
 // owner is parked is left out on purpose: an owner that has just answered
 // a call has not parked yet, and the next call would go to a second
 // activation though the first is free.
 //
-// The identity's own turns weigh more than any backlog: counted with the
+// The identity's own such turn weighs more than any backlog: counted with the
 // rest, the backlog of other grains in the partition where the identity
 // had no activation outweighed the one turn of the activation that did —
 // a turn blocked in a call — and messages queued behind that turn, for as
@@ -105,12 +106,18 @@ func busyBucket(h uint64) uint8 { return uint8(h) }
 // quarantine.
 const busyLoad = 1 << 32
 
-// workerBusy counts a turn of a, a stateless worker's activation, in or
-// out (n = 1 or -1) of the partition's loads, where a turn begins or
-// finishes.
-func (p *partition) workerBusy(a *act, n int64) {
-	p.swBusy.Add(n)
-	p.swBusyIDs[busyBucket(a.ID.HashWithKind(a.k.nameHash))].Add(int32(n))
+// offPartition counts a turn of a, a stateless worker's activation, in or
+// out (n = 1 or -1) of the turns of its identity's bucket (swBusyIDs):
+// in where the turn leaves its partition — handed off, blocked in a call
+// or slow (worker.detachAt), or run off it from the start (interleave) —
+// and out where its outcome comes back (opTurnDone), which every such
+// turn's does. A turn run in line is not counted: it ends before the
+// owner reads the next message, and counting each — a write senders read,
+// on every turn — cost a stateless worker's short turns 7 %. (Its count
+// may go below zero for a moment: a turn handed off by the watchdog may
+// end, and its outcome be read, before the watchdog counts it in.)
+func (p *partition) offPartition(a *act, n int32) {
+	p.swBusyIDs[busyBucket(a.ID.HashWithKind(a.k.nameHash))].Add(n)
 }
 
 // unquarantine ends id's quarantine; k is id's kind.

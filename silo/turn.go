@@ -60,7 +60,8 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	a.Turns++
 	p.inflight++
 	if a.isWorker() {
-		p.workerBusy(a, 1)
+		p.swBusy.Add(1)
+		w.sw = a // counted in its identity's bucket if the turn leaves the partition (detachAt)
 	}
 	w.label(a.k)
 	w.req, w.kind = env.Request, k
@@ -116,7 +117,7 @@ func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.En
 		p.q.PushControl(c)
 		return false
 	}
-	w.req = nil
+	w.req, w.sw = nil, nil
 	if res.kind == tkMessage && res.err == nil && res.req == nil && res.tick == nil && first == nil && p.finishPlain(a) {
 		return true // most turns: a plain tell's, ended the short way
 	}

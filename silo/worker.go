@@ -31,6 +31,7 @@ type worker struct {
 	seq  uint64          // turns started; written by the worker only
 	req  *queues.Request // the ask of the turn running, for a Close after a handoff
 	a    *act            // an activation or deactivation turn's activation (see goexit.go)
+	sw   *act            // the turn's activation, a stateless worker's (stateless.go, offPartition)
 	env  queues.Envelope // and its own copy of its envelope
 	slow atomic.Int64    // when the watchdog took the partition from this turn (unix ns)
 	// and the process's CPU time then (ns; -1 if the platform does not
@@ -160,6 +161,12 @@ func (w *worker) detachAt(x uint64, slow bool) bool {
 		return false
 	}
 	p.handoffs.Add(1)
+	if a := w.sw; a != nil {
+		// Read once the CAS has made the turn this one for good: w.sw
+		// was set before it began, and is not cleared for a turn that
+		// does not end in line.
+		p.offPartition(a, 1)
+	}
 	nw := p.freshWorker()
 	nw.from = w
 	p.s.runners.launch(nw)

@@ -43,7 +43,7 @@ func (p *partition) freshWorker() *worker {
 		return newWorker(p, false)
 	}
 	w.word.Store(w.seq << 2) // wIdle, at the turn count it had
-	w.req, w.a, w.env, w.from = nil, nil, queues.Envelope{}, nil
+	w.req, w.a, w.sw, w.env, w.from = nil, nil, nil, queues.Envelope{}, nil
 	w.kind, w.actRace, w.deciding, w.ilv = 0, 0, false, false
 	w.slow.Store(0)
 	w.stepped.Store(false)
