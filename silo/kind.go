@@ -209,8 +209,9 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // DefaultSpareIdleTimeout (WithSpareIdleTimeout).
 //
 // A message goes to the least loaded of the activations (the identity's
-// first and up to three others): one in a turn only if all those are, and
-// otherwise by the messages sent to it and not yet through their turn,
+// first and up to three others): one in a turn that blocks or runs long
+// only if all those are, and otherwise by the messages sent to it and not
+// yet through their turn,
 // and those waiting behind busy turns in its partition — so that one
 // stuck in a long turn gets nothing more while another has room. A tie
 // goes to the first, so that, as in Orleans, a second activation is made
