@@ -127,13 +127,15 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			return true
 		}
 	}
-	if env.Request != nil && env.Meta != nil && a.busy() {
-		// An ask from a grain's turn, about to wait behind a busy grain:
-		// the one step that can close a deadlock across call chains.
+	if env.Request != nil && env.Meta != nil {
+		// An ask from a grain's turn, about to wait: the one step that can
+		// close a deadlock across call chains — behind a busy grain, or
+		// behind a stateless activation's mailbox, which a turn that
+		// waits on the asking grain may begin before it.
 		if a.isWorker() && p.forwardWorker(a, env) {
 			return true
 		}
-		if p.s.breakDeadlock(env) {
+		if a.busy() && p.s.breakDeadlock(env) {
 			return true
 		}
 	}

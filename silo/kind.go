@@ -217,8 +217,9 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // goes to the first, so that, as in Orleans, a second activation is made
 // only while the first is busy, and an identity called one call at a time
 // keeps one. An ask from a grain's turn that finds the activation it was
-// sent to in a turn after all moves on to one that is not, if any: so a
-// grain the worker calls can call it back from a turn of its own. Each activation
+// sent to in a turn after all, or with messages waiting, moves on to one
+// that is not, if any: so a grain the worker calls can call it back from
+// a turn of its own. Each activation
 // is a grain of its own, built by the factory with the same identity: one
 // turn at a time each, its own timers, its own supervision (one that fails
 // too often is quarantined alone, and messages go to the others

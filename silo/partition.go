@@ -131,9 +131,11 @@ type partition struct {
 	swQueued atomic.Int64
 	swBusy   atomic.Int64
 	swSick   atomic.Int64 // stateless identities quarantined here
-	// swBusyIDs: the same turns by the identity's hash (busyBucket), so a
-	// sender can tell whether its identity's activation here is busy
+	// swBusyIDs: those turns off the partition by the identity's hash
+	// (busyBucket), and swSickIDs the quarantined identities, so a sender
+	// can tell whether its identity's activation here is busy or stopped
 	swBusyIDs *[busyBuckets]atomic.Int32
+	swSickIDs *[busyBuckets]atomic.Int32
 	ovMu      sync.Mutex
 	ov        map[grain.ID]*doorEntry // grains whose backlog is full: their doors (door.go)
 	parked    atomic.Bool             // the owner waits for work (see watchdog)
@@ -171,6 +173,7 @@ func newPartition(s *Silo, idx, limit int) (*partition, error) {
 		done:       make(chan struct{}),
 		over:       make(chan struct{}),
 		swBusyIDs:  new([busyBuckets]atomic.Int32),
+		swSickIDs:  new([busyBuckets]atomic.Int32),
 	}
 	close(p.over)
 	if limit > 0 {

@@ -64,8 +64,8 @@ const pickOf = 4
 // of any grain waiting behind a busy turn; a partition where the
 // identity's own activation is in a turn off the partition — blocked in a
 // call, or slow — comes after every one where it is not (or has none yet,
-// and one would be made), and a partition where a stateless identity is
-// quarantined after all the others. Whether the
+// and one would be made), and a partition where the identity (or another
+// of its bucket) is quarantined after all the others. Whether the
 // owner is parked is left out on purpose: an owner that has just answered
 // a call has not parked yet, and the next call would go to a second
 // activation though the first is free.
@@ -86,7 +86,7 @@ func (p *partition) load(h uint64) int64 {
 	if p.swBusyIDs[busyBucket(h)].Load() > 0 {
 		l += busyLoad
 	}
-	if p.swSick.Load() > 0 {
+	if p.swSickIDs[busyBucket(h)].Load() > 0 {
 		l += sickLoad
 	}
 	return l
@@ -136,14 +136,18 @@ func (p *partition) unquarantine(id grain.ID, k *kind) {
 	delete(p.quarantine, id)
 	if k.workers > 1 {
 		p.swSick.Add(-1)
+		p.swSickIDs[busyBucket(id.HashWithKind(k.nameHash))].Add(-1)
 	}
 }
 
 // sickLoad is what a quarantined stateless identity adds to its
 // partition's load: more than any backlog, so that while one of an
 // identity's activations is quarantined its messages go to the others, if
-// any is well (the count is per partition, not per identity: another
-// stateless identity there avoids it too, for as long).
+// any is well (counted by the bucket of the identity's hash, swSickIDs:
+// another stateless identity of the bucket avoids it too, for as long;
+// counted for the whole partition, as it was, a quarantine anywhere there
+// kept every stateless identity's messages from it, and an ask from a
+// turn from moving on to it, forwardWorker).
 const sickLoad = 1 << 40
 
 // pushWorker is push for a message to a stateless worker, counted in
@@ -166,35 +170,43 @@ func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelop
 }
 
 // forwardWorker moves env, an ask from a grain's turn to a stateless
-// identity whose activation a here is in a turn, on to another of the
-// identity's partitions where its activation is in none — or has none
-// yet, and one is made — and reports whether it did. The sender chose this
-// one when a was not busy, or looked least loaded; but a's turn may wait
-// on the very grain that asks — on a call chain of its own, so no cycle
-// on the ask's chain shows it, and a stateless worker's waits are not in
-// the deadlock graph (deadlock.go) — and the ask, queued behind it, would
-// wait for it until the call timeout while another activation could
-// answer at once (as Orleans sends a message for a stateless worker to an
-// activation that is not busy). Only an ask from a turn can close such a
-// cycle; tells and asks from outside wait for a, as the sender chose.
+// identity whose activation a here cannot take it at once — a is in a
+// turn, or has messages waiting, or waits out a restart's backoff — on to
+// another of the identity's partitions where its activation is in no turn
+// off the partition — or has none yet, and one is made — and reports
+// whether it did. The sender chose this one when a looked free, or least
+// loaded; but a turn of a's, the one under way or one that a message
+// queued ahead begins, may wait on the very grain that asks — on a call
+// chain of its own, so no cycle on the ask's chain shows it, and a
+// stateless worker's waits are not in the deadlock graph (deadlock.go) —
+// and the ask, queued behind it, would wait for it until the call timeout
+// while another activation could answer at once (as Orleans sends a
+// message for a stateless worker to an activation that is not busy).
+// Only an ask from a turn can close such a cycle; tells and asks from
+// outside wait for a, as the sender chose.
 //
 // The push does not wait: if the partition chosen has its queue full, or
 // closed, or taking only late sends (a Shutdown settling), the ask waits
-// here after all. A request is moved at most workers-1 times, so it cannot
-// go round for ever among activations that each begin a turn before it
-// arrives.
+// here after all. A request is moved at most maxForwards times, so it
+// cannot go round for ever among activations that each begin a turn
+// before it arrives — but more than once for each other activation: one
+// free as the ask was moved away from it may be free again when the ask
+// finds the activation it was moved to in a turn (the chaos program that
+// found the deadlock, with two partitions: an ask moved once, then held
+// at that limit behind the turn waiting for it, while the first
+// activation stood free).
 func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
-	k := a.k
-	if p.mode != modeRunning || int(env.Request.Forwards) >= k.workers-1 {
+	if p.mode != modeRunning || env.Request.Forwards >= maxForwards {
 		return false
 	}
+	k := a.k
 	h, b := env.Hash, busyBucket(env.Hash)
 	base := p.s.locator.LocateHash(h).Partition
 	var best *partition
 	var least int64
 	for i := range k.workers {
 		q := p.s.workerPart(base, i)
-		if q == p || q.swBusyIDs[b].Load() > 0 || q.swSick.Load() > 0 {
+		if q == p || q.swBusyIDs[b].Load() > 0 || q.swSickIDs[b].Load() > 0 {
 			continue
 		}
 		if l := q.load(h); best == nil || l < least {
@@ -213,6 +225,10 @@ func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 	}
 	return true
 }
+
+// maxForwards is how many times an ask may be moved on from one stateless
+// activation to another (forwardWorker).
+const maxForwards = 8
 
 // unreserve counts down a message to a stateless worker that its sender
 // counted up and then did not send.

@@ -252,11 +252,12 @@ func TestStatelessWorkerIsNotQueuedBehindItsBusyActivation(t *testing.T) {
 
 // The owner's half of it: an ask from a grain's turn that meets a
 // stateless activation in a turn — the sender chose it before the turn
-// began, say, with the message that began it queued ahead — moves on to
-// another of the identity's partitions where its activation is in none,
-// at most once for each other activation it has. Tells and asks from
-// outside cannot close a cycle, and wait where their sender chose.
-func TestAnAskFromATurnMovesOnFromABusyStatelessActivation(t *testing.T) {
+// began, say, with the message that began it queued ahead — or behind
+// messages that may begin one, moves on to another of the identity's
+// partitions where its activation is in none and is not quarantined, at
+// most maxForwards times. Tells and asks from outside cannot close a
+// cycle, and wait where their sender chose.
+func TestAnAskFromATurnMovesOnFromAStatelessActivationThatMustWait(t *testing.T) {
 	s, err := New(Config{Partitions: 2, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	defer s.Close()
@@ -282,17 +283,32 @@ func TestAnAskFromATurnMovesOnFromABusyStatelessActivation(t *testing.T) {
 	assert.EqualValues(t, 1, p1.swQueued.Load(), "counted there as a sender counts it")
 
 	moved := ask()
-	moved.Forwards = 1
+	moved.Forwards = maxForwards
 	send(moved, caller)
-	assert.Equal(t, 1, a.Mailbox.Len(), "moved once already: as often as the identity has other activations")
+	assert.Equal(t, 1, a.Mailbox.Len(), "moved as often as it may be")
 
 	p1.swBusyIDs[busyBucket(h)].Add(1)
 	send(ask(), caller)
 	p1.swBusyIDs[busyBucket(h)].Add(-1)
 	assert.Equal(t, 2, a.Mailbox.Len(), "the other activation is in a turn too")
 
+	p1.swSickIDs[busyBucket(h)].Add(1)
+	send(ask(), caller)
+	p1.swSickIDs[busyBucket(h)].Add(-1)
+	assert.Equal(t, 3, a.Mailbox.Len(), "the other activation is quarantined")
+
 	send(nil, caller)
 	send(ask(), nil)
-	assert.Equal(t, 4, a.Mailbox.Len(), "a tell, an ask from outside")
+	assert.Equal(t, 5, a.Mailbox.Len(), "a tell, an ask from outside")
 	assert.Equal(t, 1, p1.q.Len())
+
+	// Not in a turn, but with messages waiting (or a restart's backoff to
+	// wait out): a turn that one of them begins may wait on the caller.
+	// A quarantine of another stateless identity there is no reason to
+	// stay.
+	a.Turns = 0
+	p1.swSick.Add(1)
+	send(ask(), caller)
+	assert.Equal(t, 2, p1.q.Len(), "moved on from the waiting messages")
+	assert.Equal(t, 5, a.Mailbox.Len())
 }
