@@ -664,8 +664,7 @@ func (p *partition) rebuild(a *act) {
 func (p *partition) stop(a *act) {
 	p.s.stops.Add(1)
 	if _, again := p.quarantine[a.ID]; !again && a.isWorker() {
-		p.swSick.Add(1) // senders go to the identity's other activations meanwhile
-		p.swSickIDs[busyBucket(a.ID.HashWithKind(a.k.nameHash))].Add(1)
+		p.swSickIDs[a.bucket()].Add(1) // senders go to the identity's other activations meanwhile
 	}
 	p.quarantine[a.ID] = p.now + a.k.sup.Quarantine
 	p.needIdleTicks()

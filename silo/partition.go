@@ -130,7 +130,6 @@ type partition struct {
 	// running here, inline or handed off
 	swQueued atomic.Int64
 	swBusy   atomic.Int64
-	swSick   atomic.Int64 // stateless identities quarantined here
 	// swBusyIDs: those turns off the partition by the identity's hash
 	// (busyBucket), and swSickIDs the quarantined identities, so a sender
 	// can tell whether its identity's activation here is busy or stopped

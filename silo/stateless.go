@@ -117,8 +117,12 @@ const busyLoad = 1 << 32
 // may go below zero for a moment: a turn handed off by the watchdog may
 // end, and its outcome be read, before the watchdog counts it in.)
 func (p *partition) offPartition(a *act, n int32) {
-	p.swBusyIDs[busyBucket(a.ID.HashWithKind(a.k.nameHash))].Add(n)
+	p.swBusyIDs[a.bucket()].Add(n)
 }
+
+// bucket is the bucket of a's identity (busyBucket); hashed again, as only
+// a stateless worker's activations need it, and rarely.
+func (a *act) bucket() uint8 { return busyBucket(a.ID.HashWithKind(a.k.nameHash)) }
 
 // unquarantine ends id's quarantine; k is id's kind.
 // inQuarantine reports whether id is quarantined now; one whose quarantine
@@ -135,7 +139,6 @@ func (p *partition) inQuarantine(id grain.ID, k *kind) bool {
 func (p *partition) unquarantine(id grain.ID, k *kind) {
 	delete(p.quarantine, id)
 	if k.workers > 1 {
-		p.swSick.Add(-1)
 		p.swSickIDs[busyBucket(id.HashWithKind(k.nameHash))].Add(-1)
 	}
 }

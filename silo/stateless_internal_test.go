@@ -116,7 +116,9 @@ func TestStatelessWorkerQuarantineEndsInTheLoad(t *testing.T) {
 	defer cancel()
 	sick := func() (n int64) {
 		for _, p := range s.parts {
-			n += p.swSick.Load()
+			for b := range p.swSickIDs {
+				n += int64(p.swSickIDs[b].Load())
+			}
 		}
 		return n
 	}
@@ -307,7 +309,7 @@ func TestAnAskFromATurnMovesOnFromAStatelessActivationThatMustWait(t *testing.T)
 	// A quarantine of another stateless identity there is no reason to
 	// stay.
 	a.Turns = 0
-	p1.swSick.Add(1)
+	p1.swSickIDs[busyBucket(h)+1].Add(1)
 	send(ask(), caller)
 	assert.Equal(t, 2, p1.q.Len(), "moved on from the waiting messages")
 	assert.Equal(t, 5, a.Mailbox.Len())
