@@ -46,13 +46,13 @@ import (
 // newest asks; the verdict is taken again under a lock of the silo's, and
 // failing an ask marks it answered, so only one of them is failed. The lock
 // is taken only when a cycle was seen.
-func (s *Silo) breakDeadlock(env *queues.Envelope) bool {
-	if s.closesCycle(env) == nil {
+func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
+	if s.closesCycle(env, at) == nil {
 		return false
 	}
 	s.deadlockMu.Lock()
 	defer s.deadlockMu.Unlock()
-	cycle := s.closesCycle(env)
+	cycle := s.closesCycle(env, at)
 	if cycle == nil {
 		return false
 	}
@@ -149,7 +149,8 @@ func (s *Silo) blocksWhileWaiting(id grain.ID) bool {
 // recordsWaits reports whether id's kind is in the graph: a reentrant
 // grain lets asks in while its turns wait, so it never closes a deadlock;
 // a stateless worker's activations share an identity, which the graph
-// cannot tell apart.
+// cannot tell apart where a walk reaches it (their waits are edges under
+// keys of their own, workerWaitKey, read only where a walk begins).
 func (s *Silo) recordsWaits(id grain.ID) bool {
 	k := s.kinds[id.Kind()]
 	return k != nil && k.inWaitGraph()
@@ -169,9 +170,13 @@ func (s *Silo) waitsOf(h uint64) *waitShard {
 const maxCycle = 64
 
 // closesCycle reports the cycle that env, an ask from a grain's turn about to
-// wait behind its busy target, would close — the grains in call order, from
-// its caller back to it — or nil.
-func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
+// wait behind its busy target in partition at, would close — the grains in
+// call order, from its caller back to it — or nil. A stateless worker's
+// activation, whose waits are kept by activation (workerWaitKey), can be
+// the target the walk begins at, where the activation is known; further
+// on, the walk stops at one (recordsWaits), as it cannot tell which of
+// the identity's activations a call waits on.
+func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	caller := env.Sender()
 	if caller.IsZero() || env.Meta.MayInterleave || !s.blocksWhileWaiting(caller) {
 		// No caller to wait; or one that lets in whatever comes; or env
@@ -184,8 +189,12 @@ func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 	path := append(pathBuf[:0], caller, env.Target)
 	asks := append(asksBuf[:0], env.Request)
 	cur, ch := env.Target, env.Hash
+	shard, key := s.waitsOf(ch), ch
+	if k := s.kinds[cur.Kind()]; k != nil && k.workers > 1 {
+		shard, key = &at.waits, workerWaitKey(ch, at.idx)
+	}
 	for range maxCycle {
-		req, next, nh, letIn := s.waitsOf(ch).edge(cur, ch)
+		req, next, nh, letIn := shard.edge(cur, key)
 		if req == nil || req.Resolved() || req.Abandoned() {
 			return nil // cur's turn is not stuck on one known call
 		}
@@ -211,6 +220,16 @@ func (s *Silo) closesCycle(env *queues.Envelope) []grain.ID {
 			}
 		}
 		cur, ch = next, nh
+		shard, key = s.waitsOf(ch), ch
 	}
 	return nil
+}
+
+// workerWaitKey is the key of the wait of a stateless worker's activation
+// in partition part, the identity's hash being h, in part's shard: its
+// identity's hash would be shared with its other activations, in other
+// partitions' shards (an odd multiplier keeps the keys of one identity's
+// activations apart).
+func workerWaitKey(h uint64, part int) uint64 {
+	return h ^ uint64(part+1)*0x9e3779b97f4a7c15
 }

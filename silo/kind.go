@@ -227,11 +227,12 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // fine, a balance is not. A message a grain sends to itself may
 // reach another activation. Deactivate and Stop reach them all;
 // ActiveGrains lists the identity once. A call chain may not come back to a
-// stateless worker's identity (ErrCallCycle), as to any grain's, and its
-// waits are not in the deadlock check's graph: a cycle across call chains
-// through one, with every activation of the identity in a turn, fails at
-// its call timeout. Stateless workers are always activated in the silo
-// that sends to them.
+// stateless worker's identity (ErrCallCycle), as to any grain's. A cycle
+// across call chains through every activation of the identity at once
+// fails at once (ErrCallCycle) when the call that closes it is another
+// grain's, calling the identity back; closed by an activation's own call,
+// it fails at its call timeout. Stateless workers are always activated in
+// the silo that sends to them.
 func WithStatelessWorker(n int) KindOption {
 	return func(k *kind) {
 		if n < 0 {

@@ -175,13 +175,15 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		}
 		defer ti.retakeToken(x)
 	}
-	if hook := ti != nil && ti.reentrantHook(); ti != nil && (ti.a.k.inWaitGraph() || hook) && !ti.deactivating && ti.w.p.s == s {
+	if ti != nil && !ti.deactivating && ti.w.p.s == s {
 		// The turn waits on this call: an edge of the wait-for graph, read
 		// by the owners to fail a call that closes a deadlock (deadlock.go).
 		// A call to another silo's grain is none of this silo's graph.
-		w, mine := &ti.w.p.waits, ti.a.ID.Hash()
-		w.start(ti.a.ID, mine, req, id, h, letIn, hook)
-		defer w.end(mine, req)
+		if mine, hook, ok := ti.waitKey(); ok {
+			w := &ti.w.p.waits
+			w.start(ti.a.ID, mine, req, id, h, letIn, hook)
+			defer w.end(mine, req)
+		}
 	}
 	var first bool
 	if k.workers > 1 {

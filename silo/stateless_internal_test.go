@@ -3,6 +3,7 @@ package silo
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestStatelessWorkersAreNotInTheDeadlockGraph(t *testing.T) {
 	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false)
 	// w's ask, queued behind a, whose turn waits on w.
 	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
-	assert.Nil(t, s.closesCycle(&env))
+	assert.Nil(t, s.closesCycle(&env, s.parts[0]))
 }
 
 // flaky is a stateless worker's grain that fails some messages.
@@ -179,6 +180,14 @@ func (r *relay) Receive(ctx context.Context, gc *grain.Context, msg any) (any, e
 	return "pong", nil
 }
 
+// backlog is how many messages wait in s's mailboxes.
+func backlog(s *Silo) (n int) {
+	for _, b := range s.Stats().Backlog {
+		n += b
+	}
+	return n
+}
+
 // idsIn returns n IDs of kind whose identities' own partition is part.
 func idsIn(s *Silo, kind string, part, n int) []grain.ID {
 	var ids []grain.ID
@@ -313,4 +322,61 @@ func TestAnAskFromATurnMovesOnFromAStatelessActivationThatMustWait(t *testing.T)
 	send(ask(), caller)
 	assert.Equal(t, 2, p1.q.Len(), "moved on from the waiting messages")
 	assert.Equal(t, 5, a.Mailbox.Len())
+}
+
+// A cycle through every activation of a stateless identity at once — each
+// in a turn that waits on a grain whose turn, on a chain of its own, calls
+// the identity back — fails that last call at once with ErrCallCycle, as a
+// cycle through ordinary grains does: the call, with nowhere free to move
+// on to, waits behind an activation whose wait is an edge of the graph
+// under a key of its own (workerWaitKey), and the walk begins there. The
+// activations then get their answers. (Closed the other way — the grain's
+// call waiting first, an activation's call last — it still waits for the
+// call timeout: the walk cannot tell which activation the grain's call
+// waits behind.)
+func TestACycleThroughEveryActivationOfAStatelessWorkerFailsAtOnce(t *testing.T) {
+	s, err := New(Config{Partitions: 2, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	defer s.Close()
+	entered := make(chan string, 64)
+	mk := func(grain.ID) *relay { return &relay{entered: entered} }
+	require.NoError(t, Register(s, "w", mk, WithStatelessWorker(2)))
+	require.NoError(t, Register(s, "a", mk))
+	require.NoError(t, s.Start())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-entered:
+			require.Equal(t, want, got)
+		case <-ctx.Done():
+			t.Fatalf("no turn began (%s)", want)
+		}
+	}
+	w, a := idsIn(s, "w", 0, 1)[0], idsIn(s, "a", 0, 1)[0]
+
+	openA := make(chan struct{})
+	var wg sync.WaitGroup
+	var fromA, fromW1, fromW2 error
+	wg.Go(func() { _, fromA = s.Ask(ctx, a, callVia{to: w, gate: openA, note: "a"}) })
+	next("a") // a's turn holds until openA; then it calls w
+	wg.Go(func() { _, fromW1 = s.Ask(ctx, w, callVia{to: a, note: "w1"}) })
+	next("w1") // one activation of w calls a, and waits behind a's turn
+	wg.Go(func() { _, fromW2 = s.Ask(ctx, w, callVia{to: a, note: "w2"}) })
+	next("w2") // so does the other: every activation of w waits on a
+	// Both calls in a's mailbox, behind its turn:
+	for backlog(s) < 2 {
+		require.NoError(t, ctx.Err())
+		runtime.Gosched()
+	}
+	require.Equal(t, 2, s.Stats().Activations["w"])
+	close(openA)
+	wg.Wait()
+	require.ErrorIs(t, fromA, grain.ErrCallCycle, "a's call back closed the cycle")
+	var cycle *grain.CallCycleError
+	require.ErrorAs(t, fromA, &cycle)
+	assert.Equal(t, []grain.ID{a, w, a}, cycle.Chain)
+	require.NoError(t, fromW1, "answered once a's turn had failed its call")
+	require.NoError(t, fromW2)
 }

@@ -50,6 +50,27 @@ func (ti *turnInfo) reentrantHook() bool {
 	return x != nil && x.activating.Load()
 }
 
+// waitKey returns the key under which a call of the turn is an edge of the
+// wait-for graph (deadlock.go), in its partition's shard, and reports
+// whether it is one: a grain of a kind in the graph by its identity's
+// hash; a reentrant one only in OnActivate (hook); a stateless worker's
+// activation by its own key (workerWaitKey), unless its kind is reentrant.
+func (ti *turnInfo) waitKey() (key uint64, hook, ok bool) {
+	k := ti.a.k
+	switch {
+	case k.inWaitGraph():
+		return ti.a.ID.Hash(), false, true
+	case k.workers > 1:
+		if k.reentrant {
+			return 0, false, false
+		}
+		return workerWaitKey(ti.a.ID.HashWithKind(k.nameHash), ti.w.p.idx), false, true
+	case ti.reentrantHook():
+		return ti.a.ID.Hash(), true, true
+	}
+	return 0, false, false
+}
+
 // chain returns the call chain of the request the turn handles.
 func (ti *turnInfo) chain() queues.Chain {
 	if ti.req == nil {
