@@ -180,6 +180,34 @@ func (r *relay) Receive(ctx context.Context, gc *grain.Context, msg any) (any, e
 	return "pong", nil
 }
 
+// relaySilo starts a silo of two partitions with relay grains of two
+// kinds, "w" a stateless worker of two activations and "a" an ordinary
+// one, closed when the test ends; ctx bounds the test's calls, and next
+// waits for the next turn to begin and checks its note.
+func relaySilo(t *testing.T) (*Silo, context.Context, func(want string)) {
+	t.Helper()
+	s, err := New(Config{Partitions: 2, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	entered := make(chan string, 64)
+	mk := func(grain.ID) *relay { return &relay{entered: entered} }
+	require.NoError(t, Register(s, "w", mk, WithStatelessWorker(2)))
+	require.NoError(t, Register(s, "a", mk))
+	require.NoError(t, s.Start())
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	t.Cleanup(cancel)
+	next := func(want string) {
+		t.Helper()
+		select {
+		case got := <-entered:
+			require.Equal(t, want, got)
+		case <-ctx.Done():
+			t.Fatalf("no turn began (%s)", want)
+		}
+	}
+	return s, ctx, next
+}
+
 // backlog is how many messages wait in s's mailboxes.
 func backlog(s *Silo) (n int) {
 	for _, b := range s.Stats().Backlog {
@@ -210,25 +238,7 @@ func idsIn(s *Silo, kind string, part, n int) []grain.ID {
 // timeout, since a stateless worker's waits are not in the deadlock
 // graph.)
 func TestStatelessWorkerIsNotQueuedBehindItsBusyActivation(t *testing.T) {
-	s, err := New(Config{Partitions: 2, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	defer s.Close()
-	entered := make(chan string, 64)
-	mk := func(grain.ID) *relay { return &relay{entered: entered} }
-	require.NoError(t, Register(s, "w", mk, WithStatelessWorker(2)))
-	require.NoError(t, Register(s, "a", mk))
-	require.NoError(t, s.Start())
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	next := func(want string) {
-		t.Helper()
-		select {
-		case got := <-entered:
-			require.Equal(t, want, got)
-		case <-ctx.Done():
-			t.Fatalf("no turn began (%s)", want)
-		}
-	}
+	s, ctx, next := relaySilo(t)
 
 	// The worker's identity lives in partition 0 first; partition 1 has a
 	// backlog: twenty messages wait behind a held turn there.
@@ -242,7 +252,7 @@ func TestStatelessWorkerIsNotQueuedBehindItsBusyActivation(t *testing.T) {
 	for range 20 {
 		require.NoError(t, s.Tell(ctx, held, "ping"))
 	}
-	_, err = s.Ask(ctx, barrier, "ping") // delivered after the twenty
+	_, err := s.Ask(ctx, barrier, "ping") // delivered after the twenty
 	require.NoError(t, err)
 	require.EqualValues(t, 20, s.parts[1].backlog.Load())
 
@@ -335,25 +345,7 @@ func TestAnAskFromATurnMovesOnFromAStatelessActivationThatMustWait(t *testing.T)
 // call timeout: the walk cannot tell which activation the grain's call
 // waits behind.)
 func TestACycleThroughEveryActivationOfAStatelessWorkerFailsAtOnce(t *testing.T) {
-	s, err := New(Config{Partitions: 2, Logger: slog.New(slog.DiscardHandler)})
-	require.NoError(t, err)
-	defer s.Close()
-	entered := make(chan string, 64)
-	mk := func(grain.ID) *relay { return &relay{entered: entered} }
-	require.NoError(t, Register(s, "w", mk, WithStatelessWorker(2)))
-	require.NoError(t, Register(s, "a", mk))
-	require.NoError(t, s.Start())
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	next := func(want string) {
-		t.Helper()
-		select {
-		case got := <-entered:
-			require.Equal(t, want, got)
-		case <-ctx.Done():
-			t.Fatalf("no turn began (%s)", want)
-		}
-	}
+	s, ctx, next := relaySilo(t)
 	w, a := idsIn(s, "w", 0, 1)[0], idsIn(s, "a", 0, 1)[0]
 
 	openA := make(chan struct{})
