@@ -170,8 +170,9 @@ func (s *Silo) waitsOf(h uint64) *waitShard {
 const maxCycle = 64
 
 // closesCycle reports the cycle that env, an ask from a grain's turn about to
-// wait behind its busy target in partition at, would close — the grains in
-// call order, from its caller back to it — or nil. A stateless worker's
+// wait behind its busy target, would close — the grains in call order, from
+// its caller back to it — or nil; at is the partition of the target's
+// activation if the target is a stateless worker's, else nil. A stateless worker's
 // activation, whose waits are kept by activation (workerWaitKey), can be
 // the target the walk begins at, where the activation is known; further
 // on, the walk stops at one (recordsWaits), as it cannot tell which of
@@ -190,7 +191,7 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	asks := append(asksBuf[:0], env.Request)
 	cur, ch := env.Target, env.Hash
 	shard, key := s.waitsOf(ch), ch
-	if k := s.kinds[cur.Kind()]; k != nil && k.workers > 1 {
+	if at != nil {
 		shard, key = &at.waits, workerWaitKey(ch, at.idx)
 	}
 	for range maxCycle {

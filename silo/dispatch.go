@@ -135,7 +135,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		if a.isWorker() && p.forwardWorker(a, env) {
 			return true
 		}
-		if a.busy() && p.s.breakDeadlock(env, p) {
+		if a.busy() && p.s.breakDeadlock(env, p.workerAt(a)) {
 			return true
 		}
 	}

@@ -229,6 +229,15 @@ func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 	return true
 }
 
+// workerAt returns p if a, one of its activations, is a stateless
+// worker's, else nil: where a deadlock walk finds a's wait (closesCycle).
+func (p *partition) workerAt(a *act) *partition {
+	if a.isWorker() {
+		return p
+	}
+	return nil
+}
+
 // maxForwards is how many times an ask may be moved on from one stateless
 // activation to another (forwardWorker).
 const maxForwards = 8
