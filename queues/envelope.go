@@ -111,18 +111,22 @@ type Request struct {
 	Forwards uint8
 	// handover: how the outcome reaches the caller — in out, taken with
 	// Take, or on done, for a caller that waits there (its low byte, see
-	// Take) — and, in the bit abandoned, whether the caller gave up. One
-	// word for both, beside out: a runtime's ask record that embeds a
+	// Take) — in the bit abandoned, whether the caller gave up, and in the
+	// high bits where the request waits (SetQueuedAt). One word for all,
+	// beside out: a runtime's ask record that embeds a
 	// request fits 192 bytes, a size class whose objects begin on a cache
 	// line, and the outcome and its word share one.
 	handover atomic.Uint32
 }
 
 // abandoned is the bit of Request.handover that says the caller no longer
-// waits for the reply; the handover's state is the low byte.
+// waits for the reply; the handover's state is the low byte; the high 16
+// bits hold where the request waits (SetQueuedAt), plus one.
 const (
-	abandoned uint32 = 1 << 8
-	stateMask uint32 = 0xff
+	abandoned  uint32 = 1 << 8
+	stateMask  uint32 = 0xff
+	queuedAt          = 16
+	queuedMask uint32 = 0xffff << queuedAt
 )
 
 // Abandon records that the caller gave up waiting: its ctx ended, or its
@@ -132,6 +136,31 @@ func (r *Request) Abandon() { r.handover.Or(abandoned) }
 
 // Abandoned reports whether the caller gave up waiting.
 func (r *Request) Abandoned() bool { return r.handover.Load()&abandoned != 0 }
+
+// SetQueuedAt records that the request waits in the mailbox of its
+// target's activation in partition part: of the activations of a target
+// that has several (a stateless worker), the one whose turn it waits
+// behind, which a deadlock walk reads from another goroutine. A part the
+// word cannot hold (65,535 or more) is recorded as unknown.
+// Runtime-owned, like Local.
+func (r *Request) SetQueuedAt(part int) {
+	at := uint32(0)
+	if part >= 0 && part < 0xffff {
+		at = uint32(part+1) << queuedAt
+	}
+	for {
+		x := r.handover.Load()
+		if r.handover.CompareAndSwap(x, x&^queuedMask|at) {
+			return
+		}
+	}
+}
+
+// QueuedAt returns the partition SetQueuedAt last recorded, if any.
+func (r *Request) QueuedAt() (part int, ok bool) {
+	at := r.handover.Load() >> queuedAt
+	return int(at) - 1, at != 0
+}
 
 // NewRequest returns a request whose reply can be awaited with Done.
 func NewRequest(ctx context.Context, chain Chain) *Request {

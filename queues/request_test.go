@@ -123,3 +123,43 @@ func TestRequestAbandonedAndResolvedSurviveEachOther(t *testing.T) {
 		require.Equal(t, i, res.Value, "round %d", i)
 	}
 }
+
+// Where a request waits is kept beside the handover as the abandoned mark
+// is: set or moved while the outcome is written, neither is lost.
+func TestRequestQueuedAtSurvivesTheHandover(t *testing.T) {
+	r := &queues.Request{}
+	r.InitWith(t.Context(), nil, nil)
+	_, ok := r.QueuedAt()
+	assert.False(t, ok, "nowhere yet")
+	r.SetQueuedAt(0)
+	at, ok := r.QueuedAt()
+	require.True(t, ok)
+	assert.Equal(t, 0, at)
+	r.SetQueuedAt(65_534)
+	at, ok = r.QueuedAt()
+	require.True(t, ok)
+	assert.Equal(t, 65_534, at, "the largest the word holds")
+	r.SetQueuedAt(65_535)
+	_, ok = r.QueuedAt()
+	assert.False(t, ok, "too large: unknown, not another partition")
+	r.SetQueuedAt(-1)
+	_, ok = r.QueuedAt()
+	assert.False(t, ok)
+
+	for i := range 20_000 {
+		r := &queues.Request{}
+		r.InitWith(t.Context(), nil, nil)
+		var wg sync.WaitGroup
+		wg.Go(func() { r.Resolve(i, nil) })
+		wg.Go(r.Abandon)
+		r.SetQueuedAt(i % 7)
+		wg.Wait()
+		at, ok := r.QueuedAt()
+		require.True(t, ok, "round %d", i)
+		require.Equal(t, i%7, at, "round %d", i)
+		require.True(t, r.Abandoned(), "round %d", i)
+		res, ok := r.Take()
+		require.True(t, ok, "round %d", i)
+		require.Equal(t, i, res.Value, "round %d", i)
+	}
+}

@@ -19,7 +19,10 @@ import (
 // The silo keeps a wait-for graph of grains: an edge G → H while a turn of
 // the non-reentrant grain G waits on its one call, to H — or while the
 // OnActivate of a reentrant G does, since a grain lets nothing in while it
-// activates (waitEdge.hook). A cycle can only
+// activates (waitEdge.hook). A stateless worker's activations share an
+// identity: each one's wait is an edge under a key of its own
+// (workerWaitKey), and an ask queued behind one records its partition
+// (Request.SetQueuedAt), by which a walk finds it. A cycle can only
 // close when an ask is queued behind a busy grain (any other last step lets
 // the ask run), so that is where the owner looks: from the grain the ask is
 // queued behind, it follows the edges; if they lead back to the ask's own
@@ -137,27 +140,35 @@ func (w *waitShard) hookWaits(id grain.ID, h uint64) bool {
 }
 
 // blocksWhileWaiting reports whether id's waits close deadlocks: its kind
-// is in the graph, or it is a reentrant grain waiting in its OnActivate.
+// lets nothing in while its turns wait (holdsWhileWaiting), or it is a
+// reentrant grain waiting in its OnActivate.
 func (s *Silo) blocksWhileWaiting(id grain.ID) bool {
-	if s.recordsWaits(id) {
+	if s.holdsWhileWaiting(id) {
 		return true
 	}
 	h := id.Hash()
 	return s.waitsOf(h).hookWaits(id, h)
 }
 
-// recordsWaits reports whether id's kind is in the graph: a reentrant
-// grain lets asks in while its turns wait, so it never closes a deadlock;
-// a stateless worker's activations share an identity, which the graph
-// cannot tell apart where a walk reaches it (their waits are edges under
-// keys of their own, workerWaitKey, read only where a walk begins).
-func (s *Silo) recordsWaits(id grain.ID) bool {
+// holdsWhileWaiting reports whether id's kind lets no ask in while a turn
+// waits on a call (unless its WithMayInterleave predicate takes the ask):
+// it is not reentrant. A reentrant grain never closes a deadlock.
+func (s *Silo) holdsWhileWaiting(id grain.ID) bool {
 	k := s.kinds[id.Kind()]
-	return k != nil && k.inWaitGraph()
+	return k != nil && !k.reentrant
+}
+
+// isWorker reports whether id is a stateless worker's, whose activations
+// share it: their waits are edges under keys of their own (workerWaitKey).
+func (s *Silo) isWorker(id grain.ID) bool {
+	k := s.kinds[id.Kind()]
+	return k != nil && k.workers > 1
 }
 
 // inWaitGraph reports whether the waits of k's turns are edges of the
-// graph (see recordsWaits).
+// graph under their identity's hash: a stateless worker's are under keys
+// of their activations' own (turnInfo.waitKey), a reentrant kind's are
+// not edges (but in OnActivate).
 func (k *kind) inWaitGraph() bool { return !k.reentrant && k.workers <= 1 }
 
 // waitsOf returns the shard holding the edge of the grain whose hash is h:
@@ -172,11 +183,11 @@ const maxCycle = 64
 // closesCycle reports the cycle that env, an ask from a grain's turn about to
 // wait behind its busy target, would close — the grains in call order, from
 // its caller back to it — or nil; at is the partition of the target's
-// activation if the target is a stateless worker's, else nil. A stateless worker's
-// activation, whose waits are kept by activation (workerWaitKey), can be
-// the target the walk begins at, where the activation is known; further
-// on, the walk stops at one (recordsWaits), as it cannot tell which of
-// the identity's activations a call waits on.
+// activation if the target is a stateless worker's, else nil. A stateless
+// worker's activations share an identity, and their waits are kept by
+// activation (workerWaitKey): further on, the walk finds the activation an
+// ask to one waits behind by where the ask was queued (Request.QueuedAt),
+// and stops where that is not known.
 func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	caller := env.Sender()
 	if caller.IsZero() || env.Meta.MayInterleave || !s.blocksWhileWaiting(caller) {
@@ -199,14 +210,22 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 		if req == nil || req.Resolved() || req.Abandoned() {
 			return nil // cur's turn is not stuck on one known call
 		}
-		if req.Interleave || ((letIn || !s.recordsWaits(next)) && !s.waitsOf(nh).hookWaits(next, nh)) {
+		if req.Interleave || ((letIn || !s.holdsWhileWaiting(next)) && !s.waitsOf(nh).hookWaits(next, nh)) {
 			return nil // next lets req in while it waits (an activating grain lets nothing in)
 		}
 		asks = append(asks, req)
 		path = append(path, next)
+		shard, key = s.waitsOf(nh), nh
+		if s.isWorker(next) {
+			part, ok := req.QueuedAt()
+			if !ok || part >= len(s.parts) {
+				return nil // not known which of next's activations req waits behind
+			}
+			shard, key = &s.parts[part].waits, workerWaitKey(nh, part)
+		}
 		if next == caller {
-			if own, _, _, _ := s.waitsOf(nh).edge(caller, nh); own != env.Request {
-				return nil
+			if own, _, _, _ := shard.edge(caller, key); own != env.Request {
+				return nil // back at caller's identity, another activation of it
 			}
 			for _, r := range asks[1:] { // the second look (see above)
 				if r.Resolved() || r.Abandoned() {
@@ -220,8 +239,7 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 				return nil // a cycle that env's caller is not on
 			}
 		}
-		cur, ch = next, nh
-		shard, key = s.waitsOf(ch), ch
+		cur = next
 	}
 	return nil
 }

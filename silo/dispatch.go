@@ -132,8 +132,13 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		// close a deadlock across call chains — behind a busy grain, or
 		// behind a stateless activation's mailbox, which a turn that
 		// waits on the asking grain may begin before it.
-		if a.isWorker() && p.forwardWorker(a, env) {
-			return true
+		if a.isWorker() {
+			if p.forwardWorker(a, env) {
+				return true
+			}
+			// It waits here, behind this activation of the identity's
+			// several: where a walk that reaches it looks (closesCycle).
+			env.Request.SetQueuedAt(p.idx)
 		}
 		if a.busy() && p.s.breakDeadlock(env, p.workerAt(a)) {
 			return true

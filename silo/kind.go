@@ -228,10 +228,10 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // reach another activation. Deactivate and Stop reach them all;
 // ActiveGrains lists the identity once. A call chain may not come back to a
 // stateless worker's identity (ErrCallCycle), as to any grain's. A cycle
-// across call chains through every activation of the identity at once
-// fails at once (ErrCallCycle) when the call that closes it is another
-// grain's, calling the identity back; closed by an activation's own call,
-// it fails at its call timeout. Stateless workers are always activated in
+// across call chains through an activation that cannot take the call back
+// fails at once (ErrCallCycle), whichever call closes it: a grain's call
+// back to the identity, or the activation's own call to a grain waiting
+// behind it. Stateless workers are always activated in
 // the silo that sends to them.
 func WithStatelessWorker(n int) KindOption {
 	return func(k *kind) {

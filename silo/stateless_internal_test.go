@@ -17,13 +17,13 @@ import (
 	"github.com/granary-go/granary/queues"
 )
 
-// The deadlock graph keys its edges by identity, which a stateless
-// worker's activations share. Were their waits in it, this would read as a
-// cycle: one activation of w waits on a, and a waits on w — on another of
-// w's activations, which waits on nothing and will answer. Such waits are
-// not recorded (Ask asks kind.inWaitGraph), and a walk that meets such a
-// grain gives no verdict.
-func TestStatelessWorkersAreNotInTheDeadlockGraph(t *testing.T) {
+// A stateless worker's activations share an identity, so their waits are
+// edges under keys of their own, and a walk that reaches the identity
+// finds the activation by where the ask to it waits. Keyed by identity,
+// this would read as a cycle whichever activation a's ask waited behind:
+// one activation of w waits on a, and a waits on w — on another of w's
+// activations, maybe, which waits on nothing and will answer.
+func TestADeadlockWalkFindsAStatelessActivationByWhereTheAskWaits(t *testing.T) {
 	s, err := New(Config{Partitions: 2})
 	require.NoError(t, err)
 	defer s.Close()
@@ -35,13 +35,21 @@ func TestStatelessWorkersAreNotInTheDeadlockGraph(t *testing.T) {
 
 	ctx := t.Context()
 	w, a := grain.NewID("w", "x"), grain.NewID("a", "y")
-	fromW := queues.NewRequest(ctx, nil) // an activation of w calling a
+	fromW := queues.NewRequest(ctx, nil) // w's activation in partition 1 calling a
 	fromA := queues.NewRequest(ctx, nil) // a calling w
-	s.waitsOf(w.Hash()).start(w, w.Hash(), fromW, a, a.Hash(), false, false)
+	s.parts[1].waits.start(w, workerWaitKey(w.Hash(), 1), fromW, a, a.Hash(), false, false)
 	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false)
 	// w's ask, queued behind a, whose turn waits on w.
 	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
-	assert.Nil(t, s.closesCycle(&env, nil))
+	assert.Nil(t, s.closesCycle(&env, nil), "where a's ask waits unknown: no verdict")
+	fromA.SetQueuedAt(0)
+	assert.Nil(t, s.closesCycle(&env, nil), "behind the other activation, which will answer")
+	fromA.SetQueuedAt(7)
+	assert.Nil(t, s.closesCycle(&env, nil), "a partition the silo does not have")
+	fromA.SetQueuedAt(1)
+	assert.Equal(t, []grain.ID{w, a, w}, s.closesCycle(&env, nil), "behind the activation whose call env is")
+	fromA.Abandon()
+	assert.Nil(t, s.closesCycle(&env, nil), "a's caller gave up: it will not wait")
 }
 
 // flaky is a stateless worker's grain that fails some messages.
@@ -166,6 +174,9 @@ func (r *relay) Receive(ctx context.Context, gc *grain.Context, msg any) (any, e
 		case <-m.gate:
 		case <-ctx.Done():
 		}
+	case callTwice:
+		r.entered <- m.note
+		return m.run(ctx, gc)
 	case callVia:
 		r.entered <- m.note
 		if m.gate != nil {
@@ -371,4 +382,69 @@ func TestACycleThroughEveryActivationOfAStatelessWorkerFailsAtOnce(t *testing.T)
 	assert.Equal(t, []grain.ID{a, w, a}, cycle.Chain)
 	require.NoError(t, fromW1, "answered once a's turn had failed its call")
 	require.NoError(t, fromW2)
+}
+
+// callTwice asks first with msg, then, if then is not zero, asks then
+// "ping"; it tells entered its note as its turn begins.
+type callTwice struct {
+	first grain.ID
+	msg   any
+	then  grain.ID
+	note  string
+}
+
+func (c callTwice) run(ctx context.Context, gc *grain.Context) (any, error) {
+	if _, err := gc.Silo().Ask(ctx, c.first, c.msg); err != nil || c.then.IsZero() {
+		return nil, err
+	}
+	return gc.Silo().Ask(ctx, c.then, "ping")
+}
+
+// A cycle that a stateless activation's own call closes fails at once:
+// a's turn calls w, whose ask waits behind one of w's activations — busy,
+// as every one is, each in a call of its own — and that activation's turn
+// then calls a. The walk from its call finds a waiting on w, and, by
+// where a's ask waits, that it waits on this very activation. (Before,
+// the walk stopped at w, which of its activations a waited on unknown,
+// and both calls waited for their deadline.) The other activation's call
+// to a is no cycle: it waits, and is answered.
+func TestACycleAStatelessActivationsOwnCallClosesFailsAtOnce(t *testing.T) {
+	s, ctx, next := relaySilo(t)
+	w, a := idsIn(s, "w", 0, 1)[0], idsIn(s, "a", 0, 1)[0]
+	holders := idsIn(s, "a", 1, 2)
+
+	gates := []chan struct{}{make(chan struct{}), make(chan struct{})}
+	var wg sync.WaitGroup
+	fromW := make([]error, 2)
+	for i, note := range []string{"w1", "w2"} {
+		wg.Go(func() {
+			_, fromW[i] = s.Ask(ctx, w, callTwice{first: holders[i], msg: hold{gate: gates[i]}, then: a, note: note})
+		})
+		next(note)
+		next("hold") // the activation waits on its holder
+	}
+	require.Equal(t, 2, s.Stats().Activations["w"])
+	var fromA error
+	wg.Go(func() { _, fromA = s.Ask(ctx, a, callVia{to: w, note: "a"}) })
+	next("a")
+	for backlog(s) < 1 { // a's ask, behind one of w's activations
+		require.NoError(t, ctx.Err())
+		runtime.Gosched()
+	}
+	close(gates[0])
+	close(gates[1])
+	wg.Wait()
+	require.NoError(t, fromA, "answered once the activation it waited behind had failed its call")
+	failed := 0
+	for _, err := range fromW {
+		if err == nil {
+			continue
+		}
+		failed++
+		require.ErrorIs(t, err, grain.ErrCallCycle)
+		var cycle *grain.CallCycleError
+		require.ErrorAs(t, err, &cycle)
+		assert.Equal(t, []grain.ID{w, a, w}, cycle.Chain)
+	}
+	assert.Equal(t, 1, failed, "only the activation a's ask waited behind closed a cycle")
 }
