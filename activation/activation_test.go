@@ -32,6 +32,9 @@ func TestLifecycleTransitions(t *testing.T) {
 		assert.False(t, activation.CanTransition(activation.Gone, s), "gone is terminal")
 	}
 	assert.False(t, activation.CanTransition(activation.State(99), activation.Gone))
+	var fresh activation.Activation
+	require.NoError(t, fresh.Transition(activation.Backoff), "a fresh record may wait out a restart's backoff")
+	require.NoError(t, fresh.Transition(activation.Activating))
 	assert.Equal(t, "backoff", activation.Backoff.String())
 }
 

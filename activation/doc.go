@@ -6,6 +6,8 @@
 //
 //	Activating -> Active -> Deactivating -> Gone
 //	Active -> Backoff -> Activating   (restart after a failure)
+//	Active -> Deactivating -> Backoff (the same, after the failed instance's OnDeactivate)
+//	Activating -> Backoff             (a fresh record that waits out the restart's backoff)
 //	Activating -> Gone                (activation failed)
 //
 // and Transition rejects every other move. Its Mailbox holds the messages that

@@ -32,7 +32,10 @@ func (s State) String() string {
 
 // allowed[from] is the set of states reachable from from.
 var allowed = [...][]State{
-	Activating:   {Active, Gone, Deactivating},
+	// Backoff: a record whose instance is not built yet waits out a
+	// restart's backoff (its predecessor, given up on in the OnDeactivate
+	// that runs before a restart, left it the restart)
+	Activating:   {Active, Gone, Deactivating, Backoff},
 	Active:       {Backoff, Deactivating, Gone},
 	Backoff:      {Activating, Deactivating, Gone},
 	Deactivating: {Backoff, Gone}, // Backoff: a failed instance's OnDeactivate ran before its restart

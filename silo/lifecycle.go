@@ -103,20 +103,44 @@ func (p *partition) endDeactCtx(a *act, cause error) {
 
 // deactivationOverran gives up on a's OnDeactivate: a is removed now, and
 // what waits for it goes to a fresh activation, while the hook goes on
-// alone.
+// alone. The hook of a failed instance, before a restart, leaves the
+// fresh activation the restart: it waits out the backoff, as after a hook
+// that ended in time (finish), and keeps the restart history.
 func (p *partition) deactivationOverran(a *act) {
-	if cur, ok := p.dir.Get(a.ID, a.ID.Hash()); !ok || cur != a || a.State() != activation.Deactivating {
+	h := a.ID.Hash()
+	if cur, ok := p.dir.Get(a.ID, h); !ok || cur != a || a.State() != activation.Deactivating {
 		return // it finished in time
 	}
 	p.s.log(slog.LevelWarn, "granary: OnDeactivate overran its timeout; the grain was removed without it", "grain", a.ID.String())
 	p.endDeactCtx(a, errDeactivationOverran)
 	restarting := p.restartHook(a)
+	if restarting && a.wantsDeactivate() {
+		// A Deactivate came while the hook ran: the grain goes, as asked,
+		// rather than restart, as after a hook that ended in time (finish).
+		restarting = false
+		p.s.deacts[a.deactReason()].Add(1)
+	}
+	x := a.x.Load()
 	p.remove(a)
-	if b, ok := p.dir.Get(a.ID, a.ID.Hash()); ok && restarting {
-		// The failed instance's hook, before a restart: the fresh instance
-		// that took its messages keeps the restart history, so that a
-		// grain that keeps failing is still stopped at its limit.
-		b.extra().restarts = a.x.Load().restarts
+	if !restarting {
+		return
+	}
+	b, ok := p.dir.Get(a.ID, h) // made for what waited (remove)
+	if !ok {
+		if p.mode != modeRunning {
+			return // nothing waits, and the silo is going: no restart
+		}
+		// Nothing waited: the restart is still the grain's, as restartNow
+		// rebuilds the grain whether or not messages wait.
+		b = p.activate(a.k, a.ID, h)
+		p.makeReady(b)
+	}
+	// The fresh activation keeps the restart history, so that a grain that
+	// keeps failing is still stopped at its limit.
+	b.extra().restarts = x.restarts
+	if backoff := x.deact.backoff; backoff > 0 && p.mode == modeRunning {
+		_ = b.Transition(activation.Backoff) // its ready step passes it by until then
+		p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: b}) })
 	}
 }
 

@@ -211,9 +211,10 @@ func TestWhatComesWhileTheFailedInstancesHookRuns(t *testing.T) {
 }
 
 // A failed instance's OnDeactivate that overruns DeactivationTimeout is
-// given up on as any: the grain's messages go to a fresh instance at once,
-// which keeps the restart history — a grain that keeps failing is still
-// stopped at its limit, though each hook before a restart hangs.
+// given up on as any: the grain's messages go to a fresh instance once the
+// restart's backoff has passed, which keeps the restart history — a grain
+// that keeps failing is still stopped at its limit, though each hook
+// before a restart hangs.
 func TestAnOverrunningHookBeforeARestartKeepsTheRestartLimit(t *testing.T) {
 	wait := make(chan struct{})
 	defer close(wait)
@@ -237,7 +238,10 @@ func TestAnOverrunningHookBeforeARestartKeepsTheRestartLimit(t *testing.T) {
 		<-res.hookIn // the failed instance's hook hangs
 		r := ask()
 		waitBacklog(t, s, 1)
-		clk.Advance(2 * time.Second) // given up on: the crash goes to a fresh instance
+		clk.Advance(2 * time.Second)            // given up on
+		_, err := s.ActiveGrains(ctx, "holder") // a barrier: the owner has given up on it
+		require.NoError(t, err)
+		clk.Advance(time.Second) // the backoff (10 ms, 20 ms) passed: the crash goes to a fresh instance
 		require.ErrorIs(t, <-r, grain.ErrPanic, "crash %d", i)
 	}
 	<-res.hookIn // crash 3 passed the limit of two restarts: stopped
@@ -249,6 +253,94 @@ func TestAnOverrunningHookBeforeARestartKeepsTheRestartLimit(t *testing.T) {
 	for _, h := range hooks {
 		assert.Equal(t, grain.DeactivationFailed, h.why)
 	}
+}
+
+// The restart a failed instance's OnDeactivate came before still waits out
+// its backoff when the hook overruns DeactivationTimeout and is given up
+// on, as after a hook that ends in time: the fresh instance is built once
+// the backoff has passed. (It was built at once, so a grain failing with
+// a hook that hangs — a save to a database that is down — restarted every
+// DeactivationTimeout, whatever its MaxBackoff.)
+func TestAnOverrunningHookBeforeARestartStillWaitsOutTheBackoff(t *testing.T) {
+	wait := make(chan struct{})
+	defer close(wait)
+	res := &resources{hookIn: make(chan struct{}, 8)}
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sup := activation.Supervision{MaxRestarts: 5, Window: time.Hour, MinBackoff: time.Minute, MaxBackoff: time.Minute, Quarantine: time.Hour}
+	s := holderSilo(t, silo.Config{Clock: clk, DeactivationTimeout: time.Second, Partitions: 1}, res, wait, 2, silo.WithSupervision(sup))
+	ctx, id, other := ctxT(t), grain.NewID("holder", "h"), grain.NewID("holder", "other")
+	ask := func(msg any) <-chan error {
+		r := make(chan error, 1)
+		go func() {
+			_, err := s.Ask(ctx, id, msg)
+			r <- err
+		}()
+		return r
+	}
+	built := func() int {
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		return res.built
+	}
+	require.ErrorIs(t, <-ask(crashNow{}), grain.ErrPanic) // restart 1: no backoff
+	<-res.hookIn                                          // instance 1's hook hangs
+	r := ask(crashNow{})
+	waitBacklog(t, s, 1)
+	clk.Advance(2 * time.Second)            // given up on: instance 2 at once
+	require.ErrorIs(t, <-r, grain.ErrPanic) // restart 2: a minute's backoff
+	<-res.hookIn                            // instance 2's hook hangs too
+
+	r = ask(instanceOf{})
+	waitBacklog(t, s, 1)
+	clk.Advance(2 * time.Second) // given up on: the backoff begins
+	for range 2 {                // rounds of the partition, which would have built it
+		_, err := s.Ask(ctx, other, instanceOf{})
+		require.NoError(t, err)
+	}
+	select {
+	case err := <-r:
+		t.Fatalf("answered during the backoff (%v)", err)
+	default:
+	}
+	require.Equal(t, 3, built(), "instances 1 and 2, and other's: none for h yet")
+	clk.Advance(59 * time.Second)
+	_, err := s.ActiveGrains(ctx, "holder")
+	require.NoError(t, err)
+	require.Empty(t, r, "a second short of the backoff")
+	clk.Advance(time.Second)
+	require.NoError(t, <-r, "answered by the fresh instance")
+	require.Equal(t, 4, built())
+}
+
+// A grain asked to go while its failed instance's OnDeactivate runs goes,
+// rather than restart, when the hook overruns and is given up on, as when
+// it ends in time: no backoff holds its next message, which activates it
+// afresh.
+func TestAGrainAskedToGoWhileItsOverrunningHookRanGoes(t *testing.T) {
+	wait := make(chan struct{})
+	defer close(wait)
+	res := &resources{hookIn: make(chan struct{}, 8)}
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sup := activation.Supervision{MaxRestarts: 5, Window: time.Hour, MinBackoff: time.Minute, MaxBackoff: time.Minute, Quarantine: time.Hour}
+	s := holderSilo(t, silo.Config{Clock: clk, DeactivationTimeout: time.Second}, res, wait, 1<<30, silo.WithSupervision(sup))
+	ctx, id := ctxT(t), grain.NewID("holder", "h")
+	_, err := s.Ask(ctx, id, crashNow{})
+	require.ErrorIs(t, err, grain.ErrPanic) // restart 1: no backoff
+	<-res.hookIn                            // instance 1's hook hangs
+	clk.Advance(2 * time.Second)            // given up on
+	_, err = s.Ask(ctx, id, crashNow{})
+	require.ErrorIs(t, err, grain.ErrPanic) // restart 2: a minute's backoff
+	<-res.hookIn                            // instance 2's hook hangs too
+	require.NoError(t, s.Deactivate(ctx, id))
+	_, err = s.ActiveGrains(ctx, "holder") // a barrier: the owner has taken the Deactivate
+	require.NoError(t, err)
+	clk.Advance(2 * time.Second) // given up on
+	_, err = s.ActiveGrains(ctx, "holder")
+	require.NoError(t, err)
+	got, err := s.Ask(ctx, id, instanceOf{})
+	require.NoError(t, err, "no backoff: the grain went")
+	assert.Equal(t, 3, got)
+	assert.Equal(t, uint64(1), s.Stats().Deactivations[grain.DeactivationRequested])
 }
 
 // A grain asked to go while the turn that fails runs (a Silo.Deactivate or
