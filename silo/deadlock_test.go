@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -191,4 +192,57 @@ func TestAnAnsweredCallIsNoWait(t *testing.T) {
 	}
 	wg.Wait()
 	require.Zero(t, s.Stats().DeadLetters[grain.ReasonDeadlock])
+}
+
+// A reentrant grain being stopped lets in nothing from other chains: what
+// comes after the Stop waits for its next instance, and the Stop for its
+// turns. So when its waiting turn's callee, in a turn of another chain,
+// calls it back, the cycle is a deadlock like any: that call fails at once
+// with ErrCallCycle, the waiting turn is answered, and the grain stops.
+// (Its waits were no part of the graph: both calls waited for their
+// deadlines.)
+func TestACallBackIntoAStoppingReentrantGrainThatWaitsOnItFailsFast(t *testing.T) {
+	pIn, gate := make(chan struct{}, 1), make(chan struct{})
+	r, p := grain.NewID("reent", "r"), grain.NewID("plain", "p")
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "reent", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "callP" {
+					return silo.Call[string](ctx, gc.Silo(), p, "ping")
+				}
+				return "r-ok", nil
+			}
+		}, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "plain", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "ping" {
+					return "pong", nil
+				}
+				pIn <- struct{}{}
+				<-gate
+				return silo.Call[string](ctx, gc.Silo(), r, "hi")
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromP := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, p, "call r"); fromP <- err }()
+	<-pIn // p's turn holds
+	fromR := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, r, "callP"); fromR <- err }()
+	waitBacklog(t, s, 1) // r's turn waits on p, its call behind p's turn
+	require.NoError(t, s.Stop(ctx, r))
+	_, err := s.ActiveGrains(ctx, "reent") // a barrier: r's owner has taken the Stop
+	require.NoError(t, err)
+	close(gate) // p calls r, which is stopping and waits on p: the cycle closes
+	err = <-fromP
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	var cyc *grain.CallCycleError
+	require.ErrorAs(t, err, &cyc)
+	assert.Equal(t, []grain.ID{p, r, p}, cyc.Chain)
+	require.NoError(t, <-fromR, "r's call answered once p's turn had ended")
+	got, err := silo.Call[string](ctx, s, r, "hi")
+	require.NoError(t, err)
+	assert.Equal(t, "r-ok", got, "a fresh instance, after the stop")
 }

@@ -52,8 +52,9 @@ func (ti *turnInfo) reentrantHook() bool {
 
 // waitKey returns the key under which a call of the turn is an edge of the
 // wait-for graph (deadlock.go), in its partition's shard, and reports
-// whether it is one: a grain of a kind in the graph by its identity's
-// hash; a reentrant one only in OnActivate (hook); a stateless worker's
+// whether it is one: a grain's by its identity's hash — a reentrant one's
+// too, read only where the grain lets nothing in (hook: in OnActivate; or
+// stopping, which its owner knows: closesCycle) — a stateless worker's
 // activation by its own key (workerWaitKey), unless its kind is reentrant.
 func (ti *turnInfo) waitKey() (key uint64, hook, ok bool) {
 	k := ti.a.k
@@ -65,10 +66,8 @@ func (ti *turnInfo) waitKey() (key uint64, hook, ok bool) {
 			return 0, false, false
 		}
 		return workerWaitKey(ti.a.ID.HashWithKind(k.nameHash), ti.w.p.idx), false, true
-	case ti.reentrantHook():
-		return ti.a.ID.Hash(), true, true
 	}
-	return 0, false, false
+	return ti.a.ID.Hash(), ti.reentrantHook(), true
 }
 
 // chain returns the call chain of the request the turn handles.
