@@ -67,6 +67,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "relay", func(grain.ID) benchRelay { return benchRelay{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "relayr", func(grain.ID) benchRelay { return benchRelay{} }, silo.WithReentrant()); err != nil {
+		b.Fatal(err)
+	}
 	if err := silo.Register(s, "chain", func(grain.ID) benchChain { return benchChain{} }); err != nil {
 		b.Fatal(err)
 	}
@@ -376,6 +379,11 @@ func (benchRelay) Receive(ctx context.Context, c *grain.Context, _ any) (any, er
 
 // BenchmarkNestedCall: a call whose handler calls another grain.
 func BenchmarkNestedCall(b *testing.B) { benchCalls(b, grain.NewID("relay", "r")) }
+
+// BenchmarkNestedCallReentrant: the same from a grain of a reentrant kind,
+// whose call is an edge of the wait-for graph too (read only while the
+// grain is stopping or activating: deadlock.go).
+func BenchmarkNestedCallReentrant(b *testing.B) { benchCalls(b, grain.NewID("relayr", "r")) }
 
 // benchChain n calls benchChain n-1, and benchChain 0 calls a benchGrain: a
 // call chain n+1 grains deep.
