@@ -255,6 +255,20 @@ func TestAnOverrunningHookBeforeARestartKeepsTheRestartLimit(t *testing.T) {
 	}
 }
 
+// minuteBackoffSilo is holderSilo on a manual clock, with partitions
+// partitions (0: the default), a DeactivationTimeout of a second, and
+// restarts (but the first) a minute apart; the instances numbered first
+// hang in OnDeactivate until the test ends.
+func minuteBackoffSilo(t *testing.T, partitions, first int) (*silo.Silo, *resources, *clock.Manual) {
+	wait := make(chan struct{})
+	t.Cleanup(func() { close(wait) })
+	res := &resources{hookIn: make(chan struct{}, 8)}
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	sup := activation.Supervision{MaxRestarts: 5, Window: time.Hour, MinBackoff: time.Minute, MaxBackoff: time.Minute, Quarantine: time.Hour}
+	cfg := silo.Config{Clock: clk, DeactivationTimeout: time.Second, Partitions: partitions}
+	return holderSilo(t, cfg, res, wait, first, silo.WithSupervision(sup)), res, clk
+}
+
 // The restart a failed instance's OnDeactivate came before still waits out
 // its backoff when the hook overruns DeactivationTimeout and is given up
 // on, as after a hook that ends in time: the fresh instance is built once
@@ -262,12 +276,7 @@ func TestAnOverrunningHookBeforeARestartKeepsTheRestartLimit(t *testing.T) {
 // a hook that hangs — a save to a database that is down — restarted every
 // DeactivationTimeout, whatever its MaxBackoff.)
 func TestAnOverrunningHookBeforeARestartStillWaitsOutTheBackoff(t *testing.T) {
-	wait := make(chan struct{})
-	defer close(wait)
-	res := &resources{hookIn: make(chan struct{}, 8)}
-	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	sup := activation.Supervision{MaxRestarts: 5, Window: time.Hour, MinBackoff: time.Minute, MaxBackoff: time.Minute, Quarantine: time.Hour}
-	s := holderSilo(t, silo.Config{Clock: clk, DeactivationTimeout: time.Second, Partitions: 1}, res, wait, 2, silo.WithSupervision(sup))
+	s, res, clk := minuteBackoffSilo(t, 1, 2)
 	ctx, id, other := ctxT(t), grain.NewID("holder", "h"), grain.NewID("holder", "other")
 	ask := func(msg any) <-chan error {
 		r := make(chan error, 1)
@@ -317,12 +326,7 @@ func TestAnOverrunningHookBeforeARestartStillWaitsOutTheBackoff(t *testing.T) {
 // it ends in time: no backoff holds its next message, which activates it
 // afresh.
 func TestAGrainAskedToGoWhileItsOverrunningHookRanGoes(t *testing.T) {
-	wait := make(chan struct{})
-	defer close(wait)
-	res := &resources{hookIn: make(chan struct{}, 8)}
-	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	sup := activation.Supervision{MaxRestarts: 5, Window: time.Hour, MinBackoff: time.Minute, MaxBackoff: time.Minute, Quarantine: time.Hour}
-	s := holderSilo(t, silo.Config{Clock: clk, DeactivationTimeout: time.Second}, res, wait, 1<<30, silo.WithSupervision(sup))
+	s, res, clk := minuteBackoffSilo(t, 0, 1<<30)
 	ctx, id := ctxT(t), grain.NewID("holder", "h")
 	_, err := s.Ask(ctx, id, crashNow{})
 	require.ErrorIs(t, err, grain.ErrPanic) // restart 1: no backoff
