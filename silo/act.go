@@ -139,7 +139,13 @@ type actExtra struct {
 	// interleave with it — the grain's state may not be loaded yet — but
 	// calls back on its call chain still do, or they would deadlock.
 	activating atomic.Bool
-	callMu     sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
+	// held: the grain is being stopped, and lets nothing in from now on
+	// but calls back on its waiting turns' chains. Set by the owner, read
+	// by its turns' calls, both under its partition's wait shard lock
+	// (waitShard.hold, start): such a call is an edge a deadlock walk
+	// reads, as an OnActivate's is (waitEdge.hook).
+	held   atomic.Bool
+	callMu sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
 	// owner: how many messages in the mailbox its kind's WithMayInterleave
 	// predicate let in, so that flushMailbox looks through it only when one
 	// may go in

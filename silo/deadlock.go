@@ -3,6 +3,7 @@ package silo
 import (
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -71,8 +72,9 @@ type waitEdge struct {
 	thash  uint64 // target's hash
 	n      int    // calls out
 	letIn  bool   // the target lets req in while it waits (WithMayInterleave)
-	// hook: the waiting grain is of a reentrant kind, in OnActivate, which
-	// lets nothing in while it waits but calls back on its own chain
+	// hook: the waiting grain is of a reentrant kind, in OnActivate — or an
+	// interleaving grain being stopped (actExtra.held) — which lets nothing
+	// in while it waits but calls back on its own chain
 	hook bool
 }
 
@@ -85,12 +87,15 @@ type waitShard struct {
 }
 
 // start records that a turn of id (whose hash is h) waits on req, to
-// target (whose hash is th); letIn, that target lets req in while it waits.
-func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool) {
+// target (whose hash is th); letIn, that target lets req in while it waits;
+// hook, that id lets nothing in while it waits (waitEdge.hook), as it does
+// too once held is set (nil: never).
+func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool, held *atomic.Bool) {
 	w.mu.Lock()
 	if w.m == nil {
 		w.m = make(map[uint64]waitEdge)
 	}
+	hook = hook || held != nil && held.Load() // under the lock hold takes
 	e, ok := w.m[h]
 	if ok {
 		e.n++
@@ -99,6 +104,20 @@ func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target gra
 		e = waitEdge{id: id, req: req, target: target, thash: th, n: 1, letIn: letIn, hook: hook}
 	}
 	w.m[h] = e
+	w.mu.Unlock()
+}
+
+// hold records that id (whose hash is h), an interleaving grain, lets
+// nothing in from now on but calls back on its waiting turns' chains (it
+// is being stopped): its call out now, if any, and those it makes later
+// (start reads held) wait as an OnActivate's do (waitEdge.hook).
+func (w *waitShard) hold(id grain.ID, h uint64, held *atomic.Bool) {
+	w.mu.Lock()
+	held.Store(true)
+	if e, ok := w.m[h]; ok && e.id == id {
+		e.hook = true
+		w.m[h] = e
+	}
 	w.mu.Unlock()
 }
 

@@ -246,3 +246,57 @@ func TestACallBackIntoAStoppingReentrantGrainThatWaitsOnItFailsFast(t *testing.T
 	require.NoError(t, err)
 	assert.Equal(t, "r-ok", got, "a fresh instance, after the stop")
 }
+
+// The same cycle, closed the other way: the stopping reentrant grain's turn,
+// still running when the Stop came, calls a grain whose turn waits on a
+// call back into it, held since the Stop. Its call fails at once with
+// ErrCallCycle, and, the grain gone, the held call reaches a fresh
+// instance. (A grain being stopped marks its waits as an activating one
+// does: waitShard.hold.)
+func TestAStoppingReentrantGrainsCallThatClosesACycleFailsFast(t *testing.T) {
+	pIn, rIn := make(chan struct{}, 1), make(chan struct{}, 1)
+	gateP, gateR := make(chan struct{}), make(chan struct{})
+	r, p := grain.NewID("reent", "r"), grain.NewID("plain", "p")
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "reent", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "callP" {
+					rIn <- struct{}{}
+					<-gateR
+					return silo.Call[string](ctx, gc.Silo(), p, "ping")
+				}
+				return "r-ok", nil
+			}
+		}, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "plain", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "ping" {
+					return "pong", nil
+				}
+				pIn <- struct{}{}
+				<-gateP
+				return silo.Call[string](ctx, gc.Silo(), r, "hi")
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromR := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, r, "callP"); fromR <- err }()
+	<-rIn // r's turn runs, not in a call yet
+	fromP := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, p, "call r"); fromP <- err }()
+	<-pIn // p's turn holds
+	require.NoError(t, s.Stop(ctx, r))
+	_, err := s.ActiveGrains(ctx, "reent") // a barrier: r's owner has taken the Stop
+	require.NoError(t, err)
+	close(gateP)         // p calls r, held by the Stop
+	waitBacklog(t, s, 1) // p's call waits for r's next instance
+	close(gateR)         // r's turn calls p, which waits on r: the cycle closes
+	err = <-fromR
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	var cyc *grain.CallCycleError
+	require.ErrorAs(t, err, &cyc)
+	assert.Equal(t, []grain.ID{r, p, r}, cyc.Chain)
+	require.NoError(t, <-fromP, "p's call answered by r's next instance")
+}

@@ -738,6 +738,11 @@ func (p *partition) stoppedAhead(env *queues.Envelope) bool {
 // dead letter.
 func (p *partition) halt(a *act, why grain.DeactivationReason) {
 	a.setStopping(true)
+	if a.k.interleaves() {
+		// It lets nothing in from now on but calls back on its waiting
+		// turns' chains: their calls are edges a deadlock walk reads.
+		p.waits.hold(a.ID, a.ID.Hash(), &a.extra().held)
+	}
 	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	a.setDeactWant(false) // a stop is the reason, whatever asked before it
 	a.wantDeactivate(why)

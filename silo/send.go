@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/grain"
@@ -181,7 +182,11 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		// A call to another silo's grain is none of this silo's graph.
 		if mine, hook, ok := ti.waitKey(); ok {
 			w := &ti.w.p.waits
-			w.start(ti.a.ID, mine, req, id, h, letIn, hook)
+			var held *atomic.Bool
+			if x := ti.a.x.Load(); x != nil && ti.a.k.interleaves() {
+				held = &x.held
+			}
+			w.start(ti.a.ID, mine, req, id, h, letIn, hook, held)
 			defer w.end(mine, req)
 		}
 	}
