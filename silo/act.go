@@ -143,7 +143,7 @@ type actExtra struct {
 	// but calls back on its waiting turns' chains. Set by the owner, read
 	// by its turns' calls, both under its partition's wait shard lock
 	// (waitShard.hold, start): such a call is an edge a deadlock walk
-	// reads, as an OnActivate's is (waitEdge.hook).
+	// reads, as an OnActivate's is (waitCall.hook).
 	held   atomic.Bool
 	callMu sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
 	// owner: how many messages in the mailbox its kind's WithMayInterleave

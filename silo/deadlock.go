@@ -20,7 +20,7 @@ import (
 // The silo keeps a wait-for graph of grains: an edge G → H while a turn of
 // the non-reentrant grain G waits on its one call, to H — or while the
 // OnActivate of a reentrant G does, since a grain lets nothing in while it
-// activates (waitEdge.hook). A stateless worker's activations share an
+// activates (waitCall.hook). A stateless worker's activations share an
 // identity: each one's wait is an edge under a key of its own
 // (workerWaitKey), and an ask queued behind one records its partition
 // (Request.SetQueuedAt), by which a walk finds it. A cycle can only
@@ -64,13 +64,11 @@ func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition, shut bool) boo
 	return true
 }
 
-// waitEdge is a grain's outstanding call.
-type waitEdge struct {
-	id     grain.ID        // the waiting grain (the map's key is its hash)
-	req    *queues.Request // nil when the grain has more than one call out
+// waitCall is one outstanding call of a grain.
+type waitCall struct {
+	req    *queues.Request
 	target grain.ID
 	thash  uint64 // target's hash
-	n      int    // calls out
 	letIn  bool   // the target lets req in while it waits (WithMayInterleave)
 	// hook: the waiting grain is of a reentrant kind, in OnActivate — or an
 	// interleaving grain being stopped (actExtra.held) — which lets nothing
@@ -78,9 +76,24 @@ type waitEdge struct {
 	hook bool
 }
 
+// waitEdge is a grain's outstanding calls: the first in line, the others
+// (a fan-out, interleaved turns) in more, which is nil for most grains —
+// an edge allocates nothing. Kept exactly, so that when a grain is down
+// to one call again, the walk knows which.
+type waitEdge struct {
+	id grain.ID // the waiting grain (the map's key is its hash)
+	waitCall
+	more []waitCall
+	// mixed: two grains of one hash share the entry, which then knows
+	// neither (the walk stops there) until their calls are all over
+	mixed bool
+}
+
+// one reports whether the edge is id's one call out, which a walk follows.
+func (e *waitEdge) one(id grain.ID) bool { return e.id == id && !e.mixed && len(e.more) == 0 }
+
 // waitShard holds the edges of one partition's grains, by the hash of the
-// waiting grain's identity; two grains of one hash share an entry that
-// knows neither (the walk stops there). Safe for concurrent use.
+// waiting grain's identity. Safe for concurrent use.
 type waitShard struct {
 	mu sync.Mutex
 	m  map[uint64]waitEdge
@@ -88,34 +101,36 @@ type waitShard struct {
 
 // start records that a turn of id (whose hash is h) waits on req, to
 // target (whose hash is th); letIn, that target lets req in while it waits;
-// hook, that id lets nothing in while it waits (waitEdge.hook), as it does
+// hook, that id lets nothing in while it waits (waitCall.hook), as it does
 // too once held is set (nil: never).
 func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool, held *atomic.Bool) {
 	w.mu.Lock()
 	if w.m == nil {
 		w.m = make(map[uint64]waitEdge)
 	}
-	hook = hook || held != nil && held.Load() // under the lock hold takes
-	e, ok := w.m[h]
-	if ok {
-		e.n++
-		e.req = nil // several calls out (or two grains of one hash): unknown
+	c := waitCall{req: req, target: target, thash: th, letIn: letIn, hook: hook || held != nil && held.Load()} // under the lock hold takes
+	if e, ok := w.m[h]; ok {
+		e.mixed = e.mixed || e.id != id
+		e.more = append(e.more, c)
+		w.m[h] = e
 	} else {
-		e = waitEdge{id: id, req: req, target: target, thash: th, n: 1, letIn: letIn, hook: hook}
+		w.m[h] = waitEdge{id: id, waitCall: c}
 	}
-	w.m[h] = e
 	w.mu.Unlock()
 }
 
 // hold records that id (whose hash is h), an interleaving grain, lets
 // nothing in from now on but calls back on its waiting turns' chains (it
-// is being stopped): its call out now, if any, and those it makes later
-// (start reads held) wait as an OnActivate's do (waitEdge.hook).
+// is being stopped): its calls out now, if any, and those it makes later
+// (start reads held) wait as an OnActivate's do (waitCall.hook).
 func (w *waitShard) hold(id grain.ID, h uint64, held *atomic.Bool) {
 	w.mu.Lock()
 	held.Store(true)
-	if e, ok := w.m[h]; ok && e.id == id {
+	if e, ok := w.m[h]; ok && e.id == id && !e.mixed {
 		e.hook = true
+		for i := range e.more {
+			e.more[i].hook = true
+		}
 		w.m[h] = e
 	}
 	w.mu.Unlock()
@@ -124,38 +139,53 @@ func (w *waitShard) hold(id grain.ID, h uint64, held *atomic.Bool) {
 // end records that the call req of the grain whose hash is h is over.
 func (w *waitShard) end(h uint64, req *queues.Request) {
 	w.mu.Lock()
-	if e, ok := w.m[h]; ok {
-		if e.n--; e.n == 0 {
+	defer w.mu.Unlock()
+	e, ok := w.m[h]
+	if !ok {
+		return
+	}
+	last := len(e.more) - 1
+	if e.req == req {
+		if last < 0 {
 			delete(w.m, h)
-		} else {
-			if e.req == req {
-				e.req = nil
+			return
+		}
+		e.waitCall, e.more[last] = e.more[last], waitCall{}
+		e.more = e.more[:last]
+	} else {
+		for i := range e.more {
+			if e.more[i].req == req {
+				e.more[i], e.more[last] = e.more[last], waitCall{}
+				e.more = e.more[:last]
+				break
 			}
-			w.m[h] = e
 		}
 	}
-	w.mu.Unlock()
+	if len(e.more) == 0 {
+		e.more = nil // mixed stays: the call left may be the other grain's
+	}
+	w.m[h] = e
 }
 
 // edge returns the outstanding call of id (whose hash is h), if it has
 // exactly one, its target, and whether the target lets it in while it waits.
 func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target grain.ID, th uint64, letIn bool) {
 	w.mu.Lock()
-	if e, ok := w.m[h]; ok && e.req != nil && e.id == id {
+	if e, ok := w.m[h]; ok && e.one(id) {
 		req, target, th, letIn = e.req, e.target, e.thash, e.letIn
 	}
 	w.mu.Unlock()
 	return req, target, th, letIn
 }
 
-// hookWaits reports whether id (whose hash is h) is a reentrant grain whose
-// OnActivate waits on one call: it lets nothing in but calls back on its
-// own chain, as a grain of a kind in the graph does while it waits.
+// hookWaits reports whether id (whose hash is h) is a grain that lets
+// nothing in while it waits on its one call (waitCall.hook) but calls back
+// on its own chain, as a grain of a kind in the graph does.
 func (w *waitShard) hookWaits(id grain.ID, h uint64) bool {
 	w.mu.Lock()
 	e, ok := w.m[h]
 	w.mu.Unlock()
-	return ok && e.hook && e.req != nil && e.id == id
+	return ok && e.one(id) && e.hook
 }
 
 // blocksWhileWaiting reports whether id's waits close deadlocks: its kind
@@ -209,7 +239,7 @@ const maxCycle = 64
 // and stops where that is not known. shut is the owner's word that the
 // target lets nothing in until it has gone, whatever its kind (a Stop
 // under way): a reentrant grain's waits, recorded too, are read then, and
-// where it activates (waitEdge.hook), and nowhere else — the owner lets
+// where it activates (waitCall.hook), and nowhere else — the owner lets
 // an ask in once a turn waits, which the edge may show before the owner
 // knows it.
 func (s *Silo) closesCycle(env *queues.Envelope, at *partition, shut bool) []grain.ID {

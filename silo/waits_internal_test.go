@@ -1,0 +1,71 @@
+package silo
+
+import (
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// A grain's calls out are kept exactly: with two out, a walk follows
+// neither; once one is over, it follows the other — which grain's turn
+// waits on what is known again. (One unknown call stayed unknown until
+// every call of the grain was over: a reentrant grain that had had two
+// turns waiting at once closed no verdict after, and a cycle through it
+// waited for the deadline.)
+func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
+	var w waitShard
+	ctx := t.Context()
+	a, b, c := grain.NewID("k", "a"), grain.NewID("k", "b"), grain.NewID("k", "c")
+	r1, r2, r3 := queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil)
+	follows := func(id grain.ID) *queues.Request {
+		req, _, _, _ := w.edge(id, 1)
+		return req
+	}
+
+	w.start(a, 1, r1, b, 2, false, false, nil)
+	assert.Same(t, r1, follows(a))
+	w.start(a, 1, r2, c, 3, false, false, nil)
+	assert.Nil(t, follows(a), "two calls out")
+	w.end(1, r1)
+	assert.Same(t, r2, follows(a), "the one left")
+	_, target, th, _ := w.edge(a, 1)
+	assert.Equal(t, c, target)
+	assert.Equal(t, uint64(3), th)
+	w.start(a, 1, r1, b, 2, false, false, nil)
+	w.end(1, r1)
+	assert.Same(t, r2, follows(a), "the later one over, the first is left")
+	w.end(1, r2)
+	assert.Empty(t, w.m, "nothing out: no entry")
+
+	// Two grains of one hash: the entry knows neither until both are over.
+	w.start(a, 1, r1, b, 2, false, false, nil)
+	w.start(b, 1, r2, c, 3, false, false, nil)
+	w.end(1, r1)
+	assert.Nil(t, follows(a))
+	assert.Nil(t, follows(b), "the call left is b's, the entry a's")
+	w.end(1, r2)
+	w.start(b, 1, r3, c, 3, false, false, nil)
+	assert.Same(t, r3, follows(b), "a fresh entry")
+	w.end(1, r3)
+
+	// hold marks every call out, and those made after it.
+	var held atomic.Bool
+	w.start(a, 1, r1, b, 2, false, false, &held)
+	w.start(a, 1, r2, c, 3, false, false, &held)
+	w.hold(a, 1, &held)
+	w.start(a, 1, r3, c, 3, false, false, &held)
+	assert.False(t, w.hookWaits(a, 1), "three calls out")
+	w.end(1, r1)
+	w.end(1, r3)
+	assert.True(t, w.hookWaits(a, 1), "its one call left, marked by hold")
+	w.end(1, r2)
+	w.start(a, 1, r3, c, 3, false, false, &held)
+	assert.True(t, w.hookWaits(a, 1), "a call made after hold")
+	w.end(1, r3)
+	w.start(a, 1, r1, b, 2, false, false, nil)
+	assert.False(t, w.hookWaits(a, 1), "a grain that is not held")
+}
