@@ -194,6 +194,50 @@ func TestAnAnsweredCallIsNoWait(t *testing.T) {
 	require.Zero(t, s.Stats().DeadLetters[grain.ReasonDeadlock])
 }
 
+// stoppingCycle is a silo with two kinds for a cycle through a reentrant
+// grain being stopped: reent/r's "callP" asks plain/p "ping" — after it
+// tells rIn and waits for rGate, when rIn is not nil — and plain/p's other
+// messages tell pIn and wait for pGate, then ask reent/r.
+type stoppingCycle struct {
+	s            *silo.Silo
+	r, p         grain.ID
+	rIn, pIn     chan struct{}
+	rGate, pGate chan struct{}
+}
+
+func newStoppingCycle(t *testing.T, rHolds bool) *stoppingCycle {
+	c := &stoppingCycle{r: grain.NewID("reent", "r"), p: grain.NewID("plain", "p"),
+		pIn: make(chan struct{}, 1), pGate: make(chan struct{}), rGate: make(chan struct{})}
+	if rHolds {
+		c.rIn = make(chan struct{}, 1)
+	}
+	c.s = newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "reent", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg != "callP" {
+					return "r-ok", nil
+				}
+				if c.rIn != nil {
+					c.rIn <- struct{}{}
+					<-c.rGate
+				}
+				return silo.Call[string](ctx, gc.Silo(), c.p, "ping")
+			}
+		}, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "plain", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "ping" {
+					return "pong", nil
+				}
+				c.pIn <- struct{}{}
+				<-c.pGate
+				return silo.Call[string](ctx, gc.Silo(), c.r, "hi")
+			}
+		}))
+	})
+	return c
+}
+
 // A reentrant grain being stopped lets in nothing from other chains: what
 // comes after the Stop waits for its next instance, and the Stop for its
 // turns. So when its waiting turn's callee, in a turn of another chain,
@@ -202,28 +246,8 @@ func TestAnAnsweredCallIsNoWait(t *testing.T) {
 // (Its waits were no part of the graph: both calls waited for their
 // deadlines.)
 func TestACallBackIntoAStoppingReentrantGrainThatWaitsOnItFailsFast(t *testing.T) {
-	pIn, gate := make(chan struct{}, 1), make(chan struct{})
-	r, p := grain.NewID("reent", "r"), grain.NewID("plain", "p")
-	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "reent", func(grain.ID) grain.Func {
-			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
-				if msg == "callP" {
-					return silo.Call[string](ctx, gc.Silo(), p, "ping")
-				}
-				return "r-ok", nil
-			}
-		}, silo.WithReentrant()))
-		require.NoError(t, silo.Register(s, "plain", func(grain.ID) grain.Func {
-			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
-				if msg == "ping" {
-					return "pong", nil
-				}
-				pIn <- struct{}{}
-				<-gate
-				return silo.Call[string](ctx, gc.Silo(), r, "hi")
-			}
-		}))
-	})
+	c := newStoppingCycle(t, false)
+	s, r, p, pIn, gate := c.s, c.r, c.p, c.pIn, c.pGate
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
 	fromP := make(chan error, 1)
@@ -254,31 +278,8 @@ func TestACallBackIntoAStoppingReentrantGrainThatWaitsOnItFailsFast(t *testing.T
 // instance. (A grain being stopped marks its waits as an activating one
 // does: waitShard.hold.)
 func TestAStoppingReentrantGrainsCallThatClosesACycleFailsFast(t *testing.T) {
-	pIn, rIn := make(chan struct{}, 1), make(chan struct{}, 1)
-	gateP, gateR := make(chan struct{}), make(chan struct{})
-	r, p := grain.NewID("reent", "r"), grain.NewID("plain", "p")
-	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "reent", func(grain.ID) grain.Func {
-			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
-				if msg == "callP" {
-					rIn <- struct{}{}
-					<-gateR
-					return silo.Call[string](ctx, gc.Silo(), p, "ping")
-				}
-				return "r-ok", nil
-			}
-		}, silo.WithReentrant()))
-		require.NoError(t, silo.Register(s, "plain", func(grain.ID) grain.Func {
-			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
-				if msg == "ping" {
-					return "pong", nil
-				}
-				pIn <- struct{}{}
-				<-gateP
-				return silo.Call[string](ctx, gc.Silo(), r, "hi")
-			}
-		}))
-	})
+	c := newStoppingCycle(t, true)
+	s, r, p, pIn, rIn, gateP, gateR := c.s, c.r, c.p, c.pIn, c.rIn, c.pGate, c.rGate
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
 	fromR := make(chan error, 1)
