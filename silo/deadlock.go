@@ -74,6 +74,12 @@ type waitCall struct {
 	// interleaving grain being stopped (actExtra.held) — which lets nothing
 	// in while it waits but calls back on its own chain
 	hook bool
+	// held: the grain is being stopped (actExtra.held): what waits for it
+	// waits for every turn of it to end
+	held bool
+	// turn: the turn that made the call, which tells a turn's several
+	// calls (a fan-out) from several turns' (heldCalls)
+	turn *turnInfo
 }
 
 // waitEdge is a grain's outstanding calls: the first in line, the others
@@ -103,12 +109,15 @@ type waitShard struct {
 // target (whose hash is th); letIn, that target lets req in while it waits;
 // hook, that id lets nothing in while it waits (waitCall.hook), as it does
 // too once held is set (nil: never).
-func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool, held *atomic.Bool) {
+func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool, held *atomic.Bool, turn *turnInfo) {
 	w.mu.Lock()
 	if w.m == nil {
 		w.m = make(map[uint64]waitEdge)
 	}
-	c := waitCall{req: req, target: target, thash: th, letIn: letIn, hook: hook || held != nil && held.Load()} // under the lock hold takes
+	c := waitCall{req: req, target: target, thash: th, letIn: letIn, hook: hook, turn: turn}
+	if held != nil && held.Load() { // under the lock hold takes
+		c.hook, c.held = true, true
+	}
 	if e, ok := w.m[h]; ok {
 		e.mixed = e.mixed || e.id != id
 		e.more = append(e.more, c)
@@ -127,9 +136,9 @@ func (w *waitShard) hold(id grain.ID, h uint64, held *atomic.Bool) {
 	w.mu.Lock()
 	held.Store(true)
 	if e, ok := w.m[h]; ok && e.id == id && !e.mixed {
-		e.hook = true
+		e.hook, e.held = true, true
 		for i := range e.more {
-			e.more[i].hook = true
+			e.more[i].hook, e.more[i].held = true, true
 		}
 		w.m[h] = e
 	}
@@ -179,13 +188,39 @@ func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target gra
 }
 
 // hookWaits reports whether id (whose hash is h) is a grain that lets
-// nothing in while it waits on its one call (waitCall.hook) but calls back
-// on its own chain, as a grain of a kind in the graph does.
+// nothing in while it waits (waitCall.hook) but calls back on its own
+// chain: waiting on its one call, or, being stopped, on several.
 func (w *waitShard) hookWaits(id grain.ID, h uint64) bool {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	e, ok := w.m[h]
-	w.mu.Unlock()
-	return ok && e.one(id) && e.hook
+	return ok && e.one(id) && e.hook || ok && e.allHeld(id)
+}
+
+// allHeld reports whether every call of the edge is id's, made while it
+// was being stopped or marked by the Stop (waitCall.held).
+func (e *waitEdge) allHeld(id grain.ID) bool {
+	if e.id != id || e.mixed || !e.held {
+		return false
+	}
+	for _, c := range e.more {
+		if !c.held {
+			return false
+		}
+	}
+	return true
+}
+
+// heldCalls returns the calls out of id (whose hash is h), a grain being
+// stopped with several: what waits for it waits for all its turns.
+func (w *waitShard) heldCalls(id grain.ID, h uint64) []waitCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[h]
+	if !ok || len(e.more) == 0 || !e.allHeld(id) {
+		return nil
+	}
+	return append([]waitCall{e.waitCall}, e.more...)
 }
 
 // blocksWhileWaiting reports whether id's waits close deadlocks: its kind
@@ -257,48 +292,107 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition, shut bool) []gra
 	var asksBuf [8]*queues.Request
 	path := append(pathBuf[:0], caller, env.Target)
 	asks := append(asksBuf[:0], env.Request)
-	cur, ch := env.Target, env.Hash
-	shard, key := s.waitsOf(ch), ch
+	shard, key := s.waitsOf(env.Hash), env.Hash
 	if at != nil {
-		shard, key = &at.waits, workerWaitKey(ch, at.idx)
+		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
 	}
-	for range maxCycle {
-		req, next, nh, letIn := shard.edge(cur, key)
-		if req == nil || req.Resolved() || req.Abandoned() {
-			return nil // cur's turn is not stuck on one known call
-		}
-		if req.Interleave || ((letIn || !s.holdsWhileWaiting(next)) && !s.waitsOf(nh).hookWaits(next, nh)) {
-			return nil // next lets req in while it waits (an activating grain lets nothing in)
-		}
-		asks = append(asks, req)
-		path = append(path, next)
-		shard, key = s.waitsOf(nh), nh
-		if s.isWorker(next) {
-			part, ok := req.QueuedAt()
-			if !ok || part >= len(s.parts) {
-				return nil // not known which of next's activations req waits behind
-			}
-			shard, key = &s.parts[part].waits, workerWaitKey(nh, part)
-		}
-		if next == caller {
-			if own, _, _, _ := shard.edge(caller, key); own != env.Request {
-				return nil // back at caller's identity, another activation of it
-			}
-			for _, r := range asks[1:] { // the second look (see above)
-				if r.Resolved() || r.Abandoned() {
-					return nil
-				}
-			}
-			return slices.Clone(path)
-		}
-		for _, id := range path[1 : len(path)-1] {
-			if id == next {
-				return nil // a cycle that env's caller is not on
-			}
-		}
-		cur = next
+	w := walk{s: s, env: env, caller: caller}
+	return w.from(env.Target, shard, key, path, asks)
+}
+
+// walk is one deadlock walk (closesCycle): from env's target along the
+// calls its turns wait on, back to env's caller.
+type walk struct {
+	s      *Silo
+	env    *queues.Envelope
+	caller grain.ID
+	steps  int // bounded by maxCycle, across branches too
+}
+
+// from follows the calls of cur, whose wait is in shard under key: its one
+// call; or, for a grain being stopped with several (heldCalls) — what
+// waits for it waits for all its turns — each of its turns, one stuck
+// being enough, a turn being stuck if every call it made is (a fan-out may
+// wait for the first reply only). path ends with cur, and asks with the
+// ask that waits on it; the branches share neither (a full slice's append
+// copies).
+func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []grain.ID, asks []*queues.Request) []grain.ID {
+	if req, next, nh, letIn := shard.edge(cur, key); req != nil {
+		return w.via(waitCall{req: req, target: next, thash: nh, letIn: letIn}, path, asks)
 	}
-	return nil
+	calls := shard.heldCalls(cur, key)
+	path, asks = path[:len(path):len(path)], asks[:len(asks):len(asks)]
+	for i, c := range calls {
+		if slices.ContainsFunc(calls[:i], func(d waitCall) bool { return d.turn == c.turn }) {
+			continue // that turn's been looked at
+		}
+		var cycle []grain.ID
+		for _, d := range calls[i:] {
+			if d.turn != c.turn {
+				continue
+			}
+			if cycle = w.via(d, path, asks); cycle == nil {
+				break // this call of the turn's may be answered: so may the turn
+			}
+		}
+		if cycle != nil {
+			return cycle
+		}
+	}
+	return nil // cur's turns are not stuck on known calls
+}
+
+// via takes the step along c, a call of path's last grain: to its target,
+// if the target lets c's ask in only once its own turns end.
+func (w *walk) via(c waitCall, path []grain.ID, asks []*queues.Request) []grain.ID {
+	s, req, next, nh := w.s, c.req, c.target, c.thash
+	if w.steps++; w.steps > maxCycle || req.Resolved() || req.Abandoned() {
+		return nil // too long; or the call is over, or given up on
+	}
+	if req.Interleave || ((c.letIn || !s.holdsWhileWaiting(next)) && !s.waitsOf(nh).hookWaits(next, nh)) {
+		return nil // next lets req in while it waits (an activating grain lets nothing in)
+	}
+	asks = append(asks, req)
+	path = append(path, next)
+	shard, key := s.waitsOf(nh), nh
+	if s.isWorker(next) {
+		part, ok := req.QueuedAt()
+		if !ok || part >= len(s.parts) {
+			return nil // not known which of next's activations req waits behind
+		}
+		shard, key = &s.parts[part].waits, workerWaitKey(nh, part)
+	}
+	if next == w.caller {
+		if !w.callerWaits(shard, key) {
+			return nil // back at caller's identity, another activation of it
+		}
+		for _, r := range asks[1:] { // the second look (see above)
+			if r.Resolved() || r.Abandoned() {
+				return nil
+			}
+		}
+		return slices.Clone(path)
+	}
+	for _, id := range path[1 : len(path)-1] {
+		if id == next {
+			return nil // a cycle that env's caller is not on
+		}
+	}
+	return w.from(next, shard, key, path, asks)
+}
+
+// callerWaits reports whether env's caller, whose wait is in shard under
+// key, is stuck on env: env is its one call; or it is being stopped, and
+// env is the one call of its turn.
+func (w *walk) callerWaits(shard *waitShard, key uint64) bool {
+	if own, _, _, _ := shard.edge(w.caller, key); own != nil {
+		return own == w.env.Request
+	}
+	calls := shard.heldCalls(w.caller, key)
+	i := slices.IndexFunc(calls, func(c waitCall) bool { return c.req == w.env.Request })
+	return i >= 0 && !slices.ContainsFunc(calls, func(c waitCall) bool {
+		return c.turn == calls[i].turn && c.req != w.env.Request
+	})
 }
 
 // workerWaitKey is the key of the wait of a stateless worker's activation

@@ -199,21 +199,29 @@ func TestAnAnsweredCallIsNoWait(t *testing.T) {
 // tells rIn and waits for rGate, when rIn is not nil — and plain/p's other
 // messages tell pIn and wait for pGate, then ask reent/r.
 type stoppingCycle struct {
-	s            *silo.Silo
-	r, p         grain.ID
-	rIn, pIn     chan struct{}
-	rGate, pGate chan struct{}
+	s                   *silo.Silo
+	r, p, q             grain.ID
+	rIn, pIn, qIn       chan struct{}
+	rGate, pGate, qGate chan struct{}
 }
 
 func newStoppingCycle(t *testing.T, rHolds bool) *stoppingCycle {
-	c := &stoppingCycle{r: grain.NewID("reent", "r"), p: grain.NewID("plain", "p"),
-		pIn: make(chan struct{}, 1), pGate: make(chan struct{}), rGate: make(chan struct{})}
+	c := &stoppingCycle{r: grain.NewID("reent", "r"), p: grain.NewID("plain", "p"), q: grain.NewID("slow", "q"),
+		pIn: make(chan struct{}, 1), pGate: make(chan struct{}), rGate: make(chan struct{}),
+		qIn: make(chan struct{}, 1), qGate: make(chan struct{})}
 	if rHolds {
 		c.rIn = make(chan struct{}, 1)
 	}
 	c.s = newSilo(t, silo.Config{}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "reent", func(grain.ID) grain.Func {
 			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "fanout" { // asks p and q at once; the first reply is the answer
+					replies := make(chan string, 2)
+					for _, to := range []grain.ID{c.p, c.q} {
+						go func() { v, _ := silo.Call[string](ctx, gc.Silo(), to, "ping"); replies <- v }()
+					}
+					return <-replies, nil
+				}
 				if msg != "callP" {
 					return "r-ok", nil
 				}
@@ -232,6 +240,13 @@ func newStoppingCycle(t *testing.T, rHolds bool) *stoppingCycle {
 				c.pIn <- struct{}{}
 				<-c.pGate
 				return silo.Call[string](ctx, gc.Silo(), c.r, "hi")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "slow", func(grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) {
+				c.qIn <- struct{}{}
+				<-c.qGate
+				return "q-ok", nil
 			}
 		}))
 	})
@@ -300,4 +315,67 @@ func TestAStoppingReentrantGrainsCallThatClosesACycleFailsFast(t *testing.T) {
 	require.ErrorAs(t, err, &cyc)
 	assert.Equal(t, []grain.ID{r, p, r}, cyc.Chain)
 	require.NoError(t, <-fromP, "p's call answered by r's next instance")
+}
+
+// A stopping reentrant grain's message waits for all its turns to end, so
+// one turn stuck in the cycle is enough: with two turns waiting on p, p's
+// call back fails at once. (An edge of several calls gave no verdict.)
+func TestACallBackIntoAStoppingReentrantGrainWithTwoTurnsWaitingFailsFast(t *testing.T) {
+	c := newStoppingCycle(t, false)
+	s, r, p := c.s, c.r, c.p
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromP := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, p, "call r"); fromP <- err }()
+	<-c.pIn // p's turn holds
+	fromR := make(chan error, 2)
+	for range 2 {
+		go func() { _, err := s.Ask(ctx, r, "callP"); fromR <- err }()
+	}
+	waitBacklog(t, s, 2) // r's two turns wait on p, their calls behind p's turn
+	require.NoError(t, s.Stop(ctx, r))
+	_, err := s.ActiveGrains(ctx, "reent") // a barrier: r's owner has taken the Stop
+	require.NoError(t, err)
+	close(c.pGate)
+	err = <-fromP
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	require.NoError(t, <-fromR)
+	require.NoError(t, <-fromR)
+}
+
+// But a turn that fans out may wait for its first reply only: it is stuck
+// only if every call it made is. r's turn asks p, whose turn calls r back,
+// and q, which answers once let: p's call back waits — no verdict — and
+// is answered by r's next instance once q's reply has ended r's turn.
+func TestAFanOutOfAStoppingReentrantGrainIsNoCycleWhileOneCallMayBeAnswered(t *testing.T) {
+	c := newStoppingCycle(t, false)
+	s, r, p := c.s, c.r, c.p
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromP := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, p, "call r"); fromP <- err }()
+	<-c.pIn // p's turn holds
+	fromR := make(chan any, 1)
+	go func() {
+		v, err := s.Ask(ctx, r, "fanout")
+		if err != nil {
+			v = err
+		}
+		fromR <- v
+	}()
+	<-c.qIn              // q's turn holds
+	waitBacklog(t, s, 1) // r's ask to p waits behind p's turn
+	require.NoError(t, s.Stop(ctx, r))
+	_, err := s.ActiveGrains(ctx, "reent") // a barrier: r's owner has taken the Stop
+	require.NoError(t, err)
+	close(c.pGate)
+	waitBacklog(t, s, 2) // p's call back waits for r's next instance: walked, no verdict
+	select {
+	case err := <-fromP:
+		t.Fatalf("p's call back ended while r's turn could still end: %v", err)
+	default:
+	}
+	close(c.qGate) // q answers: r's turn ends, r stops, p's call reaches its next instance
+	require.NoError(t, <-fromP)
+	assert.Equal(t, "q-ok", <-fromR)
 }

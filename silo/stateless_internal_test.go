@@ -37,8 +37,8 @@ func TestADeadlockWalkFindsAStatelessActivationByWhereTheAskWaits(t *testing.T) 
 	w, a := grain.NewID("w", "x"), grain.NewID("a", "y")
 	fromW := queues.NewRequest(ctx, nil) // w's activation in partition 1 calling a
 	fromA := queues.NewRequest(ctx, nil) // a calling w
-	s.parts[1].waits.start(w, workerWaitKey(w.Hash(), 1), fromW, a, a.Hash(), false, false, nil)
-	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil)
+	s.parts[1].waits.start(w, workerWaitKey(w.Hash(), 1), fromW, a, a.Hash(), false, false, nil, nil)
+	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil, nil)
 	// w's ask, queued behind a, whose turn waits on w.
 	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
 	assert.Nil(t, s.closesCycle(&env, nil, false), "where a's ask waits unknown: no verdict")
