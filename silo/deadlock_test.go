@@ -253,6 +253,25 @@ func newStoppingCycle(t *testing.T, rHolds bool) *stoppingCycle {
 	return c
 }
 
+// holdP starts p's turn, which holds until pGate opens and then calls r,
+// on a chain of its own; its ask's outcome comes on the channel. ctx
+// bounds the test's calls.
+func (c *stoppingCycle) holdP(t *testing.T) (context.Context, <-chan error) {
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	t.Cleanup(cancel)
+	fromP := make(chan error, 1)
+	go func() { _, err := c.s.Ask(ctx, c.p, "call r"); fromP <- err }()
+	<-c.pIn
+	return ctx, fromP
+}
+
+// stop stops r, and returns once r's owner has taken the Stop.
+func (c *stoppingCycle) stop(ctx context.Context, t *testing.T) {
+	require.NoError(t, c.s.Stop(ctx, c.r))
+	_, err := c.s.ActiveGrains(ctx, "reent") // a barrier: r's owner has taken the Stop
+	require.NoError(t, err)
+}
+
 // A reentrant grain being stopped lets in nothing from other chains: what
 // comes after the Stop waits for its next instance, and the Stop for its
 // turns. So when its waiting turn's callee, in a turn of another chain,
@@ -262,20 +281,14 @@ func newStoppingCycle(t *testing.T, rHolds bool) *stoppingCycle {
 // deadlines.)
 func TestACallBackIntoAStoppingReentrantGrainThatWaitsOnItFailsFast(t *testing.T) {
 	c := newStoppingCycle(t, false)
-	s, r, p, pIn, gate := c.s, c.r, c.p, c.pIn, c.pGate
-	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
-	defer cancel()
-	fromP := make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, p, "call r"); fromP <- err }()
-	<-pIn // p's turn holds
+	s, r, p := c.s, c.r, c.p
+	ctx, fromP := c.holdP(t)
 	fromR := make(chan error, 1)
 	go func() { _, err := s.Ask(ctx, r, "callP"); fromR <- err }()
 	waitBacklog(t, s, 1) // r's turn waits on p, its call behind p's turn
-	require.NoError(t, s.Stop(ctx, r))
-	_, err := s.ActiveGrains(ctx, "reent") // a barrier: r's owner has taken the Stop
-	require.NoError(t, err)
-	close(gate) // p calls r, which is stopping and waits on p: the cycle closes
-	err = <-fromP
+	c.stop(ctx, t)
+	close(c.pGate) // p calls r, which is stopping and waits on p: the cycle closes
+	err := <-fromP
 	require.ErrorIs(t, err, grain.ErrCallCycle)
 	var cyc *grain.CallCycleError
 	require.ErrorAs(t, err, &cyc)
@@ -322,22 +335,16 @@ func TestAStoppingReentrantGrainsCallThatClosesACycleFailsFast(t *testing.T) {
 // call back fails at once. (An edge of several calls gave no verdict.)
 func TestACallBackIntoAStoppingReentrantGrainWithTwoTurnsWaitingFailsFast(t *testing.T) {
 	c := newStoppingCycle(t, false)
-	s, r, p := c.s, c.r, c.p
-	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
-	defer cancel()
-	fromP := make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, p, "call r"); fromP <- err }()
-	<-c.pIn // p's turn holds
+	s, r := c.s, c.r
+	ctx, fromP := c.holdP(t)
 	fromR := make(chan error, 2)
 	for range 2 {
 		go func() { _, err := s.Ask(ctx, r, "callP"); fromR <- err }()
 	}
 	waitBacklog(t, s, 2) // r's two turns wait on p, their calls behind p's turn
-	require.NoError(t, s.Stop(ctx, r))
-	_, err := s.ActiveGrains(ctx, "reent") // a barrier: r's owner has taken the Stop
-	require.NoError(t, err)
+	c.stop(ctx, t)
 	close(c.pGate)
-	err = <-fromP
+	err := <-fromP
 	require.ErrorIs(t, err, grain.ErrCallCycle)
 	require.NoError(t, <-fromR)
 	require.NoError(t, <-fromR)
@@ -349,12 +356,8 @@ func TestACallBackIntoAStoppingReentrantGrainWithTwoTurnsWaitingFailsFast(t *tes
 // is answered by r's next instance once q's reply has ended r's turn.
 func TestAFanOutOfAStoppingReentrantGrainIsNoCycleWhileOneCallMayBeAnswered(t *testing.T) {
 	c := newStoppingCycle(t, false)
-	s, r, p := c.s, c.r, c.p
-	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
-	defer cancel()
-	fromP := make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, p, "call r"); fromP <- err }()
-	<-c.pIn // p's turn holds
+	s, r := c.s, c.r
+	ctx, fromP := c.holdP(t)
 	fromR := make(chan any, 1)
 	go func() {
 		v, err := s.Ask(ctx, r, "fanout")
@@ -365,9 +368,7 @@ func TestAFanOutOfAStoppingReentrantGrainIsNoCycleWhileOneCallMayBeAnswered(t *t
 	}()
 	<-c.qIn              // q's turn holds
 	waitBacklog(t, s, 1) // r's ask to p waits behind p's turn
-	require.NoError(t, s.Stop(ctx, r))
-	_, err := s.ActiveGrains(ctx, "reent") // a barrier: r's owner has taken the Stop
-	require.NoError(t, err)
+	c.stop(ctx, t)
 	close(c.pGate)
 	waitBacklog(t, s, 2) // p's call back waits for r's next instance: walked, no verdict
 	select {
