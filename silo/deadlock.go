@@ -50,13 +50,13 @@ import (
 // newest asks; the verdict is taken again under a lock of the silo's, and
 // failing an ask marks it answered, so only one of them is failed. The lock
 // is taken only when a cycle was seen.
-func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition, shut bool) bool {
-	if s.closesCycle(env, at, shut) == nil {
+func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
+	if s.closesCycle(env, at) == nil {
 		return false
 	}
 	s.deadlockMu.Lock()
 	defer s.deadlockMu.Unlock()
-	cycle := s.closesCycle(env, at, shut)
+	cycle := s.closesCycle(env, at)
 	if cycle == nil {
 		return false
 	}
@@ -271,20 +271,21 @@ const maxCycle = 64
 // worker's activations share an identity, and their waits are kept by
 // activation (workerWaitKey): further on, the walk finds the activation an
 // ask to one waits behind by where the ask was queued (Request.QueuedAt),
-// and stops where that is not known. shut is the owner's word that the
-// target lets nothing in until it has gone, whatever its kind (a Stop
-// under way): a reentrant grain's waits, recorded too, are read then, and
-// where it activates (waitCall.hook), and nowhere else — the owner lets
-// an ask in once a turn waits, which the edge may show before the owner
-// knows it.
-func (s *Silo) closesCycle(env *queues.Envelope, at *partition, shut bool) []grain.ID {
+// and stops where that is not known. A reentrant grain's waits, recorded
+// too, are read only where it lets nothing in — it activates, or is being
+// stopped, which its edges say (waitCall.hook: the Stop marks them in the
+// owner, before any message sent after it arrives) — and nowhere else: the
+// owner lets an ask in once a turn waits, which the edge may show before
+// the owner knows it.
+func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	caller := env.Sender()
+	shut := s.waitsOf(env.Hash).hookWaits(env.Target, env.Hash) // the target lets nothing in while it waits
 	if caller.IsZero() || env.Meta.MayInterleave && !shut || !s.blocksWhileWaiting(caller) {
 		// No caller to wait; or one that lets in whatever comes; or env
 		// may go in as soon as its target has room for it.
 		return nil
 	}
-	if !shut && !s.holdsWhileWaiting(env.Target) && !s.waitsOf(env.Hash).hookWaits(env.Target, env.Hash) {
+	if !shut && !s.holdsWhileWaiting(env.Target) {
 		return nil // a reentrant target lets env in once a turn of it waits
 	}
 	// On the stack while the walk is short: most end at the first grain.

@@ -140,7 +140,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			// several: where a walk that reaches it looks (closesCycle).
 			env.Request.SetQueuedAt(p.idx)
 		}
-		if a.busy() && p.s.breakDeadlock(env, p.workerAt(a), a.isStopping()) {
+		if a.busy() && p.s.breakDeadlock(env, p.workerAt(a)) {
 			return true
 		}
 	}

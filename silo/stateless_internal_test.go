@@ -41,15 +41,15 @@ func TestADeadlockWalkFindsAStatelessActivationByWhereTheAskWaits(t *testing.T) 
 	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil, nil)
 	// w's ask, queued behind a, whose turn waits on w.
 	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
-	assert.Nil(t, s.closesCycle(&env, nil, false), "where a's ask waits unknown: no verdict")
+	assert.Nil(t, s.closesCycle(&env, nil), "where a's ask waits unknown: no verdict")
 	fromA.SetQueuedAt(0)
-	assert.Nil(t, s.closesCycle(&env, nil, false), "behind the other activation, which will answer")
+	assert.Nil(t, s.closesCycle(&env, nil), "behind the other activation, which will answer")
 	fromA.SetQueuedAt(7)
-	assert.Nil(t, s.closesCycle(&env, nil, false), "a partition the silo does not have")
+	assert.Nil(t, s.closesCycle(&env, nil), "a partition the silo does not have")
 	fromA.SetQueuedAt(1)
-	assert.Equal(t, []grain.ID{w, a, w}, s.closesCycle(&env, nil, false), "behind the activation whose call env is")
+	assert.Equal(t, []grain.ID{w, a, w}, s.closesCycle(&env, nil), "behind the activation whose call env is")
 	fromA.Abandon()
-	assert.Nil(t, s.closesCycle(&env, nil, false), "a's caller gave up: it will not wait")
+	assert.Nil(t, s.closesCycle(&env, nil), "a's caller gave up: it will not wait")
 }
 
 // flaky is a stateless worker's grain that fails some messages.

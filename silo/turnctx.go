@@ -54,8 +54,7 @@ func (ti *turnInfo) reentrantHook() bool {
 // wait-for graph (deadlock.go), in its partition's shard, and reports
 // whether it is one: a grain's by its identity's hash — a reentrant one's
 // too, read only where the grain lets nothing in (hook: in OnActivate; or
-// being stopped, marked by waitShard.hold, and known to its owner where a
-// walk begins: closesCycle) — a stateless worker's
+// being stopped, marked by waitShard.hold) — a stateless worker's
 // activation by its own key (workerWaitKey), unless its kind is reentrant.
 func (ti *turnInfo) waitKey() (key uint64, hook, ok bool) {
 	k := ti.a.k
