@@ -137,6 +137,21 @@ func (m *Mailbox) PopFirst(keep func(*queues.Envelope) bool) (e queues.Envelope,
 	return e, true
 }
 
+// Find returns the oldest envelope that match matches, in its place (valid
+// until the mailbox next changes), or nil if none does. It takes time in
+// proportion to the envelopes ahead of it: a runtime looks for one rarely
+// (an ask a deadlock walk looks at again), not as messages flow.
+func (m *Mailbox) Find(match func(*queues.Envelope) bool) *queues.Envelope {
+	for r := m.r; r != nil; r = r.next {
+		for i := range r.n {
+			if e := &r.buf[(r.head+i)&(len(r.buf)-1)]; match(e) {
+				return e
+			}
+		}
+	}
+	return nil
+}
+
 // slot returns the place of the envelope i places from the oldest, i < Len.
 // The rings after the first are filled from their start, the first
 // emptied from its head.

@@ -32,13 +32,14 @@ const (
 	opShedMore                      // a shed under memory pressure goes on: its next slice (memory.go)
 	opShed                          // a look between idle ticks found memory short: shed a share now (memlook.go)
 	opGraceOver                     // a held grain's grace may be over (holdgrace.go)
+	opRewalk                        // a caller is down to one call: walk again from it (deadlock.go)
 )
 
 type ctl struct {
 	op    ctlOp
 	a     *act
 	res   turnResult
-	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target
+	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target; opRewalk: the call
 	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go); opDrain: 1 if the settling's bound ended it
 	list  chan<- []*act   // opList: where the partition's activations go (list.go)
 }
@@ -70,6 +71,8 @@ func (p *partition) control(w *worker, c ctl) bool {
 		p.finish(c.a, &c.res, first)
 	case opGraceOver:
 		p.graceOver()
+	case opRewalk:
+		p.rewalk(c.first)
 	case opIdleTick:
 		p.collectIdle(c.ahead)
 	case opIdleMore:

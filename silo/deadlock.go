@@ -40,7 +40,15 @@ import (
 // pass were all pending at its first read, when every one waited on the
 // next — a deadlock, not a picture of one. Anything the walk cannot be sure
 // of (a grain with several calls out: a fan-out from its turn, or
-// interleaved turns) ends it with no verdict: the ask waits, as before.
+// interleaved turns) ends it with no verdict: the ask waits, as before —
+// until the grain is down to one call (or, being stopped, its turn is).
+// No new ask marks that moment, so the grain's call ending does: the owner
+// behind which the call left waits walks again from it (Silo.endWait,
+// partition.rewalk), and fails it if it closes a cycle. A turn that fans
+// out and waits for every reply is stuck then; one that took its first
+// reply and goes on is not, but its call left cannot be answered before
+// it ends, when the call's ctx ends with it: failed or dropped as expired,
+// it is one dead letter either way.
 // OnDeactivate's calls are not edges at all: the silo gives up on a hook
 // that overruns its timeout, and what waited for the grain runs after all.
 
@@ -62,6 +70,49 @@ func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
 	}
 	s.deadLetter(*env, grain.ReasonDeadlock, &grain.CallCycleError{Chain: cycle})
 	return true
+}
+
+// endWait records that the call req of id, whose wait is in shard w under
+// key h, is over. If that leaves a call of id's that a walk could not
+// follow before — the one left of a fan-out, whose other calls kept a walk
+// from telling which one its turn waited on — and id lets nothing in while
+// it waits, the owner behind which that call's ask may wait is asked to
+// walk again from it (partition.rewalk): the walk made when it was queued
+// could not conclude, and no other would come.
+func (s *Silo) endWait(w *waitShard, id grain.ID, h uint64, req *queues.Request) {
+	c, ok := w.end(h, req)
+	if !ok || !c.hook && !s.holdsWhileWaiting(id) || c.req.Resolved() || c.req.Abandoned() {
+		return
+	}
+	part := s.locator.LocateHash(c.thash).Partition
+	if s.isWorker(c.target) {
+		if part, ok = c.req.QueuedAt(); !ok || part >= len(s.parts) {
+			return // not queued behind an activation: its own walk is to come
+		}
+	}
+	s.parts[part].q.PushControl(ctl{op: opRewalk, first: queues.Envelope{Target: c.target, Hash: c.thash, Request: c.req}})
+}
+
+// rewalk walks again from call, an ask whose caller is down to it
+// (Silo.endWait), if it waits here in its busy target's mailbox: failed,
+// it leaves the mailbox, so that it is one dead letter, not a second one
+// (expired) when its turn would come. An ask not queued yet is walked as
+// it is (enqueue); one run or answered already closes no cycle.
+func (p *partition) rewalk(call queues.Envelope) {
+	req := call.Request
+	a, ok := p.dir.Get(call.Target, call.Hash)
+	if !ok || !a.busy() || req.Resolved() || req.Abandoned() {
+		return
+	}
+	at := a.Mailbox.Find(func(e *queues.Envelope) bool { return e.Request == req })
+	if at == nil {
+		return
+	}
+	if env := *at; !p.s.breakDeadlock(&env, p.workerAt(a)) {
+		return
+	}
+	env, _ := a.Mailbox.PopFirst(func(e *queues.Envelope) bool { return e.Request != req })
+	p.mbPopped(a, &env)
 }
 
 // waitCall is one outstanding call of a grain.
@@ -145,25 +196,32 @@ func (w *waitShard) hold(id grain.ID, h uint64, held *atomic.Bool) {
 	w.mu.Unlock()
 }
 
-// end records that the call req of the grain whose hash is h is over.
-func (w *waitShard) end(h uint64, req *queues.Request) {
+// end records that the call req of the grain whose hash is h is over, and
+// returns the call of the grain's that a walk may follow now and could not
+// before (Silo.endWait): its one call left of several — which of them its
+// turn waited on was not known — or, for a grain being stopped, its
+// ended call's turn's one call left (walk.from).
+func (w *waitShard) end(h uint64, req *queues.Request) (again waitCall, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
 	if !ok {
-		return
+		return waitCall{}, false
 	}
 	last := len(e.more) - 1
+	var gone waitCall
 	if e.req == req {
 		if last < 0 {
 			delete(w.m, h)
-			return
+			return waitCall{}, false
 		}
+		gone = e.waitCall
 		e.waitCall, e.more[last] = e.more[last], waitCall{}
 		e.more = e.more[:last]
 	} else {
 		for i := range e.more {
 			if e.more[i].req == req {
+				gone = e.more[i]
 				e.more[i], e.more[last] = e.more[last], waitCall{}
 				e.more = e.more[:last]
 				break
@@ -174,6 +232,30 @@ func (w *waitShard) end(h uint64, req *queues.Request) {
 		e.more = nil // mixed stays: the call left may be the other grain's
 	}
 	w.m[h] = e
+	switch {
+	case gone.req == nil || e.mixed:
+		return waitCall{}, false
+	case e.more == nil:
+		return e.waitCall, true
+	case gone.held:
+		return e.turnsOneCall(gone.turn)
+	}
+	return waitCall{}, false
+}
+
+// turnsOneCall returns the call of turn t among the edge's, if it has one
+// only.
+func (e *waitEdge) turnsOneCall(t *turnInfo) (c waitCall, ok bool) {
+	n := 0
+	if e.turn == t {
+		c, n = e.waitCall, 1
+	}
+	for _, d := range e.more {
+		if d.turn == t {
+			c, n = d, n+1
+		}
+	}
+	return c, n == 1
 }
 
 // edge returns the outstanding call of id (whose hash is h), if it has

@@ -222,6 +222,13 @@ func newStoppingCycle(t *testing.T, rHolds bool) *stoppingCycle {
 					}
 					return <-replies, nil
 				}
+				if msg == "fanall" { // asks p and q at once and waits for both
+					errs := make(chan error, 2)
+					for _, to := range []grain.ID{c.p, c.q} {
+						go func() { _, err := silo.Call[string](ctx, gc.Silo(), to, "ping"); errs <- err }()
+					}
+					return nil, errors.Join(<-errs, <-errs)
+				}
 				if msg != "callP" {
 					return "r-ok", nil
 				}
@@ -379,4 +386,173 @@ func TestAFanOutOfAStoppingReentrantGrainIsNoCycleWhileOneCallMayBeAnswered(t *t
 	close(c.qGate) // q answers: r's turn ends, r stops, p's call reaches its next instance
 	require.NoError(t, <-fromP)
 	assert.Equal(t, "q-ok", <-fromR)
+}
+
+// fanOutCycle is a silo for a cycle through a fan-out: fan/a's "fanout"
+// asks hold/b and slow/c at once and waits for both replies (as Orleans
+// code awaits Task.WhenAll), or for the first, if its message says so;
+// b's "call a" tells bIn, waits for bGate and asks a; c tells cIn and
+// waits for cGate.
+type fanOutCycle struct {
+	s           *silo.Silo
+	a, b, c     grain.ID
+	bIn, cIn    chan struct{}
+	bGate, cGte chan struct{}
+	calls       chan error   // the outcome of each call a's turns make
+	pings       atomic.Int32 // the pings b ran
+}
+
+func newFanOutCycle(t *testing.T) *fanOutCycle {
+	f := &fanOutCycle{a: grain.NewID("fan", "a"), b: grain.NewID("hold", "b"), c: grain.NewID("slow", "c"),
+		bIn: make(chan struct{}, 1), cIn: make(chan struct{}, 1), bGate: make(chan struct{}), cGte: make(chan struct{}),
+		calls: make(chan error, 4)}
+	f.s = newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "a-ok", nil
+				}
+				errs := make(chan error, 2)
+				for _, to := range []grain.ID{f.b, f.c} {
+					go func() {
+						_, err := silo.Call[string](ctx, gc.Silo(), to, "ping")
+						errs <- err
+						f.calls <- err
+					}()
+				}
+				if msg == "first" {
+					return nil, <-errs
+				}
+				return nil, errors.Join(<-errs, <-errs)
+			}
+		}))
+		require.NoError(t, silo.Register(s, "hold", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				switch msg {
+				case "ping":
+					f.pings.Add(1)
+					return "pong", nil
+				case "barrier":
+					return nil, nil
+				}
+				f.bIn <- struct{}{}
+				<-f.bGate
+				return silo.Call[string](ctx, gc.Silo(), f.a, "hi")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "slow", func(grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) {
+				f.cIn <- struct{}{}
+				<-f.cGte
+				return "c-ok", nil
+			}
+		}))
+	})
+	return f
+}
+
+// start holds b's turn, then has a fan out (msg: "fanout" or "first") and
+// b call a: a waits on b and c, b on a. It returns the outcomes of the
+// asks to a and to b.
+func (f *fanOutCycle) start(ctx context.Context, t *testing.T, msg string) (fromA, fromB <-chan error) {
+	a, b := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := f.s.Ask(ctx, f.b, "call a"); b <- err }()
+	<-f.bIn
+	go func() { _, err := f.s.Ask(ctx, f.a, msg); a <- err }()
+	<-f.cIn
+	waitBacklog(t, f.s, 1) // a's call to b waits behind b's turn
+	close(f.bGate)
+	waitBacklog(t, f.s, 2) // b's call to a waits behind a's turn: walked, no verdict
+	select {
+	case err := <-a:
+		t.Fatalf("a's turn ended while c could still answer: %v", err)
+	case err := <-b:
+		t.Fatalf("b's call to a ended while c could still answer: %v", err)
+	default:
+	}
+	return a, b
+}
+
+// A turn that fans out waits on several calls; while c's is out, a walk
+// through a cannot tell which one its turn waits for — c's reply may end
+// it — and b's call back waits, no verdict. Once c has answered, a waits
+// on b alone and b on a: a deadlock, found when c's call ends (the owner
+// behind which a's call waits walks again from it). a's call to b, the one
+// left, fails at once with ErrCallCycle, and b's call to a is answered.
+// (Nothing walked again: both waited for their deadlines.)
+func TestAFanOutDownToTheCallThatClosesACycleFailsFast(t *testing.T) {
+	f := newFanOutCycle(t)
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromA, fromB := f.start(ctx, t, "fanout")
+	close(f.cGte) // c answers: a waits on b alone
+	err := <-fromA
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	var cyc *grain.CallCycleError
+	require.ErrorAs(t, err, &cyc)
+	assert.Equal(t, []grain.ID{f.a, f.b, f.a}, cyc.Chain)
+	require.NoError(t, <-fromB, "b's call to a answered once a's turn had ended")
+	_, err = f.s.Ask(ctx, f.b, "barrier") // b has taken whatever waited in its mailbox
+	require.NoError(t, err)
+	assert.Zero(t, f.pings.Load(), "the failed ask is not run")
+	st := f.s.Stats()
+	assert.Equal(t, uint64(1), st.DeadLetters[grain.ReasonDeadlock])
+	assert.Zero(t, st.DeadLetters[grain.ReasonExpired], "the failed ask left b's mailbox: no second dead letter")
+}
+
+// A turn that takes the first reply only ends at c's. Its call to b, left
+// out, cannot be answered before then — b answers nothing until a's turn
+// ends, which ends the call's ctx — so whichever comes first, it is one
+// dead letter at most: failed by the walk taken again when c's call
+// ended (deadlock), dropped by b finding its caller gone (expired), or,
+// its caller's goroutine slow to see its ctx end, run. a's ask and b's
+// both succeed.
+func TestAFanOutThatTookItsFirstReplyLeavesOneDeadLetterAtMost(t *testing.T) {
+	f := newFanOutCycle(t)
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromA, fromB := f.start(ctx, t, "first")
+	close(f.cGte)
+	require.NoError(t, <-fromA)
+	require.NoError(t, <-fromB)
+	var left error
+	for range 2 {
+		if err := <-f.calls; err != nil {
+			left = err
+		}
+	}
+	_, err := f.s.Ask(ctx, f.b, "barrier") // b has taken a's call, or dropped it
+	require.NoError(t, err)
+	d := f.s.Stats().DeadLetters
+	assert.LessOrEqual(t, d[grain.ReasonDeadlock]+d[grain.ReasonExpired], uint64(1), "%v", d)
+	if errors.Is(left, grain.ErrCallCycle) {
+		assert.Zero(t, f.pings.Load(), "the failed ask is not run")
+		assert.Equal(t, uint64(1), d[grain.ReasonDeadlock], "%v", d)
+		assert.Zero(t, d[grain.ReasonExpired], "the failed ask left b's mailbox: no second dead letter")
+	}
+}
+
+// And a turn that waits for every reply is stuck once the call left is:
+// when q has answered, r's turn waits on p alone, and p on r, held by the
+// Stop. r's call to p, the one left, fails at once (the walk taken again
+// as q's call ended), r stops, and p's call back reaches its next
+// instance. (Nothing walked again: both waited for their deadlines.)
+func TestAStoppingReentrantGrainsFanOutDownToTheCallThatClosesACycleFailsFast(t *testing.T) {
+	c := newStoppingCycle(t, false)
+	s, r, p := c.s, c.r, c.p
+	ctx, fromP := c.holdP(t)
+	fromR := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, r, "fanall"); fromR <- err }()
+	<-c.qIn
+	waitBacklog(t, s, 1) // r's ask to p waits behind p's turn
+	c.stop(ctx, t)
+	close(c.pGate)
+	waitBacklog(t, s, 2) // p's call back waits for r's next instance: walked, no verdict
+	close(c.qGate)       // q answers: r's turn waits on p alone
+	err := <-fromR
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	var cyc *grain.CallCycleError
+	require.ErrorAs(t, err, &cyc)
+	assert.Equal(t, []grain.ID{r, p, r}, cyc.Chain)
+	require.NoError(t, <-fromP, "p's call back answered by r's next instance")
 }
