@@ -34,7 +34,9 @@ import (
 func (s *Silo) admitSend(ctx context.Context, id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	if s != nil && ctx != nil && s.state.Load() == stateRunning {
 		if ctx.Err() != nil { // inline: ctxerr.Of is a call, on every send
-			return nil, nil, 0, ctxerr.Of(ctx)
+			if err := ctxerr.Of(ctx); err != nil { // read again: a ctx of a user's may say nil now
+				return nil, nil, 0, err
+			}
 		}
 		return s.checkTarget(id, msg)
 	}

@@ -494,7 +494,9 @@ func (s *Silo) admit(ctx context.Context, id grain.ID, msg any) (*partition, *ki
 		return nil, nil, 0, grain.ErrNilContext
 	}
 	if ctx.Err() != nil { // inline: ctxerr.Of is a call, on every send
-		return nil, nil, 0, ctxerr.Of(ctx)
+		if err := ctxerr.Of(ctx); err != nil { // read again: a ctx of a user's may say nil now
+			return nil, nil, 0, err
+		}
 	}
 	return s.check(id, msg)
 }

@@ -458,6 +458,14 @@ func (c *turnCtx) Done() <-chan struct{} {
 		m.live.remove(m)
 		return c.m.Load().done
 	}
+	if c.ended() {
+		// The turn ended since the look above, and its release may have
+		// found no channel to close (it marks the end, then looks): one
+		// left open would keep a goroutine of the turn waiting for ever.
+		m.live.remove(m)
+		m.cancel(context.Canceled)
+		return m.done
+	}
 	parent := c.parent
 	// An ask's caller watches its own ctx as it waits, and ends this one
 	// when it gives up (callerGone, timeOut): no registration with it. A
@@ -467,14 +475,30 @@ func (c *turnCtx) Done() <-chan struct{} {
 		m.stop = context.AfterFunc(parent, func() { m.cancel(parent.Err()) })
 		m.mu.Unlock()
 	}
-	// The caller may have given up before m was there to cancel.
-	if c.fate.Load()&ctxTimedOut != 0 {
-		m.cancel(context.DeadlineExceeded)
-	}
-	if c.fate.Load()&ctxGone != 0 && parent != nil {
-		m.cancel(parent.Err())
+	// The caller may have given up, or its ctx ended, before m was there
+	// to cancel: Err, which read them while there was no m, has said so.
+	if err := c.sourceErr(); err != nil {
+		m.cancel(err)
 	}
 	return m.done
+}
+
+// sourceErr reads c's error from its sources, as if it had no channel of
+// its own (turnCtx.m): its turn's end, its parent, its caller's timeout,
+// the silo's lifetime.
+func (c *turnCtx) sourceErr() error {
+	if c.ended() {
+		return context.Canceled
+	}
+	if c.parent != nil {
+		if err := c.parent.Err(); err != nil {
+			return err
+		}
+	}
+	if c.fate.Load()&ctxTimedOut != 0 {
+		return context.DeadlineExceeded
+	}
+	return c.home.base.Err()
 }
 
 // AfterFunc calls f once c is done, and returns what stops that. The
@@ -490,24 +514,31 @@ func (c *turnCtx) AfterFunc(f func()) (stop func() bool) {
 	return context.AfterFunc(c.home.base, f) // the silo's lifetime alone: a tell's ctx
 }
 
+// Err is the error of the channel c made (Done), if it did; else read
+// from c's sources. Once a source has ended, the channel is ended with it
+// here, if nothing has yet: its sources can end before it does (an ask's
+// parent ends before its caller, who watches it, ends c; a channel can be
+// made after that), and an Err that had said an error, read from them,
+// must not say nil after (context.Context: successive calls return the
+// same error). An Ask read it twice and panicked on the nil.
 func (c *turnCtx) Err() error {
-	if m := c.m.Load(); m != nil {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		return m.err
+	m := c.m.Load()
+	if m == nil {
+		return c.sourceErr()
 	}
-	if c.ended() {
-		return context.Canceled
+	m.mu.Lock()
+	err := m.err
+	m.mu.Unlock()
+	if err != nil {
+		return err
 	}
-	if c.parent != nil {
-		if err := c.parent.Err(); err != nil {
-			return err
-		}
+	if err = c.sourceErr(); err == nil {
+		return nil
 	}
-	if c.fate.Load()&ctxTimedOut != 0 {
-		return context.DeadlineExceeded
-	}
-	return c.home.base.Err()
+	m.cancel(err)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.err // the first cancel's
 }
 
 func (c *turnCtx) Value(key any) any {
