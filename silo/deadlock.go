@@ -73,12 +73,13 @@ func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
 }
 
 // endWait records that the call req of id, whose wait is in shard w under
-// key h, is over. If that leaves a call of id's that a walk could not
-// follow before — the one left of a fan-out, whose other calls kept a walk
-// from telling which one its turn waited on — and id lets nothing in while
-// it waits, the owner behind which that call's ask may wait is asked to
-// walk again from it (partition.rewalk): the walk made when it was queued
-// could not conclude, and no other would come.
+// key h, is over. If its turn has other calls still out — a fan-out — and
+// id lets nothing in while it waits, a walk through id that could not
+// conclude while req was out, the turn maybe going on at its reply, may
+// conclude now, and no new ask would take it: the owner behind which one
+// of those calls may wait is asked to walk again from it
+// (partition.rewalk). A walk from any call of the turn looks at all of
+// them (walk.callerWaits).
 func (s *Silo) endWait(w *waitShard, id grain.ID, h uint64, req *queues.Request) {
 	c, ok := w.end(h, req)
 	if !ok || !c.hook && !s.holdsWhileWaiting(id) || c.req.Resolved() || c.req.Abandoned() {
@@ -197,10 +198,9 @@ func (w *waitShard) hold(id grain.ID, h uint64, held *atomic.Bool) {
 }
 
 // end records that the call req of the grain whose hash is h is over, and
-// returns the call of the grain's that a walk may follow now and could not
-// before (Silo.endWait): its one call left of several — which of them its
-// turn waited on was not known — or, for a grain being stopped, its
-// ended call's turn's one call left (walk.from).
+// returns a call of the same turn still out, if there is one: a walk
+// through the grain that could not conclude while req was out (the turn
+// might have gone on at its reply) may conclude now (Silo.endWait).
 func (w *waitShard) end(h uint64, req *queues.Request) (again waitCall, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -232,30 +232,18 @@ func (w *waitShard) end(h uint64, req *queues.Request) (again waitCall, ok bool)
 		e.more = nil // mixed stays: the call left may be the other grain's
 	}
 	w.m[h] = e
-	switch {
-	case gone.req == nil || e.mixed:
+	if gone.req == nil || e.mixed {
 		return waitCall{}, false
-	case e.more == nil:
+	}
+	if e.turn == gone.turn {
 		return e.waitCall, true
-	case gone.held:
-		return e.turnsOneCall(gone.turn)
 	}
-	return waitCall{}, false
-}
-
-// turnsOneCall returns the call of turn t among the edge's, if it has one
-// only.
-func (e *waitEdge) turnsOneCall(t *turnInfo) (c waitCall, ok bool) {
-	n := 0
-	if e.turn == t {
-		c, n = e.waitCall, 1
-	}
-	for _, d := range e.more {
-		if d.turn == t {
-			c, n = d, n+1
+	for _, c := range e.more {
+		if c.turn == gone.turn {
+			return c, true
 		}
 	}
-	return c, n == 1
+	return waitCall{}, false
 }
 
 // edge returns the outstanding call of id (whose hash is h), if it has
@@ -293,13 +281,15 @@ func (e *waitEdge) allHeld(id grain.ID) bool {
 	return true
 }
 
-// heldCalls returns the calls out of id (whose hash is h), a grain being
-// stopped with several: what waits for it waits for all its turns.
-func (w *waitShard) heldCalls(id grain.ID, h uint64) []waitCall {
+// stuckCalls returns the calls out of id (whose hash is h), if it has
+// several and lets nothing in while it waits: blocks, that its kind does
+// not (holdsWhileWaiting); or it is being stopped (every call held).
+// What waits for it waits for all its turns.
+func (w *waitShard) stuckCalls(id grain.ID, h uint64, blocks bool) []waitCall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
-	if !ok || len(e.more) == 0 || !e.allHeld(id) {
+	if !ok || len(e.more) == 0 || e.id != id || e.mixed || !blocks && !e.allHeld(id) {
 		return nil
 	}
 	return append([]waitCall{e.waitCall}, e.more...)
@@ -372,110 +362,173 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	}
 	// On the stack while the walk is short: most end at the first grain.
 	var pathBuf [8]grain.ID
-	var asksBuf [8]*queues.Request
 	path := append(pathBuf[:0], caller, env.Target)
-	asks := append(asksBuf[:0], env.Request)
 	shard, key := s.waitsOf(env.Hash), env.Hash
 	if at != nil {
 		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
 	}
-	w := walk{s: s, env: env, caller: caller}
-	return w.from(env.Target, shard, key, path, asks)
+	var stuckBuf [8]*queues.Request
+	w := walk{s: s, env: env, caller: caller, stuck: stuckBuf[:0]}
+	cycle, _ := w.from(env.Target, shard, key, path)
+	if cycle == nil {
+		return nil
+	}
+	for _, r := range w.stuck { // the second look (see above)
+		if r.Resolved() || r.Abandoned() {
+			return nil
+		}
+	}
+	return cycle
 }
 
 // walk is one deadlock walk (closesCycle): from env's target along the
 // calls its turns wait on, back to env's caller.
+//
+// A grain with several calls out — a fan-out from its turn, interleaved
+// turns, a stopping grain's several turns — lets nothing in while it
+// waits (unless it is a reentrant grain that is not held: then it is no
+// step of a walk at all), so what waits for it waits for all its turns,
+// and one stuck turn is enough; a turn is stuck only if every call it
+// made is (a fan-out may wait for its first reply only). A call is stuck
+// if it leads back to env's caller — a cycle — or to a grain already on
+// the way there, which is stuck if the rest of the walk finds it so (a
+// loop: on its own it is no verdict, as a cycle env's caller is not on
+// is none of env's doing). Each ask on a stuck branch is kept for the
+// second look (walk.stuck), and a branch found not stuck takes its own
+// back.
 type walk struct {
 	s      *Silo
 	env    *queues.Envelope
 	caller grain.ID
 	steps  int // bounded by maxCycle, across branches too
+	// stuck: the asks the verdict rests on, which the second look reads
+	stuck []*queues.Request
+	// siblings: the caller's other calls of env's turn are being looked
+	// at (callerWaits), from callerShard under callerKey: a branch back to
+	// the caller is a loop, not another look at its calls
+	siblings    bool
+	callerShard *waitShard
+	callerKey   uint64
 }
 
 // from follows the calls of cur, whose wait is in shard under key: its one
-// call; or, for a grain being stopped with several (heldCalls) — what
-// waits for it waits for all its turns — each of its turns, one stuck
-// being enough, a turn being stuck if every call it made is (a fan-out may
-// wait for the first reply only). path ends with cur, and asks with the
-// ask that waits on it; the branches share neither (a full slice's append
-// copies).
-func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []grain.ID, asks []*queues.Request) []grain.ID {
+// call; or, with several, each of its turns, one stuck being enough, a
+// turn being stuck if every call it made is. path ends with cur; the
+// branches do not share it (a full slice's append copies). It returns the
+// cycle back to env's caller, or reports a loop (walk).
+func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []grain.ID) (cycle []grain.ID, loop bool) {
 	if req, next, nh, letIn := shard.edge(cur, key); req != nil {
-		return w.via(waitCall{req: req, target: next, thash: nh, letIn: letIn}, path, asks)
+		return w.via(waitCall{req: req, target: next, thash: nh, letIn: letIn}, path)
 	}
-	calls := shard.heldCalls(cur, key)
-	path, asks = path[:len(path):len(path)], asks[:len(asks):len(asks)]
+	calls := shard.stuckCalls(cur, key, w.s.holdsWhileWaiting(cur))
+	path = path[:len(path):len(path)]
+	looped := -1 // the first turn found stuck in a loop
 	for i, c := range calls {
 		if slices.ContainsFunc(calls[:i], func(d waitCall) bool { return d.turn == c.turn }) {
 			continue // that turn's been looked at
 		}
-		var cycle []grain.ID
-		for _, d := range calls[i:] {
-			if d.turn != c.turn {
-				continue
-			}
-			if cycle = w.via(d, path, asks); cycle == nil {
-				break // this call of the turn's may be answered: so may the turn
-			}
-		}
+		mark := len(w.stuck)
+		cycle, loop := w.turnStuck(calls[i:], c.turn, path)
 		if cycle != nil {
-			return cycle
+			return cycle, false
+		}
+		w.stuck = w.stuck[:mark] // a loop turn's asks matter only if no turn closes a cycle
+		if loop && looped < 0 {
+			looped = i
 		}
 	}
-	return nil // cur's turns are not stuck on known calls
+	if looped < 0 {
+		return nil, false // cur's turns are not stuck on known calls
+	}
+	return w.turnStuck(calls[looped:], calls[looped].turn, path) // its asks again
+}
+
+// turnStuck reports whether turn, whose calls are among calls, is stuck:
+// every call of it is; with the cycle one of them closes, if one does.
+func (w *walk) turnStuck(calls []waitCall, turn *turnInfo, path []grain.ID) (cycle []grain.ID, loop bool) {
+	mark := len(w.stuck)
+	for _, d := range calls {
+		if d.turn != turn {
+			continue
+		}
+		c, l := w.via(d, path)
+		if c == nil && !l {
+			w.stuck = w.stuck[:mark]
+			return nil, false // this call of the turn's may be answered: so may the turn
+		}
+		if cycle == nil {
+			cycle = c
+		}
+	}
+	return cycle, cycle == nil
 }
 
 // via takes the step along c, a call of path's last grain: to its target,
 // if the target lets c's ask in only once its own turns end.
-func (w *walk) via(c waitCall, path []grain.ID, asks []*queues.Request) []grain.ID {
+func (w *walk) via(c waitCall, path []grain.ID) (cycle []grain.ID, loop bool) {
 	s, req, next, nh := w.s, c.req, c.target, c.thash
 	if w.steps++; w.steps > maxCycle || req.Resolved() || req.Abandoned() {
-		return nil // too long; or the call is over, or given up on
+		return nil, false // too long; or the call is over, or given up on
 	}
 	if req.Interleave || ((c.letIn || !s.holdsWhileWaiting(next)) && !s.waitsOf(nh).hookWaits(next, nh)) {
-		return nil // next lets req in while it waits (an activating grain lets nothing in)
+		return nil, false // next lets req in while it waits (an activating grain lets nothing in)
 	}
-	asks = append(asks, req)
 	path = append(path, next)
 	shard, key := s.waitsOf(nh), nh
 	if s.isWorker(next) {
 		part, ok := req.QueuedAt()
 		if !ok || part >= len(s.parts) {
-			return nil // not known which of next's activations req waits behind
+			return nil, false // not known which of next's activations req waits behind
 		}
 		shard, key = &s.parts[part].waits, workerWaitKey(nh, part)
 	}
-	if next == w.caller {
+	switch {
+	case next == w.caller && w.siblings:
+		if shard != w.callerShard || key != w.callerKey {
+			return nil, false // another activation of the caller's identity
+		}
+		loop = true
+	case next == w.caller:
 		if !w.callerWaits(shard, key) {
-			return nil // back at caller's identity, another activation of it
+			return nil, false // not stuck on env; or another activation of caller's identity
 		}
-		for _, r := range asks[1:] { // the second look (see above)
-			if r.Resolved() || r.Abandoned() {
-				return nil
-			}
-		}
-		return slices.Clone(path)
-	}
-	for _, id := range path[1 : len(path)-1] {
-		if id == next {
-			return nil // a cycle that env's caller is not on
+		cycle = slices.Clone(path)
+	case slices.Contains(path[1:len(path)-1], next):
+		loop = true // stuck if the grain it came back to is
+	default:
+		if cycle, loop = w.from(next, shard, key, path); cycle == nil && !loop {
+			return nil, false
 		}
 	}
-	return w.from(next, shard, key, path, asks)
+	w.stuck = append(w.stuck, req)
+	return cycle, loop
 }
 
 // callerWaits reports whether env's caller, whose wait is in shard under
-// key, is stuck on env: env is its one call; or it is being stopped, and
-// env is the one call of its turn.
+// key, is stuck on env: env is its one call; or one of several, and every
+// other call of env's turn is stuck too.
 func (w *walk) callerWaits(shard *waitShard, key uint64) bool {
 	if own, _, _, _ := shard.edge(w.caller, key); own != nil {
 		return own == w.env.Request
 	}
-	calls := shard.heldCalls(w.caller, key)
+	calls := shard.stuckCalls(w.caller, key, w.s.holdsWhileWaiting(w.caller))
 	i := slices.IndexFunc(calls, func(c waitCall) bool { return c.req == w.env.Request })
-	return i >= 0 && !slices.ContainsFunc(calls, func(c waitCall) bool {
-		return c.turn == calls[i].turn && c.req != w.env.Request
-	})
+	if i < 0 {
+		return false
+	}
+	mark := len(w.stuck)
+	w.siblings, w.callerShard, w.callerKey = true, shard, key
+	defer func() { w.siblings = false }()
+	for _, d := range calls {
+		if d.turn != calls[i].turn || d.req == w.env.Request {
+			continue
+		}
+		if c, l := w.via(d, []grain.ID{w.caller}); c == nil && !l {
+			w.stuck = w.stuck[:mark]
+			return false // the turn may have this call answered, and go on
+		}
+	}
+	return true
 }
 
 // workerWaitKey is the key of the wait of a stateless worker's activation

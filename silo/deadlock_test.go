@@ -92,25 +92,52 @@ func TestCrossChainDeadlockFailsFast(t *testing.T) {
 type dagMsg struct{ depth int }
 
 // No false alarm: many chains of calls that wait behind each other (only
-// ever towards higher-numbered grains) all complete.
+// ever towards higher-numbered grains) all complete — with turns that fan
+// out too, to two grains at once, waiting for both replies or the first.
 func TestNoDeadlockReportedWithoutACycle(t *testing.T) {
+	for _, fan := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fan-out=%v", fan), func(t *testing.T) { noDeadlockInADAG(t, fan) })
+	}
+}
+
+func noDeadlockInADAG(t *testing.T, fan bool) {
 	const grains, callers, calls = 12, 40, 50
 	var falseAlarms atomic.Int64
 	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "dag", func(id grain.ID) grain.Func {
 			me, _ := id.IntKey()
+			call := func(ctx context.Context, c *grain.Context, depth int) (int, error) {
+				next := me + 1 + rand.Int64N(grains-1-me)
+				n, err := silo.Call[int](ctx, s, grain.NewIntID("dag", next), dagMsg{depth})
+				if errors.Is(err, grain.ErrCallCycle) {
+					falseAlarms.Add(1)
+				}
+				return n, err
+			}
 			return func(ctx context.Context, c *grain.Context, msg any) (any, error) {
 				m := msg.(dagMsg)
 				if m.depth == 0 || me == grains-1 {
 					runtimeYield()
 					return 1, nil
 				}
-				next := me + 1 + rand.Int64N(grains-1-me)
-				n, err := silo.Call[int](ctx, c.Silo(), grain.NewIntID("dag", next), dagMsg{m.depth - 1})
-				if errors.Is(err, grain.ErrCallCycle) {
-					falseAlarms.Add(1)
+				if !fan || rand.IntN(2) == 0 {
+					n, err := call(ctx, c, m.depth-1)
+					return n + 1, err
 				}
-				return n + 1, err
+				type reply struct {
+					n   int
+					err error
+				}
+				replies := make(chan reply, 2)
+				for range 2 {
+					go func() { n, err := call(ctx, c, m.depth-1); replies <- reply{n, err} }()
+				}
+				r := <-replies
+				if rand.IntN(2) == 0 { // and the other
+					r2 := <-replies
+					r.n, r.err = max(r.n, r2.n), errors.Join(r.err, r2.err)
+				}
+				return r.n + 1, r.err
 			}
 		}))
 	})
@@ -218,14 +245,14 @@ func newStoppingCycle(t *testing.T, rHolds bool) *stoppingCycle {
 				if msg == "fanout" { // asks p and q at once; the first reply is the answer
 					replies := make(chan string, 2)
 					for _, to := range []grain.ID{c.p, c.q} {
-						go func() { v, _ := silo.Call[string](ctx, gc.Silo(), to, "ping"); replies <- v }()
+						go func() { v, _ := silo.Call[string](ctx, s, to, "ping"); replies <- v }()
 					}
 					return <-replies, nil
 				}
 				if msg == "fanall" { // asks p and q at once and waits for both
 					errs := make(chan error, 2)
 					for _, to := range []grain.ID{c.p, c.q} {
-						go func() { _, err := silo.Call[string](ctx, gc.Silo(), to, "ping"); errs <- err }()
+						go func() { _, err := silo.Call[string](ctx, s, to, "ping"); errs <- err }()
 					}
 					return nil, errors.Join(<-errs, <-errs)
 				}
@@ -415,7 +442,7 @@ func newFanOutCycle(t *testing.T) *fanOutCycle {
 				errs := make(chan error, 2)
 				for _, to := range []grain.ID{f.b, f.c} {
 					go func() {
-						_, err := silo.Call[string](ctx, gc.Silo(), to, "ping")
+						_, err := silo.Call[string](ctx, s, to, "ping")
 						errs <- err
 						f.calls <- err
 					}()
@@ -555,4 +582,72 @@ func TestAStoppingReentrantGrainsFanOutDownToTheCallThatClosesACycleFailsFast(t 
 	require.ErrorAs(t, err, &cyc)
 	assert.Equal(t, []grain.ID{r, p, r}, cyc.Chain)
 	require.NoError(t, <-fromP, "p's call back answered by r's next instance")
+}
+
+// A turn that fans out is stuck once every call of it is, each behind a
+// grain whose turn calls it back: a room asks two players at once and
+// waits for both, while each player's turn, on a chain of its own, calls
+// the room. The player call that closes the second cycle fails at once
+// (the room's turn is stuck only if both its calls are); that player's
+// turn ends and answers the room, whose call left then closes the other
+// cycle and fails too (walked again as the answered call ended); and the
+// other player's call reaches the room once its turn has ended. (Walks
+// through a grain with several calls out gave no verdict: every call
+// waited for its deadline.)
+func TestAFanOutWhoseEveryCallIsStuckFailsFast(t *testing.T) {
+	room := grain.NewID("room", "r")
+	in, gate := make(chan struct{}, 2), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "room", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "room-ok", nil
+				}
+				errs := make(chan error, 2)
+				for _, p := range []string{"1", "2"} {
+					go func() {
+						_, err := silo.Call[string](ctx, s, grain.NewID("player", p), "ping")
+						errs <- err
+					}()
+				}
+				return nil, errors.Join(<-errs, <-errs)
+			}
+		}))
+		require.NoError(t, silo.Register(s, "player", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "ping" {
+					return "pong", nil
+				}
+				in <- struct{}{}
+				<-gate
+				return silo.Call[string](ctx, gc.Silo(), room, "hi")
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	players := make(chan error, 2)
+	for _, p := range []string{"1", "2"} {
+		go func() { _, err := s.Ask(ctx, grain.NewID("player", p), "call room"); players <- err }()
+	}
+	<-in
+	<-in
+	fromRoom := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, room, "fanout"); fromRoom <- err }()
+	waitBacklog(t, s, 2) // the room's asks wait behind the players' turns
+	close(gate)          // each player calls the room
+	err := <-fromRoom
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	var failed, answered int
+	for range 2 {
+		if err := <-players; err != nil {
+			require.ErrorIs(t, err, grain.ErrCallCycle)
+			failed++
+		} else {
+			answered++
+		}
+	}
+	assert.Equal(t, 1, failed, "the player call that closed the second cycle")
+	assert.Equal(t, 1, answered, "the other, once the room's turn had ended")
+	assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonDeadlock])
 }

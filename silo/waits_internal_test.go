@@ -59,7 +59,7 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	w.hold(a, 1, &held)
 	w.start(a, 1, r3, c, 3, false, false, &held, nil)
 	assert.True(t, w.hookWaits(a, 1), "three calls out, every one held: it lets nothing in")
-	assert.Len(t, w.heldCalls(a, 1), 3)
+	assert.Len(t, w.stuckCalls(a, 1, false), 3)
 	assert.Nil(t, follows(a), "which one it waits on is not known")
 	w.end(1, r1)
 	w.end(1, r3)
@@ -72,5 +72,22 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	assert.False(t, w.hookWaits(a, 1), "a grain that is not held")
 	w.start(a, 1, r2, c, 3, false, false, &held, nil)
 	assert.False(t, w.hookWaits(a, 1), "one call not held: an instance before the Stop's")
-	assert.Nil(t, w.heldCalls(a, 1))
+	assert.Nil(t, w.stuckCalls(a, 1, false))
+	assert.Len(t, w.stuckCalls(a, 1, true), 2, "a kind that lets nothing in: every call")
+	w.end(1, r1)
+	w.end(1, r2)
+
+	// A call's end returns a call of its turn still out, to walk again from.
+	t1, t2 := &turnInfo{}, &turnInfo{}
+	w.start(a, 1, r1, b, 2, false, false, nil, t1)
+	w.start(a, 1, r2, c, 3, false, false, nil, t1)
+	w.start(a, 1, r3, c, 3, false, false, nil, t2)
+	again, ok := w.end(1, r1)
+	assert.True(t, ok)
+	assert.Same(t, r2, again.req, "the fan-out's call left")
+	_, ok = w.end(1, r2)
+	assert.False(t, ok, "its turn has nothing out")
+	_, ok = w.end(1, r3)
+	assert.False(t, ok, "nothing out at all")
+	assert.Empty(t, w.m)
 }
