@@ -663,3 +663,58 @@ func callStillOut(t *testing.T, tell bool) {
 	require.NoError(t, err, "the grain's turn token is free")
 	assert.Equal(t, "awaited", v)
 }
+
+// racer's "go" starts a goroutine that asks echo/e with the turn's ctx, and
+// returns once echo has the call, which echo answers at once: the call
+// ends about as the turn does, one a moment before or after the other.
+// "await" takes the turn token.
+type racer struct{ s **silo.Silo }
+
+func (g racer) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "await" {
+		return "awaited", silo.Await(ctx, func() error { return nil })
+	}
+	reached := make(chan struct{})
+	go func() { _, _ = (*g.s).Ask(ctx, grain.NewID("echo", "e"), reached) }()
+	<-reached // the call is out (a goroutine must not begin one with the ctx after the turn)
+	return nil, nil
+}
+
+// A call of a goroutine of the turn that ends just as the turn does —
+// taking the turn token back while the turn's end looks whether a call is
+// still out — leaves the token free, for a tell's turn as for an ask's.
+// (A tell's turn read its calls without the lock they take: it found none
+// out as the call was taking the token back, kept its ctx for the next
+// turn, whose start wiped the taking, and the token stayed held by no turn:
+// the grain's next turn to wait for it waited for ever — the chaos program,
+// with turns that fan out and take their first reply, stuck a reentrant
+// grain for good in one run of two.)
+func TestACallEndingAsItsTurnEndsLeavesTheTokenFree(t *testing.T) {
+	var s *silo.Silo
+	s = newSilo(t, silo.Config{}, func(s2 *silo.Silo) {
+		require.NoError(t, silo.Register(s2, "racer", func(grain.ID) racer { return racer{&s} }, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s2, "echo", func(grain.ID) grain.Func {
+			return func(_ context.Context, _ *grain.Context, msg any) (any, error) {
+				close(msg.(chan struct{}))
+				return "hi", nil
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	for i := range 200 {
+		id := grain.NewIntID("racer", int64(i%4))
+		for range 50 {
+			if i%2 == 0 {
+				require.NoError(t, s.Tell(ctx, id, "go"))
+			} else {
+				_, err := s.Ask(ctx, id, "go")
+				require.NoError(t, err)
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second) // bounds a failing test
+		v, err := silo.Call[string](actx, s, id, "await")
+		cancel()
+		require.NoError(t, err, "round %d: the grain's turn token is free", i)
+		require.Equal(t, "awaited", v)
+	}
+}

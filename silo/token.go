@@ -109,35 +109,47 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 // wait for it: docs/calls.md, "Work that outlives the turn") does not take
 // the token back for a turn that is gone, which would never give it up: the
 // grain's next turn to wait for it waited for ever. A worker's itc (a tell
-// of a kind whose turns interleave) left with calls out is marked so too,
-// and left to them: the worker makes a new one. (Reading calls without the
-// lock can race only with such a goroutine, the misuse; one the handler
-// waited for is done.) A plain tell's ctx, the worker's tc, has no calls
-// that give the token up unless it allows call-chain reentrancy.
+// of a kind whose turns interleave) left with a call out — or one taking
+// the token back, its call just over — is marked so too, under that lock,
+// and left to them: the worker makes a new one. (Read without it, a call
+// taking the token back as the turn ended was missed, the ctx kept, and
+// the next turn's reset wiped the taking: the token stayed held by no
+// turn; TestACallEndingAsItsTurnEndsLeavesTheTokenFree.) A plain tell's
+// ctx, the worker's tc, has no calls that give the token up unless it
+// allows call-chain reentrancy.
 func endTurnToken(w *worker, a *act, tc *turnCtx) {
 	if tc.info.req == nil {
-		if tc == w.itc && tc.info.calls != 0 {
-			tc.info.endOver(a.extra())
-			w.itc = nil // left to its calls: the next such turn makes another
+		if tc == w.itc {
+			if tc.info.endOver(a.extra(), true) {
+				w.itc = nil // left to its calls: the next such turn makes another
+			}
 		} else if tc.info.holdsToken { // it took the token back after a reentrant call
 			a.extra().token.unlock()
 		}
 		return
 	}
 	if x := a.x.Load(); x != nil { // else the token, which lives there, was never taken
-		tc.info.endOver(x)
+		tc.info.endOver(x, false)
 	}
 }
 
 // endOver marks ti's turn over for its calls still out, and gives the
-// grain's turn token back if the turn held it.
-func (ti *turnInfo) endOver(x *actExtra) {
+// grain's turn token back if the turn held it. It reports whether a call
+// of the turn is still out, or taking the token back. A ctx the worker
+// reuses (reused) is marked only then, and left to those calls: marked
+// and reused, it would keep the next turn's calls from taking the token
+// back, and that turn would run on beside interleaved ones.
+func (ti *turnInfo) endOver(x *actExtra, reused bool) (left bool) {
 	x.callMu.Lock()
-	ti.over = true
+	left = ti.calls != 0 || ti.retaking
+	if left || !reused {
+		ti.over = true
+	}
 	held := ti.holdsToken
 	ti.holdsToken = false
 	x.callMu.Unlock()
 	if held {
 		x.token.unlock()
 	}
+	return left
 }
