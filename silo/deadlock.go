@@ -38,17 +38,18 @@ import (
 // given up. Both marks are set once and never cleared, and an answer is
 // marked before its caller can see it: asks all found pending in that second
 // pass were all pending at its first read, when every one waited on the
-// next — a deadlock, not a picture of one. Anything the walk cannot be sure
-// of (a grain with several calls out: a fan-out from its turn, or
-// interleaved turns) ends it with no verdict: the ask waits, as before —
-// until the grain is down to one call (or, being stopped, its turn is).
-// No new ask marks that moment, so the grain's call ending does: the owner
-// behind which the call left waits walks again from it (Silo.endWait,
-// partition.rewalk), and fails it if it closes a cycle. A turn that fans
-// out and waits for every reply is stuck then; one that took its first
-// reply and goes on is not, but its call left cannot be answered before
-// it ends, when the call's ctx ends with it: failed or dropped as expired,
-// it is one dead letter either way.
+// next — a deadlock, not a picture of one. A grain with several calls
+// out (a fan-out from its turn, interleaved turns) is stuck if one of its
+// turns is, and a turn if every call of it is (walk); while one call is
+// merely slow, the turn may go on at its reply — no verdict — and since no
+// new ask marks that call's end, the end itself does: the owner behind
+// which one of the turn's calls left waits walks again from it (Silo.endWait,
+// partition.rewalk), and fails it if it closes a cycle. A turn that took
+// its first reply and goes on is not stuck, but its calls left cannot be
+// answered before it ends, when their ctx ends with it: failed or dropped
+// as expired, each is one dead letter either way. Anything the walk cannot
+// be sure of (two grains of one hash with calls out, a cycle past
+// maxCycle steps) ends it with no verdict: the ask waits, as before.
 // OnDeactivate's calls are not edges at all: the silo gives up on a hook
 // that overruns its timeout, and what waited for the grain runs after all.
 
