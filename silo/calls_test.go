@@ -676,13 +676,16 @@ func (g racer) Receive(ctx context.Context, _ *grain.Context, msg any) (any, err
 	}
 	reached := make(chan struct{})
 	go func() { _, _ = (*g.s).Ask(ctx, grain.NewID("echo", "e"), reached) }()
-	<-reached // the call is out (a goroutine must not begin one with the ctx after the turn)
+	if msg == "go" {
+		<-reached // the call is out as the turn ends
+	} // else ("late") it begins as the turn ends
 	return nil, nil
 }
 
 // A call of a goroutine of the turn that ends just as the turn does —
 // taking the turn token back while the turn's end looks whether a call is
-// still out — leaves the token free, for a tell's turn as for an ask's.
+// still out — or begins just as it does, leaves the token free, for a
+// tell's turn as for an ask's, and no call is taken for the next turn's.
 // (A tell's turn read its calls without the lock they take: it found none
 // out as the call was taking the token back, kept its ctx for the next
 // turn, whose start wiped the taking, and the token stayed held by no turn:
@@ -703,11 +706,12 @@ func TestACallEndingAsItsTurnEndsLeavesTheTokenFree(t *testing.T) {
 	ctx := ctxT(t)
 	for i := range 200 {
 		id := grain.NewIntID("racer", int64(i%4))
+		msg := []string{"go", "late"}[i/2%2]
 		for range 50 {
 			if i%2 == 0 {
-				require.NoError(t, s.Tell(ctx, id, "go"))
+				require.NoError(t, s.Tell(ctx, id, msg))
 			} else {
-				_, err := s.Ask(ctx, id, "go")
+				_, err := s.Ask(ctx, id, msg)
 				require.NoError(t, err)
 			}
 		}

@@ -132,11 +132,8 @@ func (p *partition) releaseGoexited(w *worker, a *act, res *turnResult) {
 	tc := turnCtxOf(w, res.req)
 	if x := a.x.Load(); x != nil {
 		x.callMu.Lock()
-		if tc.info.req != nil || tc.info.calls > 0 && tc == w.itc {
-			tc.info.over = true // as endTurnToken
-			if tc == w.itc {
-				w.itc = nil // left to its calls
-			}
+		if tc.info.req != nil || tc == w.itc {
+			tc.info.markOver(x) // as endTurnToken
 		}
 		held := tc.info.holdsToken
 		tc.info.holdsToken = false

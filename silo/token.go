@@ -56,7 +56,11 @@ func (t *fifoToken) unlock() {
 // each other. x.callMu guards the calls, retaking and holdsToken of every
 // turn of the grain; it is never held while waiting for the token, which an
 // interleaved turn holding it may need x.callMu to give back. x.waiting
-// counts the grain's turns with calls in flight.
+// counts the grain's turns with calls in flight — turns, not calls: a turn
+// that ended with calls of its goroutines still out (the handler did not
+// wait for them) waits no more, and is counted out as it ends (markOver),
+// else the grain, open to interleaving while no turn waited, let a
+// message in beside its next turn, which runs without the token.
 
 // leaveToken is called as a call from ti's turn begins. It reports whether
 // the turn began waiting (its first call in flight).
@@ -64,7 +68,7 @@ func (ti *turnInfo) leaveToken(x *actExtra) bool {
 	x.callMu.Lock()
 	defer x.callMu.Unlock()
 	ti.calls++
-	if ti.calls > 1 {
+	if ti.calls > 1 || ti.over { // a goroutine's call begun as its turn ended: no turn waits
 		return false
 	}
 	x.waiting.Add(1)
@@ -83,8 +87,12 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 		x.callMu.Unlock()
 		return
 	}
+	if ti.over { // the turn is gone, counted out of the waiting as it ended
+		x.callMu.Unlock()
+		return
+	}
 	x.waiting.Add(-1)
-	if ti.retaking || ti.over { // another goroutine of the turn is taking it back; or the turn is gone
+	if ti.retaking { // another goroutine of the turn is taking it back
 		x.callMu.Unlock()
 		return
 	}
@@ -103,53 +111,55 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 }
 
 // endTurnToken gives the grain's turn token back at the end of tc's turn,
-// w's, if the turn took it back after a call. For a ctx never reused — an
-// ask's — it also marks the turn over, under the lock the calls take, so
+// w's, if the turn took it back after a call; and, for a ctx never reused
+// — an ask's, or an interleaving tell's (w.itc, made for each such turn:
+// turnCtxFor) — marks the turn over, under the lock the calls take, so
 // that a call a goroutine of the turn still has out (the handler did not
-// wait for it: docs/calls.md, "Work that outlives the turn") does not take
-// the token back for a turn that is gone, which would never give it up: the
-// grain's next turn to wait for it waited for ever. A worker's itc (a tell
-// of a kind whose turns interleave) left with a call out — or one taking
-// the token back, its call just over — is marked so too, under that lock,
-// and left to them: the worker makes a new one. (Read without it, a call
-// taking the token back as the turn ended was missed, the ctx kept, and
-// the next turn's reset wiped the taking: the token stayed held by no
-// turn; TestACallEndingAsItsTurnEndsLeavesTheTokenFree.) A plain tell's
-// ctx, the worker's tc, has no calls that give the token up unless it
-// allows call-chain reentrancy.
+// wait for it: docs/calls.md, "Work that outlives the turn"), or is just
+// taking the token back as its call ended, takes nothing back for a turn
+// that is gone, which would never give it up: the grain's next turn to
+// wait for it waited for ever (TestACallStillOutWhenItsTurnEndsTakesNoTokenBack,
+// TestACallEndingAsItsTurnEndsLeavesTheTokenFree). An interleaving tell's
+// ctx was once the worker's, reset for its next such turn: a goroutine's
+// call that read the turn as it ended then took the token back for the
+// next one, or for no turn — in the chaos program, with turns that fan out
+// and take their first reply, a reentrant grain stuck for good. A plain
+// tell's ctx, the worker's tc, has no calls that give the token up unless
+// it allows call-chain reentrancy.
 func endTurnToken(w *worker, a *act, tc *turnCtx) {
-	if tc.info.req == nil {
-		if tc == w.itc {
-			if tc.info.endOver(a.extra(), true) {
-				w.itc = nil // left to its calls: the next such turn makes another
-			}
-		} else if tc.info.holdsToken { // it took the token back after a reentrant call
+	if tc.info.req == nil && tc != w.itc {
+		if tc.info.holdsToken { // it took the token back after a reentrant call
 			a.extra().token.unlock()
 		}
 		return
 	}
 	if x := a.x.Load(); x != nil { // else the token, which lives there, was never taken
-		tc.info.endOver(x, false)
+		tc.info.endOver(x)
 	}
 }
 
-// endOver marks ti's turn over for its calls still out, and gives the
-// grain's turn token back if the turn held it. It reports whether a call
-// of the turn is still out, or taking the token back. A ctx the worker
-// reuses (reused) is marked only then, and left to those calls: marked
-// and reused, it would keep the next turn's calls from taking the token
-// back, and that turn would run on beside interleaved ones.
-func (ti *turnInfo) endOver(x *actExtra, reused bool) (left bool) {
+// endOver marks ti's turn over (markOver), and gives the grain's turn
+// token back if the turn held it.
+func (ti *turnInfo) endOver(x *actExtra) {
 	x.callMu.Lock()
-	left = ti.calls != 0 || ti.retaking
-	if left || !reused {
-		ti.over = true
-	}
+	ti.markOver(x)
 	held := ti.holdsToken
 	ti.holdsToken = false
 	x.callMu.Unlock()
 	if held {
 		x.token.unlock()
 	}
-	return left
+}
+
+// markOver marks ti's turn over for its calls still out, which then take
+// nothing back for it (retakeToken), and counts it out of the grain's
+// waiting turns if it was one. x.callMu is held.
+func (ti *turnInfo) markOver(x *actExtra) {
+	if ti.over {
+		return
+	}
+	ti.over = true
+	if ti.calls > 0 {
+		x.waiting.Add(-1)
+	}
 }

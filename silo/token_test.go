@@ -1,6 +1,10 @@
 package silo
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
 
 func TestFIFOTokenGrantsInOrder(t *testing.T) {
 	var tok fifoToken
@@ -37,4 +41,33 @@ func TestFIFOTokenGrantsInOrder(t *testing.T) {
 	tok.unlock()
 	tok.lock() // free again
 	tok.unlock()
+}
+
+// A turn counts among its grain's waiting turns while it has calls out,
+// and no longer once it has ended, whatever calls of its goroutines are
+// still out: those take nothing back for it, nor count it again — and a
+// call begun as it ended neither. (A call out past its turn kept the
+// grain open to interleaving while no turn waited: a message let in then
+// ran beside the next turn, which runs without the token.)
+func TestAnEndedTurnWaitsNoMore(t *testing.T) {
+	var x actExtra
+	ti := &turnInfo{}
+	assert.True(t, ti.leaveToken(&x), "its first call: the turn waits")
+	assert.False(t, ti.leaveToken(&x), "a second")
+	assert.Equal(t, int32(1), x.waiting.Load())
+	ti.retakeToken(&x)
+	assert.Equal(t, int32(1), x.waiting.Load(), "one call still out")
+	ti.endOver(&x) // the handler returned without waiting for it
+	assert.Zero(t, x.waiting.Load(), "an ended turn waits no more")
+	assert.False(t, ti.leaveToken(&x), "a call begun as it ended")
+	assert.Zero(t, x.waiting.Load())
+	ti.retakeToken(&x)
+	ti.retakeToken(&x)
+	assert.Zero(t, x.waiting.Load())
+	assert.False(t, ti.holdsToken)
+	select {
+	case <-x.token.reserve():
+	default:
+		t.Fatal("the token is free")
+	}
 }

@@ -286,7 +286,7 @@ func handOnToken(a *act, from, to *turnCtx) {
 		return
 	}
 	x.callMu.Lock()
-	from.info.over = true // the hook's calls still out take nothing back for it (retakeToken)
+	from.info.markOver(x) // the hook's calls still out take nothing back for it (retakeToken)
 	if from.info.holdsToken {
 		from.info.holdsToken = false
 		to.info.holdsToken = true
@@ -328,6 +328,9 @@ func (p *partition) dropExpired(env *queues.Envelope) bool {
 // worker's, reset.
 func (p *partition) turnCtxFor(w *worker, a *act, req *queues.Request, interleaved bool) *turnCtx {
 	w.ilv = req == nil && a.k.interleaves() // see ownCtx
+	if w.ilv {
+		w.itc = newInterleavingCtx(p) // its own: never reset under a goroutine of the turn before (endTurnToken)
+	}
 	tc := turnCtxOf(w, req)
 	var parent context.Context
 	if req != nil {

@@ -75,12 +75,10 @@ type worker struct {
 	// a call of its turn went unanswered: its turn ctx may still be read,
 	// so it is not pooled (workerpool.go)
 	lent atomic.Bool
-	// itc is the ctx of w's tell turns of kinds whose turns interleave,
-	// kept apart from tc: a goroutine that kept a plain kind's tell ctx
-	// past its turn (a misuse) must never find such a turn's token in it
-	// (ownCtx). Made for the first such turn; a turn that ends with calls
-	// of its goroutines still out leaves it to them, and the next turn
-	// makes another (endTurnToken). ilv: the turn w runs uses it.
+	// itc is the ctx of w's tell turn of a kind whose turns interleave,
+	// made for each such turn (turnCtxFor), never reset: a goroutine of the
+	// turn that calls as the turn ends must find that turn in it, over,
+	// and never the next one (endTurnToken). ilv: the turn w runs uses it.
 	itc *turnCtx
 	ilv bool
 }
