@@ -112,8 +112,8 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 
 // endTurnToken gives the grain's turn token back at the end of tc's turn,
 // w's, if the turn took it back after a call; and, for a ctx never reused
-// — an ask's, or an interleaving tell's (w.itc, made for each such turn:
-// turnCtxFor) — marks the turn over, under the lock the calls take, so
+// — an ask's, or an interleaving tell's (w.itc, reused only if no send
+// held it: turnCtxFor) — marks the turn over, under the lock the calls take, so
 // that a call a goroutine of the turn still has out (the handler did not
 // wait for it: docs/calls.md, "Work that outlives the turn"), or is just
 // taking the token back as its call ended, takes nothing back for a turn
@@ -127,8 +127,18 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 // tell's ctx, the worker's tc, has no calls that give the token up unless
 // it allows call-chain reentrancy.
 func endTurnToken(w *worker, a *act, tc *turnCtx) {
-	if tc.info.req == nil && tc != w.itc {
-		if tc.info.holdsToken { // it took the token back after a reentrant call
+	if tc.info.req == nil {
+		if tc == w.itc {
+			// Over for sends from here (ownCtx.info), before used is read:
+			// a send that has not marked it used by now never gets the info.
+			tc.gen.Add(1)
+			if tc.used() {
+				tc.info.endOver(a.extra())
+				return
+			}
+		}
+		if tc.info.holdsToken { // an interleaved turn's; or one that took the token back after a reentrant call
+			tc.info.holdsToken = false
 			a.extra().token.unlock()
 		}
 		return

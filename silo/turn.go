@@ -328,8 +328,10 @@ func (p *partition) dropExpired(env *queues.Envelope) bool {
 // worker's, reset.
 func (p *partition) turnCtxFor(w *worker, a *act, req *queues.Request, interleaved bool) *turnCtx {
 	w.ilv = req == nil && a.k.interleaves() // see ownCtx
-	if w.ilv {
-		w.itc = newInterleavingCtx(p) // its own: never reset under a goroutine of the turn before (endTurnToken)
+	if w.ilv && (w.itc == nil || w.itc.used()) {
+		// A send of the turn before held its info: a goroutine of that turn
+		// may still, and the info must not be reset under it (endTurnToken).
+		w.itc = newInterleavingCtx(p)
 	}
 	tc := turnCtxOf(w, req)
 	var parent context.Context

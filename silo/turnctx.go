@@ -87,10 +87,7 @@ func turnFrom(ctx context.Context) *turnInfo {
 		return &tc.info
 	}
 	if oc, ok := ctx.(*ownCtx); ok {
-		if oc.over() {
-			return nil
-		}
-		return &oc.tc.info
+		return oc.info()
 	}
 	ti, _ := ctx.Value(turnKey{}).(*turnInfo)
 	return ti
@@ -127,6 +124,11 @@ type turnCtx struct {
 	// ctxGone: the caller gave up, its own ctx done (set by the caller,
 	// which watches that ctx anyway as it waits: so the handler's ctx needs
 	// no registration with it, only this mark).
+	//
+	// ctxUsed: a worker's itc whose turn's info was handed to a send
+	// (ownCtx.info): a goroutine of the turn may still hold it once the
+	// turn is over, so the worker makes its next such turn a ctx of its
+	// own (turnCtxFor).
 	fate atomic.Uint32
 	// wrapped: the handler of a turn with this ctx gets an ownCtx of it
 	// (a worker's itc: tells of kinds whose turns interleave); release
@@ -147,7 +149,11 @@ const (
 	ctxEnded uint32 = 1 << iota
 	ctxTimedOut
 	ctxGone
+	ctxUsed
 )
+
+// used reports whether a send was handed c's turn info (ctxUsed).
+func (c *turnCtx) used() bool { return c.fate.Load()&ctxUsed != 0 }
 
 // ended reports whether the call c served is over (ctxEnded).
 func (c *turnCtx) ended() bool { return c.fate.Load()&ctxEnded != 0 }
@@ -202,12 +208,25 @@ func (c *ownCtx) Err() error {
 
 func (c *ownCtx) Value(key any) any {
 	if key == (turnKey{}) {
-		if c.over() {
-			return nil
+		if ti := c.info(); ti != nil {
+			return ti
 		}
-		return &c.tc.info
+		return nil
 	}
 	return nil // a tell's ctx carries no values (turnCtx.Value)
+}
+
+// info returns the turn's info while the turn lasts, marking its ctx used
+// first: the turn's end moves gen on, then the worker's next turn reads
+// used (turnCtxFor), so either this sees the turn over, or the next turn
+// sees the ctx used and takes one of its own, never resetting the info
+// under a send that holds it.
+func (c *ownCtx) info() *turnInfo {
+	c.tc.fate.Or(ctxUsed)
+	if c.over() {
+		return nil
+	}
+	return &c.tc.info
 }
 
 // AfterFunc is turnCtx.AfterFunc, or f on its own goroutine once the turn
@@ -388,6 +407,7 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 	c.info.calls = 0
 	c.info.holdsToken = interleaved
 	c.info.retaking = false
+	c.info.over = false // a worker's itc, reused only if no send held it (turnCtxFor)
 }
 
 // release ends the turn's context: a merged Done channel, if one was made,

@@ -75,10 +75,11 @@ type worker struct {
 	// a call of its turn went unanswered: its turn ctx may still be read,
 	// so it is not pooled (workerpool.go)
 	lent atomic.Bool
-	// itc is the ctx of w's tell turn of a kind whose turns interleave,
-	// made for each such turn (turnCtxFor), never reset: a goroutine of the
-	// turn that calls as the turn ends must find that turn in it, over,
-	// and never the next one (endTurnToken). ilv: the turn w runs uses it.
+	// itc is the ctx of w's tell turns of kinds whose turns interleave,
+	// kept apart from tc, and made anew for a turn once a send of the turn
+	// before has held its info (ctxUsed): a goroutine of that turn
+	// that calls as it ends must find that turn in it, over, and never the
+	// next one (endTurnToken). ilv: the turn w runs uses it.
 	itc *turnCtx
 	ilv bool
 }
