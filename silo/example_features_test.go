@@ -920,3 +920,44 @@ func ExampleContextPropagator() {
 	// order o-7, request req-42
 	// mailer, request req-42
 }
+
+// A lobby grain that asks every player at once and waits for all replies.
+type lobby struct{ players []grain.ID }
+
+type score struct{}
+
+func (r *lobby) Receive(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+	s := gc.Silo() // gc belongs to the turn: goroutines take what they need first
+	scores := make([]int, len(r.players))
+	errs := make([]error, len(r.players))
+	var wg sync.WaitGroup
+	for i, p := range r.players {
+		wg.Go(func() { scores[i], errs[i] = silo.Call[int](ctx, s, p, score{}) }) // the turn's ctx: its chain and deadline
+	}
+	wg.Wait() // every reply in: the turn goes on alone
+	total := 0
+	for _, n := range scores {
+		total += n
+	}
+	return total, errors.Join(errs...)
+}
+
+// A turn may call several grains at once, from goroutines of its own, and
+// wait for them all (Orleans' Task.WhenAll): the grain stays busy, the
+// partition serves other grains meanwhile, and if a callee's turn, on a
+// chain of its own, calls the grain back, the cycle fails at once with
+// ErrCallCycle rather than wait for the deadline (docs/calls.md).
+func Example_fanOut() {
+	s, _ := silo.New(silo.Config{})
+	players := []grain.ID{grain.NewID("player", "ann"), grain.NewID("player", "bo"), grain.NewID("player", "cy")}
+	_ = silo.Register(s, "lobby", func(grain.ID) *lobby { return &lobby{players: players} })
+	_ = silo.Register(s, "player", func(id grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) { return len(id.Key()), nil }
+	})
+	_ = s.Start()
+	defer s.Close()
+
+	total, err := silo.Call[int](context.Background(), s, grain.NewID("lobby", "main"), score{})
+	fmt.Println(total, err)
+	// Output: 7 <nil>
+}
