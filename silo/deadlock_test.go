@@ -276,13 +276,7 @@ func newStoppingCycle(t *testing.T, rHolds bool) *stoppingCycle {
 				return silo.Call[string](ctx, gc.Silo(), c.r, "hi")
 			}
 		}))
-		require.NoError(t, silo.Register(s, "slow", func(grain.ID) grain.Func {
-			return func(context.Context, *grain.Context, any) (any, error) {
-				c.qIn <- struct{}{}
-				<-c.qGate
-				return "q-ok", nil
-			}
-		}))
+		require.NoError(t, silo.Register(s, "slow", gatedKind(c.qIn, c.qGate, "q-ok")))
 	})
 	return c
 }
@@ -297,6 +291,13 @@ func (c *stoppingCycle) holdP(t *testing.T) (context.Context, <-chan error) {
 	go func() { _, err := c.s.Ask(ctx, c.p, "call r"); fromP <- err }()
 	<-c.pIn
 	return ctx, fromP
+}
+
+// askR asks r msg, on a chain of its own; its outcome comes on the channel.
+func (c *stoppingCycle) askR(ctx context.Context, msg string) <-chan error {
+	fromR := make(chan error, 1)
+	go func() { _, err := c.s.Ask(ctx, c.r, msg); fromR <- err }()
+	return fromR
 }
 
 // stop stops r, and returns once r's owner has taken the Stop.
@@ -317,16 +318,12 @@ func TestACallBackIntoAStoppingReentrantGrainThatWaitsOnItFailsFast(t *testing.T
 	c := newStoppingCycle(t, false)
 	s, r, p := c.s, c.r, c.p
 	ctx, fromP := c.holdP(t)
-	fromR := make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, r, "callP"); fromR <- err }()
+	fromR := c.askR(ctx, "callP")
 	waitBacklog(t, s, 1) // r's turn waits on p, its call behind p's turn
 	c.stop(ctx, t)
 	close(c.pGate) // p calls r, which is stopping and waits on p: the cycle closes
 	err := <-fromP
-	require.ErrorIs(t, err, grain.ErrCallCycle)
-	var cyc *grain.CallCycleError
-	require.ErrorAs(t, err, &cyc)
-	assert.Equal(t, []grain.ID{p, r, p}, cyc.Chain)
+	requireCycle(t, err, p, r, p)
 	require.NoError(t, <-fromR, "r's call answered once p's turn had ended")
 	got, err := silo.Call[string](ctx, s, r, "hi")
 	require.NoError(t, err)
@@ -344,8 +341,7 @@ func TestAStoppingReentrantGrainsCallThatClosesACycleFailsFast(t *testing.T) {
 	s, r, p, pIn, rIn, gateP, gateR := c.s, c.r, c.p, c.pIn, c.rIn, c.pGate, c.rGate
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
-	fromR := make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, r, "callP"); fromR <- err }()
+	fromR := c.askR(ctx, "callP")
 	<-rIn // r's turn runs, not in a call yet
 	fromP := make(chan error, 1)
 	go func() { _, err := s.Ask(ctx, p, "call r"); fromP <- err }()
@@ -357,10 +353,7 @@ func TestAStoppingReentrantGrainsCallThatClosesACycleFailsFast(t *testing.T) {
 	waitBacklog(t, s, 1) // p's call waits for r's next instance
 	close(gateR)         // r's turn calls p, which waits on r: the cycle closes
 	err = <-fromR
-	require.ErrorIs(t, err, grain.ErrCallCycle)
-	var cyc *grain.CallCycleError
-	require.ErrorAs(t, err, &cyc)
-	assert.Equal(t, []grain.ID{r, p, r}, cyc.Chain)
+	requireCycle(t, err, r, p, r)
 	require.NoError(t, <-fromP, "p's call answered by r's next instance")
 }
 
@@ -467,13 +460,7 @@ func newFanOutCycle(t *testing.T) *fanOutCycle {
 				return silo.Call[string](ctx, gc.Silo(), f.a, "hi")
 			}
 		}))
-		require.NoError(t, silo.Register(s, "slow", func(grain.ID) grain.Func {
-			return func(context.Context, *grain.Context, any) (any, error) {
-				f.cIn <- struct{}{}
-				<-f.cGte
-				return "c-ok", nil
-			}
-		}))
+		require.NoError(t, silo.Register(s, "slow", gatedKind(f.cIn, f.cGte, "c-ok")))
 	})
 	return f
 }
@@ -514,10 +501,7 @@ func TestAFanOutDownToTheCallThatClosesACycleFailsFast(t *testing.T) {
 	fromA, fromB := f.start(ctx, t, "fanout")
 	close(f.cGte) // c answers: a waits on b alone
 	err := <-fromA
-	require.ErrorIs(t, err, grain.ErrCallCycle)
-	var cyc *grain.CallCycleError
-	require.ErrorAs(t, err, &cyc)
-	assert.Equal(t, []grain.ID{f.a, f.b, f.a}, cyc.Chain)
+	requireCycle(t, err, f.a, f.b, f.a)
 	require.NoError(t, <-fromB, "b's call to a answered once a's turn had ended")
 	_, err = f.s.Ask(ctx, f.b, "barrier") // b has taken whatever waited in its mailbox
 	require.NoError(t, err)
@@ -568,8 +552,7 @@ func TestAStoppingReentrantGrainsFanOutDownToTheCallThatClosesACycleFailsFast(t 
 	c := newStoppingCycle(t, false)
 	s, r, p := c.s, c.r, c.p
 	ctx, fromP := c.holdP(t)
-	fromR := make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, r, "fanall"); fromR <- err }()
+	fromR := c.askR(ctx, "fanall")
 	<-c.qIn
 	waitBacklog(t, s, 1) // r's ask to p waits behind p's turn
 	c.stop(ctx, t)
@@ -577,10 +560,7 @@ func TestAStoppingReentrantGrainsFanOutDownToTheCallThatClosesACycleFailsFast(t 
 	waitBacklog(t, s, 2) // p's call back waits for r's next instance: walked, no verdict
 	close(c.qGate)       // q answers: r's turn waits on p alone
 	err := <-fromR
-	require.ErrorIs(t, err, grain.ErrCallCycle)
-	var cyc *grain.CallCycleError
-	require.ErrorAs(t, err, &cyc)
-	assert.Equal(t, []grain.ID{r, p, r}, cyc.Chain)
+	requireCycle(t, err, r, p, r)
 	require.NoError(t, <-fromP, "p's call back answered by r's next instance")
 }
 
@@ -650,4 +630,24 @@ func TestAFanOutWhoseEveryCallIsStuckFailsFast(t *testing.T) {
 	assert.Equal(t, 1, failed, "the player call that closed the second cycle")
 	assert.Equal(t, 1, answered, "the other, once the room's turn had ended")
 	assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonDeadlock])
+}
+
+// requireCycle checks that err is a call cycle's, naming chain.
+func requireCycle(t *testing.T, err error, chain ...grain.ID) {
+	t.Helper()
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	var cyc *grain.CallCycleError
+	require.ErrorAs(t, err, &cyc)
+	assert.Equal(t, chain, cyc.Chain)
+}
+
+// gatedKind makes a kind whose turns tell in, wait for gate and answer reply.
+func gatedKind(in chan<- struct{}, gate <-chan struct{}, reply string) func(grain.ID) grain.Func {
+	return func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) {
+			in <- struct{}{}
+			<-gate
+			return reply, nil
+		}
+	}
 }
