@@ -87,7 +87,7 @@ func Await(ctx context.Context, wait func() error) error {
 	if wait == nil {
 		return ErrNilFunc
 	}
-	ti := turnFrom(ctx)
+	ti := turnForCall(ctx)
 	if ti == nil {
 		return wait()
 	}

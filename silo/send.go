@@ -125,7 +125,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	}
 	var env queues.Envelope // field by field, as in Tell
 	env.Target, env.Hash, env.Msg = id, h, msg
-	ti := turnFrom(ctx)
+	ti := turnForCall(ctx)
 	letIn := k.reentrant // whether id would let msg in while one of its turns waits
 	if ti != nil && ti.w.p.s == s {
 		env.Meta = ti.a.senderMeta()

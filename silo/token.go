@@ -112,7 +112,7 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 
 // endTurnToken gives the grain's turn token back at the end of tc's turn,
 // w's, if the turn took it back after a call; and, for a ctx never reused
-// — an ask's, or an interleaving tell's (w.itc, reused only if no send
+// — an ask's, or an interleaving tell's (w.itc, reused only if no call
 // held it: turnCtxFor) — marks the turn over, under the lock the calls take, so
 // that a call a goroutine of the turn still has out (the handler did not
 // wait for it: docs/calls.md, "Work that outlives the turn"), or is just
@@ -129,8 +129,8 @@ func (ti *turnInfo) retakeToken(x *actExtra) {
 func endTurnToken(w *worker, a *act, tc *turnCtx) {
 	if tc.info.req == nil {
 		if tc == w.itc {
-			// Over for sends from here (ownCtx.info), before used is read:
-			// a send that has not marked it used by now never gets the info.
+			// Over for calls from here (ownCtx.info), before used is read:
+			// a call that has not marked it used by now never gets the info.
 			tc.gen.Add(1)
 			if tc.used() {
 				tc.info.endOver(a.extra())

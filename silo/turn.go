@@ -329,7 +329,7 @@ func (p *partition) dropExpired(env *queues.Envelope) bool {
 func (p *partition) turnCtxFor(w *worker, a *act, req *queues.Request, interleaved bool) *turnCtx {
 	w.ilv = req == nil && a.k.interleaves() // see ownCtx
 	if w.ilv && (w.itc == nil || w.itc.used()) {
-		// A send of the turn before held its info: a goroutine of that turn
+		// A call of the turn before held its info: a goroutine of that turn
 		// may still, and the info must not be reset under it (endTurnToken).
 		w.itc = newInterleavingCtx(p)
 	}

@@ -80,6 +80,18 @@ func (ti *turnInfo) chain() queues.Chain {
 
 // turnFrom returns the turn ctx runs in, or nil outside any turn.
 func turnFrom(ctx context.Context) *turnInfo {
+	return turnOf(ctx, false)
+}
+
+// turnForCall is turnFrom for a send that may give the grain's turn token
+// up and take it back (Ask, Await): it holds the turn's info across a
+// wait, and an interleaving tell's ctx it came from is not reused for the
+// worker's next such turn (ownCtx.info).
+func turnForCall(ctx context.Context) *turnInfo {
+	return turnOf(ctx, true)
+}
+
+func turnOf(ctx context.Context, call bool) *turnInfo {
 	if tc, ok := ctx.(*turnCtx); ok { // the turn's own ctx, as most sends from a turn pass
 		if tc.ended() {
 			return nil // an ask's turn that is over: whoever holds its ctx is not in it
@@ -87,7 +99,7 @@ func turnFrom(ctx context.Context) *turnInfo {
 		return &tc.info
 	}
 	if oc, ok := ctx.(*ownCtx); ok {
-		return oc.info()
+		return oc.info(call)
 	}
 	ti, _ := ctx.Value(turnKey{}).(*turnInfo)
 	return ti
@@ -125,7 +137,7 @@ type turnCtx struct {
 	// which watches that ctx anyway as it waits: so the handler's ctx needs
 	// no registration with it, only this mark).
 	//
-	// ctxUsed: a worker's itc whose turn's info was handed to a send
+	// ctxUsed: a worker's itc whose turn's info was handed to a call
 	// (ownCtx.info): a goroutine of the turn may still hold it once the
 	// turn is over, so the worker makes its next such turn a ctx of its
 	// own (turnCtxFor).
@@ -208,7 +220,7 @@ func (c *ownCtx) Err() error {
 
 func (c *ownCtx) Value(key any) any {
 	if key == (turnKey{}) {
-		if ti := c.info(); ti != nil {
+		if ti := c.info(true); ti != nil { // a ctx derived from the turn's: taken for a call's
 			return ti
 		}
 		return nil
@@ -216,13 +228,18 @@ func (c *ownCtx) Value(key any) any {
 	return nil // a tell's ctx carries no values (turnCtx.Value)
 }
 
-// info returns the turn's info while the turn lasts, marking its ctx used
-// first: the turn's end moves gen on, then the worker's next turn reads
-// used (turnCtxFor), so either this sees the turn over, or the next turn
-// sees the ctx used and takes one of its own, never resetting the info
-// under a send that holds it.
-func (c *ownCtx) info() *turnInfo {
-	c.tc.fate.Or(ctxUsed)
+// info returns the turn's info while the turn lasts. For a call (one that
+// may give the grain's turn token up and take it back, holding the info
+// across its wait) it marks the ctx used first: the turn's end moves gen
+// on, then reads used (endTurnToken), so either this sees the turn over,
+// or the end sees the ctx used — marks the turn over for the call, and
+// the worker takes a ctx of its own for its next such turn (turnCtxFor),
+// never resetting the info under the call. A tell reads the info only
+// while it sends, so the handler's own tells leave the ctx to be reused.
+func (c *ownCtx) info(call bool) *turnInfo {
+	if call {
+		c.tc.fate.Or(ctxUsed)
+	}
 	if c.over() {
 		return nil
 	}

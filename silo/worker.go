@@ -76,7 +76,7 @@ type worker struct {
 	// so it is not pooled (workerpool.go)
 	lent atomic.Bool
 	// itc is the ctx of w's tell turns of kinds whose turns interleave,
-	// kept apart from tc, and made anew for a turn once a send of the turn
+	// kept apart from tc, and made anew for a turn once a call of the turn
 	// before has held its info (ctxUsed): a goroutine of that turn
 	// that calls as it ends must find that turn in it, over, and never the
 	// next one (endTurnToken). ilv: the turn w runs uses it.
