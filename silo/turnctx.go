@@ -164,7 +164,7 @@ const (
 	ctxUsed
 )
 
-// used reports whether a send was handed c's turn info (ctxUsed).
+// used reports whether a call was handed c's turn info (ctxUsed).
 func (c *turnCtx) used() bool { return c.fate.Load()&ctxUsed != 0 }
 
 // ended reports whether the call c served is over (ctxEnded).
@@ -424,7 +424,7 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 	c.info.calls = 0
 	c.info.holdsToken = interleaved
 	c.info.retaking = false
-	c.info.over = false // a worker's itc, reused only if no send held it (turnCtxFor)
+	c.info.over = false // a worker's itc, reused only if no call held it (turnCtxFor)
 }
 
 // release ends the turn's context: a merged Done channel, if one was made,
