@@ -651,3 +651,45 @@ func gatedKind(in chan<- struct{}, gate <-chan struct{}, reply string) func(grai
 		}
 	}
 }
+
+// A cycle through a stateless activation that took its call at once: p's
+// turn calls q, q's turn (another chain) calls the stateless w, whose
+// idle activation runs the call at once and calls p back, behind p's
+// turn. The walk from p's call finds which of w's activations q's call
+// runs on, and fails p's call at once. (Only an ask queued behind an
+// activation recorded where it was: this one waited for its deadline.)
+func TestACycleThroughAStatelessActivationThatTookItsCallAtOnceFailsFast(t *testing.T) {
+	p, q, w := grain.NewID("hold", "p"), grain.NewID("hold", "q"), grain.NewID("sw", "w")
+	in := map[grain.ID]chan struct{}{p: make(chan struct{}, 1), q: make(chan struct{}, 1)}
+	gate := map[grain.ID]chan struct{}{p: make(chan struct{}), q: make(chan struct{})}
+	next := map[grain.ID]grain.ID{p: q, q: w}
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "hi from " + id.Key(), nil
+				}
+				in[id] <- struct{}{}
+				<-gate[id]
+				return silo.Call[string](ctx, s, next[id], "hi")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "sw", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				return silo.Call[string](ctx, s, p, "hi") // behind p's turn
+			}
+		}, silo.WithStatelessWorker(2)))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromP, fromQ := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, p, "go"); fromP <- err }()
+	<-in[p]
+	go func() { _, err := s.Ask(ctx, q, "go"); fromQ <- err }()
+	<-in[q]
+	close(gate[q])       // q calls w, whose activation runs it at once and calls p
+	waitBacklog(t, s, 1) // w's call waits behind p's turn
+	close(gate[p])       // p calls q, whose turn waits on w: the cycle closes
+	requireCycle(t, <-fromP, p, q, w, p)
+	require.NoError(t, <-fromQ, "q's call to w answered once p's turn had ended")
+}

@@ -54,6 +54,7 @@ func (p *partition) deliverGuessed(w *worker, env *queues.Envelope, a *act) bool
 		// mailbox: most grains never have one.
 		a = p.activate(k, env.Target, env.Hash)
 		p.ranInline(a)
+		p.takenAt(a, env)
 		return p.runTurn(w, a, tkActivate, env)
 	}
 	if a.isWorker() {
@@ -105,6 +106,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			if p.lru != nil {
 				p.lru.Get(a.ID)
 			}
+			p.takenAt(a, env)
 			return p.runTurn(w, a, tkMessage, env)
 		}
 		// It ran this round, when the monitor looked, and the round has
@@ -164,6 +166,18 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		p.rebuild(a)
 	}
 	return true
+}
+
+// takenAt records, for an ask from a grain's turn that a stateless
+// activation takes at once, where it runs: a deadlock walk that reaches
+// the identity finds the activation by it (closesCycle), as it finds the
+// one an ask waits behind (enqueue). Only queued asks recorded it, and a
+// cycle through an activation that took its call at once waited for the
+// call's deadline.
+func (p *partition) takenAt(a *act, env *queues.Envelope) {
+	if env.Request != nil && env.Meta != nil && a.isWorker() {
+		env.Request.SetQueuedAt(p.idx)
+	}
 }
 
 // backlogFull applies a's backlog limit to env, the message about to join
