@@ -138,9 +138,10 @@ func (r *Request) Abandon() { r.handover.Or(abandoned) }
 func (r *Request) Abandoned() bool { return r.handover.Load()&abandoned != 0 }
 
 // SetQueuedAt records that the request waits in the mailbox of its
-// target's activation in partition part: of the activations of a target
-// that has several (a stateless worker), the one whose turn it waits
-// behind, which a deadlock walk reads from another goroutine. A part the
+// target's activation in partition part, or runs there: of the
+// activations of a target that has several (a stateless worker), the one
+// whose turn it waits behind or is, which a deadlock walk reads from
+// another goroutine. A part the
 // word cannot hold (65,535 or more) is recorded as unknown.
 // Runtime-owned, like Local.
 func (r *Request) SetQueuedAt(part int) {
