@@ -394,7 +394,8 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 // if it leads back to env's caller — a cycle — or to a grain already on
 // the way there, which is stuck if the rest of the walk finds it so (a
 // loop: on its own it is no verdict, as a cycle env's caller is not on
-// is none of env's doing). Each ask on a stuck branch is kept for the
+// is none of env's doing) — not a stateless identity, whose activations
+// the path does not tell apart. Each ask on a stuck branch is kept for the
 // second look (walk.stuck), and a branch found not stuck takes its own
 // back.
 type walk struct {
@@ -495,6 +496,11 @@ func (w *walk) via(c waitCall, path []grain.ID) (cycle []grain.ID, loop bool) {
 		}
 		cycle = slices.Clone(path)
 	case slices.Contains(path[1:len(path)-1], next):
+		if s.isWorker(next) {
+			// The path names a stateless identity, not which of its
+			// activations: this one may be another, and need not be stuck.
+			return nil, false
+		}
 		loop = true // stuck if the grain it came back to is
 	default:
 		if cycle, loop = w.from(next, shard, key, path); cycle == nil && !loop {
