@@ -131,7 +131,7 @@ type waitCall struct {
 	// waits for every turn of it to end
 	held bool
 	// turn: the turn that made the call, which tells a turn's several
-	// calls (a fan-out) from several turns' (heldCalls)
+	// calls (a fan-out) from several turns' (stuckCalls)
 	turn *turnInfo
 }
 
