@@ -296,6 +296,18 @@ func (w *waitShard) stuckCalls(id grain.ID, h uint64, blocks bool) []waitCall {
 	return append([]waitCall{e.waitCall}, e.more...)
 }
 
+// calls reports whether req is a call out of id, whose hash (or
+// activation's key, workerWaitKey) is h.
+func (w *waitShard) calls(id grain.ID, h uint64, req *queues.Request) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[h]
+	if !ok || e.id != id {
+		return false
+	}
+	return e.req == req || slices.ContainsFunc(e.more, func(c waitCall) bool { return c.req == req })
+}
+
 // blocksWhileWaiting reports whether id's waits close deadlocks: its kind
 // lets nothing in while its turns wait (holdsWhileWaiting), or it is a
 // reentrant grain waiting in its OnActivate.
@@ -361,15 +373,21 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	if !shut && !s.holdsWhileWaiting(env.Target) {
 		return nil // a reentrant target lets env in once a turn of it waits
 	}
-	// On the stack while the walk is short: most end at the first grain.
-	var pathBuf [8]grain.ID
-	path := append(pathBuf[:0], caller, env.Target)
 	shard, key := s.waitsOf(env.Hash), env.Hash
 	if at != nil {
 		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
 	}
 	var stuckBuf [8]*queues.Request
 	w := walk{s: s, env: env, caller: caller, stuck: stuckBuf[:0]}
+	if !s.isWorker(caller) {
+		// Its wait is under its identity's hash; a stateless worker's
+		// activation is found where the walk reaches one with env's
+		// request out (walk.isCaller).
+		w.callerShard, w.callerKey = s.waitsOf(caller.Hash()), caller.Hash()
+	}
+	// On the stack while the walk is short: most end at the first grain.
+	var pathBuf [8]step
+	path := append(pathBuf[:0], step{id: caller, key: w.callerKey}, step{id: env.Target, key: key})
 	cycle, _ := w.from(env.Target, shard, key, path)
 	if cycle == nil {
 		return nil
@@ -379,7 +397,20 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 			return nil
 		}
 	}
-	return cycle
+	ids := make([]grain.ID, len(cycle))
+	for i, st := range cycle {
+		ids[i] = st.id
+	}
+	return ids
+}
+
+// step is a grain on a walk's path, with the key of its wait in its
+// shard: a stateless identity's activations share the identity, each
+// waiting under a key of its own (workerWaitKey), and a cycle may pass
+// through two of them.
+type step struct {
+	id  grain.ID
+	key uint64
 }
 
 // walk is one deadlock walk (closesCycle): from env's target along the
@@ -394,10 +425,10 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 // if it leads back to env's caller — a cycle — or to a grain already on
 // the way there, which is stuck if the rest of the walk finds it so (a
 // loop: on its own it is no verdict, as a cycle env's caller is not on
-// is none of env's doing) — not a stateless identity, whose activations
-// the path does not tell apart. Each ask on a stuck branch is kept for the
-// second look (walk.stuck), and a branch found not stuck takes its own
-// back.
+// is none of env's doing). The path tells a stateless identity's
+// activations apart by the keys of their waits. Each ask on a stuck branch
+// is kept for the second look (walk.stuck), and a branch found not stuck
+// takes its own back.
 type walk struct {
 	s      *Silo
 	env    *queues.Envelope
@@ -405,12 +436,14 @@ type walk struct {
 	steps  int // bounded by maxCycle, across branches too
 	// stuck: the asks the verdict rests on, which the second look reads
 	stuck []*queues.Request
-	// siblings: the caller's other calls of env's turn are being looked
-	// at (callerWaits), from callerShard under callerKey: a branch back to
-	// the caller is a loop, not another look at its calls
-	siblings    bool
+	// callerShard, callerKey: where env's caller's wait is (isCaller);
+	// nil until found, for a stateless worker's activation
 	callerShard *waitShard
 	callerKey   uint64
+	// siblings: the caller's other calls of env's turn are being looked
+	// at (callerWaits): a branch back to the caller is a loop, not
+	// another look at its calls
+	siblings bool
 }
 
 // from follows the calls of cur, whose wait is in shard under key: its one
@@ -418,7 +451,7 @@ type walk struct {
 // turn being stuck if every call it made is. path ends with cur; the
 // branches do not share it (a full slice's append copies). It returns the
 // cycle back to env's caller, or reports a loop (walk).
-func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []grain.ID) (cycle []grain.ID, loop bool) {
+func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []step) (cycle []step, loop bool) {
 	if req, next, nh, letIn := shard.edge(cur, key); req != nil {
 		return w.via(waitCall{req: req, target: next, thash: nh, letIn: letIn}, path)
 	}
@@ -447,7 +480,7 @@ func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []grain.ID)
 
 // turnStuck reports whether turn, whose calls are among calls, is stuck:
 // every call of it is; with the cycle one of them closes, if one does.
-func (w *walk) turnStuck(calls []waitCall, turn *turnInfo, path []grain.ID) (cycle []grain.ID, loop bool) {
+func (w *walk) turnStuck(calls []waitCall, turn *turnInfo, path []step) (cycle []step, loop bool) {
 	mark := len(w.stuck)
 	for _, d := range calls {
 		if d.turn != turn {
@@ -467,7 +500,7 @@ func (w *walk) turnStuck(calls []waitCall, turn *turnInfo, path []grain.ID) (cyc
 
 // via takes the step along c, a call of path's last grain: to its target,
 // if the target lets c's ask in only once its own turns end.
-func (w *walk) via(c waitCall, path []grain.ID) (cycle []grain.ID, loop bool) {
+func (w *walk) via(c waitCall, path []step) (cycle []step, loop bool) {
 	s, req, next, nh := w.s, c.req, c.target, c.thash
 	if w.steps++; w.steps > maxCycle || req.Resolved() || req.Abandoned() {
 		return nil, false // too long; or the call is over, or given up on
@@ -475,7 +508,6 @@ func (w *walk) via(c waitCall, path []grain.ID) (cycle []grain.ID, loop bool) {
 	if req.Interleave || ((c.letIn || !s.holdsWhileWaiting(next)) && !s.waitsOf(nh).hookWaits(next, nh)) {
 		return nil, false // next lets req in while it waits (an activating grain lets nothing in)
 	}
-	path = append(path, next)
 	shard, key := s.waitsOf(nh), nh
 	if s.isWorker(next) {
 		part, ok := req.QueuedAt()
@@ -484,23 +516,17 @@ func (w *walk) via(c waitCall, path []grain.ID) (cycle []grain.ID, loop bool) {
 		}
 		shard, key = &s.parts[part].waits, workerWaitKey(nh, part)
 	}
+	at := step{id: next, key: key}
+	path = append(path, at)
 	switch {
-	case next == w.caller && w.siblings:
-		if shard != w.callerShard || key != w.callerKey {
-			return nil, false // another activation of the caller's identity
-		}
+	case next == w.caller && w.isCaller(shard, key) && w.siblings:
 		loop = true
-	case next == w.caller:
+	case next == w.caller && w.isCaller(shard, key):
 		if !w.callerWaits(shard, key) {
-			return nil, false // not stuck on env; or another activation of caller's identity
+			return nil, false // not stuck on env
 		}
 		cycle = slices.Clone(path)
-	case slices.Contains(path[1:len(path)-1], next):
-		if s.isWorker(next) {
-			// The path names a stateless identity, not which of its
-			// activations: this one may be another, and need not be stuck.
-			return nil, false
-		}
+	case slices.Contains(path[1:len(path)-1], at):
 		loop = true // stuck if the grain it came back to is
 	default:
 		if cycle, loop = w.from(next, shard, key, path); cycle == nil && !loop {
@@ -530,12 +556,26 @@ func (w *walk) callerWaits(shard *waitShard, key uint64) bool {
 		if d.turn != calls[i].turn || d.req == w.env.Request {
 			continue
 		}
-		if c, l := w.via(d, []grain.ID{w.caller}); c == nil && !l {
+		if c, l := w.via(d, []step{{id: w.caller, key: key}}); c == nil && !l {
 			w.stuck = w.stuck[:mark]
 			return false // the turn may have this call answered, and go on
 		}
 	}
 	return true
+}
+
+// isCaller reports whether the wait in shard under key, of a grain of
+// env's caller's identity, is env's caller's: a stateless worker's
+// activations share an identity, and the one env is a call of is found
+// where a walk reaches it first (callerShard).
+func (w *walk) isCaller(shard *waitShard, key uint64) bool {
+	if w.callerShard == nil {
+		if !shard.calls(w.caller, key, w.env.Request) {
+			return false // another activation, which the walk goes on through
+		}
+		w.callerShard, w.callerKey = shard, key
+	}
+	return shard == w.callerShard && key == w.callerKey
 }
 
 // workerWaitKey is the key of the wait of a stateless worker's activation

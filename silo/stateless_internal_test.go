@@ -448,3 +448,57 @@ func TestACycleAStatelessActivationsOwnCallClosesFailsAtOnce(t *testing.T) {
 	}
 	assert.Equal(t, 1, failed, "only the activation a's ask waited behind closed a cycle")
 }
+
+// A walk tells a stateless identity's activations apart along its whole
+// path, not only where it reaches one: a cycle may pass through two of
+// them — w's activation in partition 0 waits on p, p on w's in partition
+// 1, which waits on q, which waits on the first. (Telling them apart only
+// by where an ask waited, the walk took the second for the first, on the
+// way there already, and gave no verdict: the chaos program's fan-outs,
+// every call waiting for its deadline, once in 70 runs.)
+func TestADeadlockWalkTellsAStatelessIdentitysActivationsApartAlongItsPath(t *testing.T) {
+	s, err := New(Config{Partitions: 2})
+	require.NoError(t, err)
+	defer s.Close()
+	nop := func(grain.ID) *nopGrain { return &nopGrain{} }
+	require.NoError(t, Register(s, "w", nop, WithStatelessWorker(2)))
+	require.NoError(t, Register(s, "a", nop))
+
+	ctx := t.Context()
+	w, p, q := grain.NewID("w", "x"), grain.NewID("a", "p"), grain.NewID("a", "q")
+	wAt := func(part int) (*waitShard, uint64) { return &s.parts[part].waits, workerWaitKey(w.Hash(), part) }
+	call := func(from grain.ID, shard *waitShard, key uint64, to grain.ID) *queues.Request {
+		r := queues.NewRequest(ctx, nil)
+		shard.start(from, key, r, to, to.Hash(), false, false, nil, nil)
+		return r
+	}
+	send := func(from, to grain.ID, r *queues.Request) *queues.Envelope {
+		return &queues.Envelope{Target: to, Hash: to.Hash(), Request: r, Meta: &queues.Meta{Sender: from}}
+	}
+	shard0, key0 := wAt(0)
+	shard1, key1 := wAt(1)
+	fromW0 := call(w, shard0, key0, p) // w's activation in partition 0 waits on p
+	fromW1 := call(w, shard1, key1, q) // the one in partition 1 on q
+	fromQ := call(q, s.waitsOf(q.Hash()), q.Hash(), w)
+	fromQ.SetQueuedAt(0) // q's ask waits behind w's activation in partition 0
+	fromP := call(p, s.waitsOf(p.Hash()), p.Hash(), w)
+
+	// p's ask, about to wait behind w's activation in partition 1.
+	assert.Equal(t, []grain.ID{p, w, q, w, p}, s.closesCycle(send(p, w, fromP), s.parts[1]),
+		"the cycle through both activations")
+	assert.Equal(t, []grain.ID{p, w, p}, s.closesCycle(send(p, w, fromP), s.parts[0]),
+		"behind the other one, which waits on p")
+
+	// w's ask from partition 1, about to wait behind q's turn, which waits
+	// on w's other activation: the walk goes on through it.
+	fromP.SetQueuedAt(1)
+	assert.Equal(t, []grain.ID{w, q, w, p, w}, s.closesCycle(send(w, q, fromW1), nil),
+		"the caller's identity, but another activation: on through it")
+	fromP.SetQueuedAt(0)
+	assert.Nil(t, s.closesCycle(send(w, q, fromW1), nil),
+		"p waits behind the activation in partition 0 too: a loop that w's call is not on")
+
+	fromW0.Abandon()
+	fromP.SetQueuedAt(1)
+	assert.Nil(t, s.closesCycle(send(w, q, fromW1), nil), "one call on the way given up on: no verdict")
+}
