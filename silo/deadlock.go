@@ -23,7 +23,9 @@ import (
 // activates (waitCall.hook). A stateless worker's activations share an
 // identity: each one's wait is an edge under a key of its own
 // (workerWaitKey), and an ask queued behind one records its partition
-// (Request.SetQueuedAt), by which a walk finds it. A cycle can only
+// (Request.SetQueuedAt), by which a walk finds it; its path keeps the
+// keys too (step), so that a cycle through two activations of one
+// identity is told from a loop. A cycle can only
 // close when an ask is queued behind a busy grain (any other last step lets
 // the ask run), so that is where the owner looks: from the grain the ask is
 // queued behind, it follows the edges; if they lead back to the ask's own
