@@ -32,7 +32,7 @@ const (
 	opShedMore                      // a shed under memory pressure goes on: its next slice (memory.go)
 	opShed                          // a look between idle ticks found memory short: shed a share now (memlook.go)
 	opGraceOver                     // a held grain's grace may be over (holdgrace.go)
-	opRewalk                        // a caller is down to one call: walk again from it (deadlock.go)
+	opRewalk                        // a call of a fan-out ended: walk again from its calls left, or behind its caller (deadlock.go)
 )
 
 type ctl struct {
@@ -40,8 +40,9 @@ type ctl struct {
 	a     *act
 	res   turnResult
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target; opRewalk: the call
-	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go); opDrain: 1 if the settling's bound ended it
+	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go); opDrain: 1 if the settling's bound ended it; opRewalk: a's partition
 	list  chan<- []*act   // opList: where the partition's activations go (list.go)
+	calls []waitCall      // opRewalk: the calls of a's turn left to walk again from after first, then behind a, in partition ahead (deadlock.go)
 }
 
 type mode uint8
@@ -72,7 +73,12 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opGraceOver:
 		p.graceOver()
 	case opRewalk:
-		p.rewalk(c.first)
+		switch {
+		case c.first.Request == nil:
+			p.rewalkBehind(c.a)
+		case !p.rewalk(c.first):
+			p.s.rewalkNext(c)
+		}
 	case opIdleTick:
 		p.collectIdle(c.ahead)
 	case opIdleMore:

@@ -44,9 +44,10 @@ import (
 // out (a fan-out from its turn, interleaved turns) is stuck if one of its
 // turns is, and a turn if every call of it is (walk); while one call is
 // merely slow, the turn may go on at its reply — no verdict — and since no
-// new ask marks that call's end, the end itself does: the owner behind
-// which one of the turn's calls left waits walks again from it (Silo.endWait,
-// partition.rewalk), and fails it if it closes a cycle. A turn that took
+// new ask marks that call's end, the end itself does: the owners behind
+// which the turn's calls left wait walk again from them, and then the
+// turn's own from the asks behind it (Silo.endWait), failing one that
+// closes a cycle. A turn that took
 // its first reply and goes on is not stuck, but its calls left cannot be
 // answered before it ends, when their ctx ends with it: failed or dropped
 // as expired, each is one dead letter either way. Anything the walk cannot
@@ -75,46 +76,103 @@ func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
 	return true
 }
 
-// endWait records that the call req of id, whose wait is in shard w under
-// key h, is over. If its turn has other calls still out — a fan-out — and
-// id lets nothing in while it waits, a walk through id that could not
-// conclude while req was out, the turn maybe going on at its reply, may
-// conclude now, and no new ask would take it: the owner behind which one
-// of those calls may wait is asked to walk again from it
-// (partition.rewalk). A walk from any call of the turn looks at all of
-// them (walk.callerWaits).
-func (s *Silo) endWait(w *waitShard, id grain.ID, h uint64, req *queues.Request) {
-	c, ok := w.end(h, req)
-	if !ok || !c.hook && !s.holdsWhileWaiting(id) || c.req.Resolved() || c.req.Abandoned() {
+// endWait records that the call req of a, made in partition p under key
+// h (turnInfo.waitKey), is over. If its turn has other calls still out —
+// a fan-out — and a lets nothing in while it waits, a walk through a that
+// could not conclude while req was out, the turn maybe going on at its
+// reply, may conclude now, and no new ask would take it: the owners
+// behind whose activations those calls may wait are asked, one after
+// another, to walk again from them (partition.rewalk) — a walk from any
+// call of the turn looks at all of them (walk.callerWaits) — and if none
+// closes a cycle (each may be running in its target, whose turn waits on
+// another grain), a's owner walks again from the asks that wait behind a
+// (partition.rewalkBehind): a cycle through a's stuck turn runs through
+// one of them. The turn's own calls come first: a turn that took its
+// first reply and goes on is not stuck, though a walk cannot tell it from
+// one that waits for every reply; its call failed, nothing of anyone
+// else's is.
+func (s *Silo) endWait(p *partition, a *act, h uint64, req *queues.Request) {
+	var buf [4]waitCall
+	left := p.waits.end(h, req, buf[:0])
+	if len(left) == 0 || !left[0].hook && !s.holdsWhileWaiting(a.ID) {
 		return
 	}
-	part := s.locator.LocateHash(c.thash).Partition
-	if s.isWorker(c.target) {
-		if part, ok = c.req.QueuedAt(); !ok || part >= len(s.parts) {
-			return // not queued behind an activation: its own walk is to come
-		}
+	left = slices.DeleteFunc(left, func(c waitCall) bool { return c.req.Resolved() || c.req.Abandoned() })
+	if len(left) > 0 {
+		s.rewalkNext(ctl{op: opRewalk, a: a, ahead: p.idx, calls: slices.Clone(left)})
 	}
-	s.parts[part].q.PushControl(ctl{op: opRewalk, first: queues.Envelope{Target: c.target, Hash: c.thash, Request: c.req}})
 }
 
-// rewalk walks again from call, an ask whose caller is down to it
-// (Silo.endWait), if it waits here in its busy target's mailbox: failed,
-// it leaves the mailbox, so that it is one dead letter, not a second one
-// (expired) when its turn would come. An ask not queued yet is walked as
-// it is (enqueue); one run or answered already closes no cycle.
-func (p *partition) rewalk(call queues.Envelope) {
+// rewalkNext passes c, a walk again after a call of a fan-out of c.a's
+// ended (Silo.endWait), on to the owner behind whose activation the next
+// of c.calls may wait, or, with none left, to c.a's owner (partition
+// c.ahead).
+func (s *Silo) rewalkNext(c ctl) {
+	for len(c.calls) > 0 {
+		call := c.calls[0]
+		c.calls = c.calls[1:]
+		part := s.locator.LocateHash(call.thash).Partition
+		if s.isWorker(call.target) {
+			var ok bool
+			if part, ok = call.req.QueuedAt(); !ok || part >= len(s.parts) {
+				continue // not queued behind an activation: its own walk is to come
+			}
+		}
+		c.first = queues.Envelope{Target: call.target, Hash: call.thash, Request: call.req}
+		s.parts[part].q.PushControl(c)
+		return
+	}
+	c.first = queues.Envelope{}
+	s.parts[c.ahead].q.PushControl(c)
+}
+
+// rewalk walks again from call, an ask whose caller's turn is down to it
+// and maybe others (Silo.endWait), if it waits here in its busy target's
+// mailbox, and reports whether it failed it: failed, it leaves the
+// mailbox, so that it is one dead letter, not a second one (expired)
+// when its turn would come. An ask not queued yet is walked as it is
+// (enqueue); one run or answered already closes no cycle.
+func (p *partition) rewalk(call queues.Envelope) bool {
 	req := call.Request
 	a, ok := p.dir.Get(call.Target, call.Hash)
 	if !ok || !a.busy() || req.Resolved() || req.Abandoned() {
-		return
+		return false
 	}
 	at := a.Mailbox.Find(func(e *queues.Envelope) bool { return e.Request == req })
 	if at == nil {
-		return
+		return false
 	}
 	if env := *at; !p.s.breakDeadlock(&env, p.workerAt(a)) {
+		return false
+	}
+	p.popAsk(a, req)
+	return true
+}
+
+// rewalkBehind walks again from each ask that waits behind a, whose turn
+// is down to calls that closed no cycle (Silo.endWait), and fails those
+// that close one. At most maxCycle asks are walked: a cycle needs one.
+func (p *partition) rewalkBehind(a *act) {
+	if cur, ok := p.dir.Get(a.ID, a.ID.HashWithKind(a.k.nameHash)); !ok || cur != a || !a.busy() {
 		return
 	}
+	var buf [4]queues.Envelope
+	asks := buf[:0]
+	a.Mailbox.Find(func(e *queues.Envelope) bool {
+		if e.Request != nil && len(asks) < maxCycle {
+			asks = append(asks, *e)
+		}
+		return false
+	})
+	for i := range asks {
+		if p.s.breakDeadlock(&asks[i], p.workerAt(a)) {
+			p.popAsk(a, asks[i].Request)
+		}
+	}
+}
+
+// popAsk takes req, an ask failed where it waited in a's mailbox, out of it.
+func (p *partition) popAsk(a *act, req *queues.Request) {
 	env, _ := a.Mailbox.PopFirst(func(e *queues.Envelope) bool { return e.Request != req })
 	p.mbPopped(a, &env)
 }
@@ -201,22 +259,22 @@ func (w *waitShard) hold(id grain.ID, h uint64, held *atomic.Bool) {
 }
 
 // end records that the call req of the grain whose hash is h is over, and
-// returns a call of the same turn still out, if there is one: a walk
+// returns, appended to left, the calls of the same turn still out: a walk
 // through the grain that could not conclude while req was out (the turn
 // might have gone on at its reply) may conclude now (Silo.endWait).
-func (w *waitShard) end(h uint64, req *queues.Request) (again waitCall, ok bool) {
+func (w *waitShard) end(h uint64, req *queues.Request, left []waitCall) []waitCall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
 	if !ok {
-		return waitCall{}, false
+		return left
 	}
 	last := len(e.more) - 1
 	var gone waitCall
 	if e.req == req {
 		if last < 0 {
 			delete(w.m, h)
-			return waitCall{}, false
+			return left
 		}
 		gone = e.waitCall
 		e.waitCall, e.more[last] = e.more[last], waitCall{}
@@ -236,17 +294,17 @@ func (w *waitShard) end(h uint64, req *queues.Request) (again waitCall, ok bool)
 	}
 	w.m[h] = e
 	if gone.req == nil || e.mixed {
-		return waitCall{}, false
+		return left
 	}
 	if e.turn == gone.turn {
-		return e.waitCall, true
+		left = append(left, e.waitCall)
 	}
 	for _, c := range e.more {
 		if c.turn == gone.turn {
-			return c, true
+			left = append(left, c)
 		}
 	}
-	return waitCall{}, false
+	return left
 }
 
 // edge returns the outstanding call of id (whose hash is h), if it has

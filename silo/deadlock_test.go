@@ -693,3 +693,85 @@ func TestACycleThroughAStatelessActivationThatTookItsCallAtOnceFailsFast(t *test
 	requireCycle(t, <-fromP, p, q, w, p)
 	require.NoError(t, <-fromQ, "q's call to w answered once p's turn had ended")
 }
+
+// A fan-out left waiting on calls that are all stuck, one of which runs
+// in its target rather than waiting behind it: a waits for c, b and d;
+// c's turn, running a's call, calls d, whose turn (another chain) calls a
+// back. While b's call is out a may go on at its reply (no verdict); once
+// b answers, a's turn is stuck for good. Its calls left are walked again
+// first: a's call to d, waiting behind d, fails (a turn that took its
+// first reply and went on would have lost nothing of anyone else's) —
+// but a waits for c too, which runs in c and waits behind nothing. That
+// call closes no cycle, so the ask that waits behind a — d's — is walked
+// again, and fails: d's turn goes on, c's call reaches d, and a's turn
+// ends. (The walk was taken again from one call a had left, c's: every
+// call waited for its deadline.)
+func TestAFanOutStuckOnACallRunningInItsTargetFailsFast(t *testing.T) {
+	a, b, c, d := grain.NewID("fan", "a"), grain.NewID("gate", "b"), grain.NewID("relay", "c"), grain.NewID("hold", "d")
+	bIn, cIn, dIn := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	bGate, dGate := make(chan struct{}), make(chan struct{})
+	outcomes := make(chan map[grain.ID]error, 1) // of a's calls
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "a-ok", nil
+				}
+				type outcome struct {
+					to  grain.ID
+					err error
+				}
+				errs := make(chan outcome, 3)
+				ask := func(to grain.ID) {
+					go func() { _, err := silo.Call[string](ctx, s, to, "ping"); errs <- outcome{to, err} }()
+				}
+				ask(c)
+				<-cIn // c's turn runs a's call: a's first call out
+				ask(b)
+				<-bIn // b's turn holds it
+				ask(d)
+				got := make(map[grain.ID]error)
+				for range 3 {
+					o := <-errs
+					got[o.to] = o.err
+				}
+				outcomes <- got
+				return nil, errors.Join(got[b], got[c], got[d])
+			}
+		}))
+		require.NoError(t, silo.Register(s, "gate", gatedKind(bIn, bGate, "b-ok")))
+		require.NoError(t, silo.Register(s, "relay", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+				cIn <- struct{}{}
+				return silo.Call[string](ctx, s, d, "ping")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "hold", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "ping" {
+					return "pong", nil
+				}
+				dIn <- struct{}{}
+				<-dGate
+				return silo.Call[string](ctx, s, a, "hi")
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromA, fromD := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, d, "go"); fromD <- err }()
+	<-dIn
+	go func() { _, err := s.Ask(ctx, a, "go"); fromA <- err }()
+	waitBacklog(t, s, 2) // c's call and a's wait behind d's turn
+	close(dGate)         // d calls a, behind a's turn: b may answer a yet
+	waitBacklog(t, s, 3)
+	close(bGate) // b answers: a's turn is down to c and d, both stuck
+	requireCycle(t, <-fromD, d, a, c, d)
+	requireCycle(t, <-fromA, a, d, a)
+	got := <-outcomes
+	require.NoError(t, got[b])
+	require.NoError(t, got[c], "a's call to c answered once d's turn went on")
+	requireCycle(t, got[d], a, d, a)
+	assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonDeadlock])
+}

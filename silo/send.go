@@ -187,7 +187,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 				held = &x.held
 			}
 			w.start(ti.a.ID, mine, req, id, h, letIn, hook, held, ti)
-			defer s.endWait(w, ti.a.ID, mine, req)
+			defer s.endWait(ti.w.p, ti.a, mine, req)
 		}
 	}
 	var first bool

@@ -30,27 +30,27 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	assert.Same(t, r1, follows(a))
 	w.start(a, 1, r2, c, 3, false, false, nil, nil)
 	assert.Nil(t, follows(a), "two calls out")
-	w.end(1, r1)
+	w.end(1, r1, nil)
 	assert.Same(t, r2, follows(a), "the one left")
 	_, target, th, _ := w.edge(a, 1)
 	assert.Equal(t, c, target)
 	assert.Equal(t, uint64(3), th)
 	w.start(a, 1, r1, b, 2, false, false, nil, nil)
-	w.end(1, r1)
+	w.end(1, r1, nil)
 	assert.Same(t, r2, follows(a), "the later one over, the first is left")
-	w.end(1, r2)
+	w.end(1, r2, nil)
 	assert.Empty(t, w.m, "nothing out: no entry")
 
 	// Two grains of one hash: the entry knows neither until both are over.
 	w.start(a, 1, r1, b, 2, false, false, nil, nil)
 	w.start(b, 1, r2, c, 3, false, false, nil, nil)
-	w.end(1, r1)
+	w.end(1, r1, nil)
 	assert.Nil(t, follows(a))
 	assert.Nil(t, follows(b), "the call left is b's, the entry a's")
-	w.end(1, r2)
+	w.end(1, r2, nil)
 	w.start(b, 1, r3, c, 3, false, false, nil, nil)
 	assert.Same(t, r3, follows(b), "a fresh entry")
-	w.end(1, r3)
+	w.end(1, r3, nil)
 
 	// hold marks every call out, and those made after it.
 	var held atomic.Bool
@@ -61,33 +61,43 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	assert.True(t, w.hookWaits(a, 1), "three calls out, every one held: it lets nothing in")
 	assert.Len(t, w.stuckCalls(a, 1, false), 3)
 	assert.Nil(t, follows(a), "which one it waits on is not known")
-	w.end(1, r1)
-	w.end(1, r3)
+	w.end(1, r1, nil)
+	w.end(1, r3, nil)
 	assert.True(t, w.hookWaits(a, 1), "its one call left, marked by hold")
-	w.end(1, r2)
+	w.end(1, r2, nil)
 	w.start(a, 1, r3, c, 3, false, false, &held, nil)
 	assert.True(t, w.hookWaits(a, 1), "a call made after hold")
-	w.end(1, r3)
+	w.end(1, r3, nil)
 	w.start(a, 1, r1, b, 2, false, false, nil, nil)
 	assert.False(t, w.hookWaits(a, 1), "a grain that is not held")
 	w.start(a, 1, r2, c, 3, false, false, &held, nil)
 	assert.False(t, w.hookWaits(a, 1), "one call not held: an instance before the Stop's")
 	assert.Nil(t, w.stuckCalls(a, 1, false))
 	assert.Len(t, w.stuckCalls(a, 1, true), 2, "a kind that lets nothing in: every call")
-	w.end(1, r1)
-	w.end(1, r2)
+	w.end(1, r1, nil)
+	w.end(1, r2, nil)
 
-	// A call's end returns a call of its turn still out, to walk again from.
+	// A call's end returns the calls of its turn still out, to walk again
+	// from.
 	t1, t2 := &turnInfo{}, &turnInfo{}
+	r4 := queues.NewRequest(ctx, nil)
 	w.start(a, 1, r1, b, 2, false, false, nil, t1)
 	w.start(a, 1, r2, c, 3, false, false, nil, t1)
 	w.start(a, 1, r3, c, 3, false, false, nil, t2)
-	again, ok := w.end(1, r1)
-	assert.True(t, ok)
-	assert.Same(t, r2, again.req, "the fan-out's call left")
-	_, ok = w.end(1, r2)
-	assert.False(t, ok, "its turn has nothing out")
-	_, ok = w.end(1, r3)
-	assert.False(t, ok, "nothing out at all")
+	w.start(a, 1, r4, b, 2, false, false, nil, t1)
+	left := w.end(1, r1, nil)
+	assert.ElementsMatch(t, []*queues.Request{r2, r4}, reqs(left), "the fan-out's calls left, not the other turn's")
+	assert.Len(t, w.end(1, r4, left[:0]), 1, "one left")
+	assert.Empty(t, w.end(1, r2, nil), "its turn has nothing out")
+	assert.Empty(t, w.end(1, r3, nil), "nothing out at all")
 	assert.Empty(t, w.m)
+}
+
+// reqs returns the requests of calls.
+func reqs(calls []waitCall) []*queues.Request {
+	out := make([]*queues.Request, len(calls))
+	for i, c := range calls {
+		out[i] = c.req
+	}
+	return out
 }
