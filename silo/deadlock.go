@@ -156,8 +156,7 @@ func (p *partition) rewalkBehind(a *act) {
 	if cur, ok := p.dir.Get(a.ID, a.ID.HashWithKind(a.k.nameHash)); !ok || cur != a || !a.busy() {
 		return
 	}
-	var buf [4]queues.Envelope
-	asks := buf[:0]
+	var asks []queues.Envelope
 	a.Mailbox.Find(func(e *queues.Envelope) bool {
 		if e.Request != nil && len(asks) < maxCycle {
 			asks = append(asks, *e)
@@ -437,8 +436,10 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	if at != nil {
 		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
 	}
-	var stuckBuf [8]*queues.Request
-	w := walk{s: s, env: env, caller: caller, stuck: stuckBuf[:0]}
+	// w.stuck starts nil: it grows only on a branch found stuck, and a
+	// buffer of this frame's would be moved to the heap on every walk (the
+	// walk's methods recurse, and escape analysis gives up on them).
+	w := walk{s: s, env: env, caller: caller}
 	if !s.isWorker(caller) {
 		// Its wait is under its identity's hash; a stateless worker's
 		// activation is found where the walk reaches one with env's
