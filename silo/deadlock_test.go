@@ -775,3 +775,69 @@ func TestAFanOutStuckOnACallRunningInItsTargetFailsFast(t *testing.T) {
 	requireCycle(t, got[d], a, d, a)
 	assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonDeadlock])
 }
+
+// A turn that takes its first reply and cancels the calls it no longer
+// waits for (as the guide says to) is not taken for stuck on them: b's
+// turn, on another chain, calls a back while a's turn goes on after c's
+// reply, and is answered once a's turn ends — its cancelled call to b, a
+// dead letter (expired), is not run.
+func TestAFanOutThatCancelsTheCallsItNoLongerWaitsForIsNoCycle(t *testing.T) {
+	a, b, c := grain.NewID("first", "a"), grain.NewID("hold", "b"), grain.NewID("quick", "c")
+	aIn, bIn := make(chan struct{}, 1), make(chan struct{}, 1)
+	aGate, bGate := make(chan struct{}), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "first", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "a-ok", nil
+				}
+				calls, cancel := context.WithCancel(ctx)
+				defer cancel()
+				errs := make(chan error, 2)
+				for _, to := range []grain.ID{b, c} {
+					go func() { _, err := silo.Call[string](calls, s, to, "ping"); errs <- err }()
+				}
+				if err := <-errs; err != nil {
+					return nil, err
+				}
+				cancel()
+				if err := <-errs; !errors.Is(err, context.Canceled) {
+					return nil, fmt.Errorf("the call left: %w", err)
+				}
+				aIn <- struct{}{}
+				<-aGate // the turn goes on with its reply
+				return "done", nil
+			}
+		}))
+		require.NoError(t, silo.Register(s, "hold", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "ping" {
+					return "pong", nil
+				}
+				bIn <- struct{}{}
+				<-bGate
+				return silo.Call[string](ctx, s, a, "hi")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "quick", func(grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) { return "c-ok", nil }
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromA, fromB := make(chan error, 1), make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, b, "call a"); fromB <- err }()
+	<-bIn
+	go func() { _, err := s.Ask(ctx, a, "go"); fromA <- err }()
+	<-aIn
+	close(bGate)         // b calls a, behind a's turn
+	waitBacklog(t, s, 2) // and a's cancelled call waits behind b's
+	close(aGate)
+	require.NoError(t, <-fromA)
+	require.NoError(t, <-fromB, "b's call to a answered once a's turn ended")
+	_, err := s.Ask(ctx, b, "ping") // b has taken what waited in its mailbox
+	require.NoError(t, err)
+	d := s.Stats().DeadLetters
+	assert.Zero(t, d[grain.ReasonDeadlock])
+	assert.Equal(t, uint64(1), d[grain.ReasonExpired], "a's cancelled call, dropped")
+}
