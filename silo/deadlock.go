@@ -89,8 +89,9 @@ func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
 // (partition.rewalkBehind): a cycle through a's stuck turn runs through
 // one of them. The turn's own calls come first: a turn that took its
 // first reply and goes on is not stuck, though a walk cannot tell it from
-// one that waits for every reply; its call failed, nothing of anyone
-// else's is.
+// one that waits for every reply, and failing a call it left costs no one
+// else anything; the asks behind it are walked only when none of its
+// calls closes a cycle.
 func (s *Silo) endWait(p *partition, a *act, h uint64, req *queues.Request) {
 	var buf [4]waitCall
 	left := p.waits.end(h, req, buf[:0])
