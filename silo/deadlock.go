@@ -93,14 +93,15 @@ func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
 // else anything; the asks behind it are walked only when none of its
 // calls closes a cycle.
 func (s *Silo) endWait(p *partition, a *act, h uint64, req *queues.Request) {
-	var buf [4]waitCall
-	left := p.waits.end(h, req, buf[:0])
+	// No buffer: most calls' ends leave nothing, and a fan-out's calls
+	// left go on with the control message.
+	left := p.waits.end(h, req, nil)
 	if len(left) == 0 || !left[0].hook && !s.holdsWhileWaiting(a.ID) {
 		return
 	}
 	left = slices.DeleteFunc(left, func(c waitCall) bool { return c.req.Resolved() || c.req.Abandoned() })
 	if len(left) > 0 {
-		s.rewalkNext(ctl{op: opRewalk, a: a, ahead: p.idx, calls: slices.Clone(left)})
+		s.rewalkNext(ctl{op: opRewalk, a: a, ahead: p.idx, calls: left})
 	}
 }
 
