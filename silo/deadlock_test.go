@@ -295,9 +295,15 @@ func (c *stoppingCycle) holdP(t *testing.T) (context.Context, <-chan error) {
 
 // askR asks r msg, on a chain of its own; its outcome comes on the channel.
 func (c *stoppingCycle) askR(ctx context.Context, msg string) <-chan error {
-	fromR := make(chan error, 1)
-	go func() { _, err := c.s.Ask(ctx, c.r, msg); fromR <- err }()
-	return fromR
+	return askAsync(ctx, c.s, c.r, msg)
+}
+
+// askAsync asks id msg from a goroutine of its own (a chain of its own);
+// the ask's outcome comes on the channel.
+func askAsync(ctx context.Context, s *silo.Silo, id grain.ID, msg any) <-chan error {
+	out := make(chan error, 1)
+	go func() { _, err := s.Ask(ctx, id, msg); out <- err }()
+	return out
 }
 
 // stop stops r, and returns once r's owner has taken the Stop.
@@ -641,6 +647,21 @@ func requireCycle(t *testing.T, err error, chain ...grain.ID) {
 	assert.Equal(t, chain, cyc.Chain)
 }
 
+// callsBackKind makes a kind whose turns answer "ping" with "pong" and, to
+// any other message, tell in, wait for gate and ask to "hi".
+func callsBackKind(s *silo.Silo, in chan<- struct{}, gate <-chan struct{}, to grain.ID) func(grain.ID) grain.Func {
+	return func(grain.ID) grain.Func {
+		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+			if msg == "ping" {
+				return "pong", nil
+			}
+			in <- struct{}{}
+			<-gate
+			return silo.Call[string](ctx, s, to, "hi")
+		}
+	}
+}
+
 // gatedKind makes a kind whose turns tell in, wait for gate and answer reply.
 func gatedKind(in chan<- struct{}, gate <-chan struct{}, reply string) func(grain.ID) grain.Func {
 	return func(grain.ID) grain.Func {
@@ -746,23 +767,13 @@ func TestAFanOutStuckOnACallRunningInItsTargetFailsFast(t *testing.T) {
 				return silo.Call[string](ctx, s, d, "ping")
 			}
 		}))
-		require.NoError(t, silo.Register(s, "hold", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "ping" {
-					return "pong", nil
-				}
-				dIn <- struct{}{}
-				<-dGate
-				return silo.Call[string](ctx, s, a, "hi")
-			}
-		}))
+		require.NoError(t, silo.Register(s, "hold", callsBackKind(s, dIn, dGate, a)))
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
-	fromA, fromD := make(chan error, 1), make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, d, "go"); fromD <- err }()
+	fromD := askAsync(ctx, s, d, "go")
 	<-dIn
-	go func() { _, err := s.Ask(ctx, a, "go"); fromA <- err }()
+	fromA := askAsync(ctx, s, a, "go")
 	waitBacklog(t, s, 2) // c's call and a's wait behind d's turn
 	close(dGate)         // d calls a, behind a's turn: b may answer a yet
 	waitBacklog(t, s, 3)
@@ -809,26 +820,16 @@ func TestAFanOutThatCancelsTheCallsItNoLongerWaitsForIsNoCycle(t *testing.T) {
 				return "done", nil
 			}
 		}))
-		require.NoError(t, silo.Register(s, "hold", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "ping" {
-					return "pong", nil
-				}
-				bIn <- struct{}{}
-				<-bGate
-				return silo.Call[string](ctx, s, a, "hi")
-			}
-		}))
+		require.NoError(t, silo.Register(s, "hold", callsBackKind(s, bIn, bGate, a)))
 		require.NoError(t, silo.Register(s, "quick", func(grain.ID) grain.Func {
 			return func(context.Context, *grain.Context, any) (any, error) { return "c-ok", nil }
 		}))
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
-	fromA, fromB := make(chan error, 1), make(chan error, 1)
-	go func() { _, err := s.Ask(ctx, b, "call a"); fromB <- err }()
+	fromB := askAsync(ctx, s, b, "call a")
 	<-bIn
-	go func() { _, err := s.Ask(ctx, a, "go"); fromA <- err }()
+	fromA := askAsync(ctx, s, a, "go")
 	<-aIn
 	close(bGate)         // b calls a, behind a's turn
 	waitBacklog(t, s, 2) // and a's cancelled call waits behind b's

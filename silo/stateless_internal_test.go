@@ -24,12 +24,7 @@ import (
 // one activation of w waits on a, and a waits on w — on another of w's
 // activations, maybe, which waits on nothing and will answer.
 func TestADeadlockWalkFindsAStatelessActivationByWhereTheAskWaits(t *testing.T) {
-	s, err := New(Config{Partitions: 2})
-	require.NoError(t, err)
-	defer s.Close()
-	nop := func(grain.ID) *nopGrain { return &nopGrain{} }
-	require.NoError(t, Register(s, "w", nop, WithStatelessWorker(2)))
-	require.NoError(t, Register(s, "a", nop))
+	s := walkSilo(t)
 	assert.False(t, s.kinds["w"].inWaitGraph())
 	assert.True(t, s.kinds["a"].inWaitGraph())
 
@@ -50,6 +45,19 @@ func TestADeadlockWalkFindsAStatelessActivationByWhereTheAskWaits(t *testing.T) 
 	assert.Equal(t, []grain.ID{w, a, w}, s.closesCycle(&env, nil), "behind the activation whose call env is")
 	fromA.Abandon()
 	assert.Nil(t, s.closesCycle(&env, nil), "a's caller gave up: it will not wait")
+}
+
+// walkSilo returns a silo, not started, of two partitions, for a deadlock
+// walk over wait shards built by hand: kind "w" a stateless worker of two
+// activations, "a" a plain kind.
+func walkSilo(t *testing.T) *Silo {
+	s, err := New(Config{Partitions: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	nop := func(grain.ID) *nopGrain { return &nopGrain{} }
+	require.NoError(t, Register(s, "w", nop, WithStatelessWorker(2)))
+	require.NoError(t, Register(s, "a", nop))
+	return s
 }
 
 // flaky is a stateless worker's grain that fails some messages.
@@ -457,13 +465,7 @@ func TestACycleAStatelessActivationsOwnCallClosesFailsAtOnce(t *testing.T) {
 // way there already, and gave no verdict: the chaos program's fan-outs,
 // every call waiting for its deadline, once in 70 runs.)
 func TestADeadlockWalkTellsAStatelessIdentitysActivationsApartAlongItsPath(t *testing.T) {
-	s, err := New(Config{Partitions: 2})
-	require.NoError(t, err)
-	defer s.Close()
-	nop := func(grain.ID) *nopGrain { return &nopGrain{} }
-	require.NoError(t, Register(s, "w", nop, WithStatelessWorker(2)))
-	require.NoError(t, Register(s, "a", nop))
-
+	s := walkSilo(t)
 	ctx := t.Context()
 	w, p, q := grain.NewID("w", "x"), grain.NewID("a", "p"), grain.NewID("a", "q")
 	wAt := func(part int) (*waitShard, uint64) { return &s.parts[part].waits, workerWaitKey(w.Hash(), part) }
