@@ -794,8 +794,8 @@ func TestAFanOutStuckOnACallRunningInItsTargetFailsFast(t *testing.T) {
 // dead letter (expired), is not run.
 func TestAFanOutThatCancelsTheCallsItNoLongerWaitsForIsNoCycle(t *testing.T) {
 	a, b, c := grain.NewID("first", "a"), grain.NewID("hold", "b"), grain.NewID("quick", "c")
-	aIn, bIn := make(chan struct{}, 1), make(chan struct{}, 1)
-	aGate, bGate := make(chan struct{}), make(chan struct{})
+	aIn, bIn, cIn := make(chan struct{}, 1), make(chan struct{}, 1), make(chan struct{}, 1)
+	aGate, bGate, cGate := make(chan struct{}), make(chan struct{}), make(chan struct{})
 	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "first", func(grain.ID) grain.Func {
 			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
@@ -821,15 +821,16 @@ func TestAFanOutThatCancelsTheCallsItNoLongerWaitsForIsNoCycle(t *testing.T) {
 			}
 		}))
 		require.NoError(t, silo.Register(s, "hold", callsBackKind(s, bIn, bGate, a)))
-		require.NoError(t, silo.Register(s, "quick", func(grain.ID) grain.Func {
-			return func(context.Context, *grain.Context, any) (any, error) { return "c-ok", nil }
-		}))
+		require.NoError(t, silo.Register(s, "quick", gatedKind(cIn, cGate, "c-ok")))
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
 	fromB := askAsync(ctx, s, b, "call a")
 	<-bIn
 	fromA := askAsync(ctx, s, a, "go")
+	<-cIn
+	waitBacklog(t, s, 1) // a's call to b waits behind b's turn
+	close(cGate)         // c answers first
 	<-aIn
 	close(bGate)         // b calls a, behind a's turn
 	waitBacklog(t, s, 2) // and a's cancelled call waits behind b's
