@@ -167,6 +167,10 @@ type deactHook struct {
 	// restart (partition.restart), which follows it after backoff
 	restart bool
 	backoff time.Duration
+	// givenUp: the silo gave up on the hook (partition.deactivationOverran):
+	// its calls are no edges of the wait-for graph from then on. Guarded
+	// by the lock of its partition's wait shard (waitShard.dropHook).
+	givenUp bool
 }
 
 // deferDirective keeps d for when the grain's last turn ends; of several,

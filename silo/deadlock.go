@@ -53,8 +53,11 @@ import (
 // as expired, each is one dead letter either way. Anything the walk cannot
 // be sure of (two grains of one hash with calls out, a cycle past
 // maxCycle steps) ends it with no verdict: the ask waits, as before.
-// OnDeactivate's calls are not edges at all: the silo gives up on a hook
-// that overruns its timeout, and what waited for the grain runs after all.
+// OnDeactivate's calls are edges too — a grain lets nothing in while it
+// deactivates, whatever its kind (turnInfo.waitKey) — until the silo gives
+// up on a hook that overran its timeout: what waited for the grain then
+// runs on a fresh activation, which does not wait for the old hook, and
+// the hook's calls are edges no more (waitShard.dropHook).
 
 // breakDeadlock fails env, an ask from a grain's turn about to wait behind
 // its busy target, if it closes a cycle, and reports whether it did. Owners
@@ -225,6 +228,10 @@ type waitShard struct {
 // too once held is set (nil: never).
 func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool, held *atomic.Bool, turn *turnInfo) {
 	w.mu.Lock()
+	if turn != nil && turn.deact != nil && turn.deact.givenUp {
+		w.mu.Unlock()
+		return // an OnDeactivate given up on: the grain does not wait for it
+	}
 	if w.m == nil {
 		w.m = make(map[uint64]waitEdge)
 	}
@@ -240,6 +247,33 @@ func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target gra
 		w.m[h] = waitEdge{id: id, waitCall: c}
 	}
 	w.mu.Unlock()
+}
+
+// dropHook records that the silo gave up on d, the OnDeactivate of the
+// grain whose hash (or activation's key, workerWaitKey) is h: the grain
+// is gone, and its next activation does not wait for the hook, whose
+// calls out, and those it makes later (start reads givenUp), are no edges
+// of it.
+func (w *waitShard) dropHook(h uint64, d *deactHook) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d.givenUp = true
+	e, ok := w.m[h]
+	if !ok {
+		return
+	}
+	calls := slices.DeleteFunc(append([]waitCall{e.waitCall}, e.more...), func(c waitCall) bool {
+		return c.turn != nil && c.turn.deact == d
+	})
+	if len(calls) == 0 {
+		delete(w.m, h)
+		return
+	}
+	e.waitCall, e.more = calls[0], calls[1:]
+	if len(e.more) == 0 {
+		e.more = nil
+	}
+	w.m[h] = e
 }
 
 // hold records that id (whose hash is h), an interleaving grain, lets
@@ -398,7 +432,8 @@ func (s *Silo) isWorker(id grain.ID) bool {
 // inWaitGraph reports whether the waits of k's turns are edges of the
 // graph under their identity's hash: a stateless worker's are under keys
 // of their activations' own (turnInfo.waitKey), a reentrant kind's are
-// not edges (but in OnActivate).
+// read only where the grain lets nothing in (in OnActivate or
+// OnDeactivate, or being stopped).
 func (k *kind) inWaitGraph() bool { return !k.reentrant && k.workers <= 1 }
 
 // waitsOf returns the shard holding the edge of the grain whose hash is h:

@@ -113,6 +113,13 @@ func (p *partition) deactivationOverran(a *act) {
 	}
 	p.s.log(slog.LevelWarn, "granary: OnDeactivate overran its timeout; the grain was removed without it", "grain", a.ID.String())
 	p.endDeactCtx(a, errDeactivationOverran)
+	if x := a.x.Load(); x != nil && x.deact != nil {
+		key := h
+		if a.isWorker() {
+			key = workerWaitKey(h, p.idx)
+		}
+		p.waits.dropHook(key, x.deact) // before what waited runs on a fresh activation
+	}
 	restarting := p.restartHook(a)
 	if restarting && a.wantsDeactivate() {
 		// A Deactivate came while the hook ran: the grain goes, as asked,

@@ -176,7 +176,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		}
 		defer ti.retakeToken(x)
 	}
-	if ti != nil && !ti.deactivating && ti.w.p.s == s {
+	if ti != nil && ti.w.p.s == s {
 		// The turn waits on this call: an edge of the wait-for graph, read
 		// by the owners to fail a call that closes a deadlock (deadlock.go).
 		// A call to another silo's grain is none of this silo's graph.

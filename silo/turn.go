@@ -157,7 +157,8 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	if k == tkDeactivate { // its own ctx, bounded by the deactivation timeout
 		// The owner made its parent (beginDeactivate, on this goroutine),
 		// and ends it when the turn is over or given up on.
-		ctx := a.x.Load().deact.ctx
+		d := a.x.Load().deact
+		ctx := d.ctx
 		if !p.s.realClk { // its deadline, in real time, is the turn's to set
 			var cancel context.CancelFunc
 			ctx, cancel = context.WithTimeout(ctx, p.s.cfg.DeactivationTimeout)
@@ -165,7 +166,7 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		}
 		tc = &turnCtx{home: p}
 		tc.reset(ctx, a, nil, w, interleaved)
-		tc.info.deactivating = true
+		tc.info.deact = d
 	} else {
 		tc = p.turnCtxFor(w, a, env.Request, interleaved)
 	}

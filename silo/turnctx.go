@@ -20,8 +20,10 @@ type turnInfo struct {
 	a   *act
 	req *queues.Request // the ask being handled; nil for a tell, a tick or a hook
 	w   *worker
-	// calls in flight that let others interleave (see leaveToken)
-	calls int
+	// calls in flight that let others interleave (see leaveToken); 32 bits,
+	// so that with the flags below it takes one word (an ask's record is
+	// 192 bytes: TestAnAskFits192Bytes)
+	calls int32
 	// holdsToken: the turn holds a.token. Interleaved turns take it at
 	// their start; an ordinary turn only once it comes back from a call
 	// that let others interleave. Turns never interleaved never touch it.
@@ -31,10 +33,11 @@ type turnInfo struct {
 	// did not wait for maybe still out: they must not take the token back
 	// for it. Set only in a ctx that is never reused (an ask's, a hook's).
 	over bool
-	// deactivating: the turn is an OnDeactivate, whose calls are no edges
-	// of the wait-for graph (deadlock.go): one that overruns its timeout is
-	// given up on, and what waited for it runs after all
-	deactivating bool
+	// deact: the turn is an OnDeactivate, this one. Its calls are edges of
+	// the wait-for graph (deadlock.go) while it runs — the grain lets
+	// nothing in then — and none once the silo has given up on it
+	// (waitShard.dropHook): the grain's next activation does not wait for it.
+	deact *deactHook
 }
 
 // reentrantHook reports whether the turn is the OnActivate of a grain of a
@@ -53,21 +56,25 @@ func (ti *turnInfo) reentrantHook() bool {
 // waitKey returns the key under which a call of the turn is an edge of the
 // wait-for graph (deadlock.go), in its partition's shard, and reports
 // whether it is one: a grain's by its identity's hash — a reentrant one's
-// too, read only where the grain lets nothing in (hook: in OnActivate; or
-// being stopped, marked by waitShard.hold) — a stateless worker's
-// activation by its own key (workerWaitKey), unless its kind is reentrant.
+// too, read only where the grain lets nothing in (hook: in OnActivate or
+// OnDeactivate; or being stopped, marked by waitShard.hold) — a stateless
+// worker's activation by its own key (workerWaitKey), unless its kind is
+// reentrant. An OnDeactivate's calls are hook calls for every kind: a
+// grain on its way out lets in not even what its WithMayInterleave
+// predicate takes.
 func (ti *turnInfo) waitKey() (key uint64, hook, ok bool) {
 	k := ti.a.k
+	leaving := ti.deact != nil // lets nothing in, whatever its kind (interleave.go: open)
 	switch {
 	case k.inWaitGraph():
-		return ti.a.ID.Hash(), false, true
+		return ti.a.ID.Hash(), leaving, true
 	case k.workers > 1:
 		if k.reentrant {
 			return 0, false, false
 		}
-		return workerWaitKey(ti.a.ID.HashWithKind(k.nameHash), ti.w.p.idx), false, true
+		return workerWaitKey(ti.a.ID.HashWithKind(k.nameHash), ti.w.p.idx), leaving, true
 	}
-	return ti.a.ID.Hash(), ti.reentrantHook(), true
+	return ti.a.ID.Hash(), leaving || ti.reentrantHook(), true
 }
 
 // chain returns the call chain of the request the turn handles.

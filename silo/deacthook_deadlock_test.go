@@ -1,0 +1,123 @@
+package silo_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// leaver is a grain whose OnDeactivate calls another grain (a player
+// leaving its room, say) and reports the call's outcome; with detach, it
+// makes the call under a ctx that outlives the hook's deadline (a hook
+// that ignores it). Its "hold" turns tell in and wait for gate.
+type leaver struct {
+	s      *silo.Silo
+	to     grain.ID
+	detach bool
+	out    chan<- error
+	in     chan<- struct{}
+	gate   <-chan struct{}
+}
+
+func (l *leaver) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "hold" {
+		l.in <- struct{}{}
+		<-l.gate
+	}
+	return "ok", nil
+}
+
+func (l *leaver) OnDeactivate(ctx context.Context, _ *grain.Context) error {
+	if l.detach {
+		ctx = context.WithoutCancel(ctx)
+	}
+	_, err := silo.Call[string](ctx, l.s, l.to, "leave")
+	l.out <- err
+	return err
+}
+
+// roomKind makes a kind whose turns answer "leave" and, to any other
+// message, tell in, wait for gate and ask to "hi".
+func roomKind(s *silo.Silo, in chan<- struct{}, gate <-chan struct{}, to grain.ID) func(grain.ID) grain.Func {
+	return func(grain.ID) grain.Func {
+		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+			if msg == "leave" {
+				return "bye", nil
+			}
+			in <- struct{}{}
+			<-gate
+			return silo.Call[string](ctx, s, to, "hi")
+		}
+	}
+}
+
+// A cycle through an OnDeactivate: a's hook calls the room, whose turn —
+// on another chain — asks a, which waits for its deactivation to end. The
+// room's ask fails at once with ErrCallCycle; the room's turn ends, and
+// the hook's call is answered. (A hook's calls were no edges: both waited
+// until the hook's ctx ended at DeactivationTimeout, 10 s by default.)
+func TestACycleThroughOnDeactivateFailsFast(t *testing.T) {
+	a, room := grain.NewID("leaver", "a"), grain.NewID("room", "r")
+	in, gate, hookOut := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
+	s := newSilo(t, silo.Config{DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "leaver", func(grain.ID) *leaver { return &leaver{s: s, to: room, out: hookOut} }))
+		require.NoError(t, silo.Register(s, "room", roomKind(s, in, gate, a)))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	_, err := s.Ask(ctx, a, "hi")
+	require.NoError(t, err)
+	fromRoom := askAsync(ctx, s, room, "go")
+	<-in
+	require.NoError(t, s.Deactivate(ctx, a))
+	waitBacklog(t, s, 1) // the hook's call waits behind the room's turn
+	close(gate)          // the room asks a, which waits for its hook
+	requireCycle(t, <-fromRoom, room, a, room)
+	require.NoError(t, <-hookOut, "the hook's call answered once the room's turn had ended")
+	assert.Equal(t, uint64(1), s.Stats().DeadLetters[grain.ReasonDeadlock])
+}
+
+// An OnDeactivate given up on is no longer a turn of its grain: its call
+// still out (made under a ctx that ignores the hook's deadline) is no edge
+// of the grain's next activation, whose turn waits on nothing. The room's
+// turn, on the chain of the hook's call, asks the next activation of a
+// while a turn of it holds — and is answered once that turn ends, not
+// failed as a cycle through the hook.
+func TestAnOnDeactivateGivenUpOnIsNoEdgeOfTheNextActivation(t *testing.T) {
+	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	a, room := grain.NewID("leaver", "a"), grain.NewID("room", "r")
+	in, gate, hookOut := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
+	aIn, aGate := make(chan struct{}, 1), make(chan struct{})
+	s := newSilo(t, silo.Config{Clock: clk, DeactivationTimeout: time.Second}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "leaver", func(grain.ID) *leaver {
+			return &leaver{s: s, to: room, detach: true, out: hookOut, in: aIn, gate: aGate}
+		}))
+		require.NoError(t, silo.Register(s, "room", roomKind(s, in, gate, a)))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	_, err := s.Ask(ctx, a, "hi")
+	require.NoError(t, err)
+	fromRoom := askAsync(ctx, s, room, "go")
+	<-in
+	require.NoError(t, s.Deactivate(ctx, a))
+	waitBacklog(t, s, 1) // the hook's call waits behind the room's turn
+	require.Eventually(t, func() bool { return s.Stats().Handoffs > 0 }, 5*time.Second, time.Millisecond)
+	clk.Advance(time.Second + silo.DefaultHandoffThreshold) // the hook is given up on
+	fromA := askAsync(ctx, s, a, "hold")                    // a's next activation
+	<-aIn
+	close(gate)          // the room asks a, behind its hold turn: walked
+	waitBacklog(t, s, 2) // and the hook's call still behind the room's turn
+	close(aGate)
+	require.NoError(t, <-fromA)
+	require.NoError(t, <-fromRoom, "the room's call answered once a's turn had ended")
+	require.NoError(t, <-hookOut, "the given-up hook's call answered once the room's turn had ended")
+	assert.Zero(t, s.Stats().DeadLetters[grain.ReasonDeadlock])
+}
