@@ -59,29 +59,39 @@ func roomKind(s *silo.Silo, in chan<- struct{}, gate <-chan struct{}, to grain.I
 }
 
 // A cycle through an OnDeactivate: a's hook calls the room, whose turn —
-// on another chain — asks a, which waits for its deactivation to end. The
-// room's ask fails at once with ErrCallCycle; the room's turn ends, and
-// the hook's call is answered. (A hook's calls were no edges: both waited
+// on another chain — asks a, which waits for its deactivation to end,
+// whatever its kind (a reentrant grain, or one whose WithMayInterleave
+// predicate takes the ask, lets nothing in on its way out). The room's
+// ask fails at once with ErrCallCycle; the room's turn ends, and the
+// hook's call is answered. (A hook's calls were no edges: both waited
 // until the hook's ctx ended at DeactivationTimeout, 10 s by default.)
 func TestACycleThroughOnDeactivateFailsFast(t *testing.T) {
-	a, room := grain.NewID("leaver", "a"), grain.NewID("room", "r")
-	in, gate, hookOut := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
-	s := newSilo(t, silo.Config{DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "leaver", func(grain.ID) *leaver { return &leaver{s: s, to: room, out: hookOut} }))
-		require.NoError(t, silo.Register(s, "room", roomKind(s, in, gate, a)))
-	})
-	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
-	defer cancel()
-	_, err := s.Ask(ctx, a, "hi")
-	require.NoError(t, err)
-	fromRoom := askAsync(ctx, s, room, "go")
-	<-in
-	require.NoError(t, s.Deactivate(ctx, a))
-	waitBacklog(t, s, 1) // the hook's call waits behind the room's turn
-	close(gate)          // the room asks a, which waits for its hook
-	requireCycle(t, <-fromRoom, room, a, room)
-	require.NoError(t, <-hookOut, "the hook's call answered once the room's turn had ended")
-	assert.Equal(t, uint64(1), s.Stats().DeadLetters[grain.ReasonDeadlock])
+	for name, opts := range map[string][]silo.KindOption{
+		"plain":          nil,
+		"reentrant":      {silo.WithReentrant()},
+		"may interleave": {silo.WithMayInterleave(func(any) bool { return true })},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a, room := grain.NewID("leaver", "a"), grain.NewID("room", "r")
+			in, gate, hookOut := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
+			s := newSilo(t, silo.Config{DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "leaver", func(grain.ID) *leaver { return &leaver{s: s, to: room, out: hookOut} }, opts...))
+				require.NoError(t, silo.Register(s, "room", roomKind(s, in, gate, a)))
+			})
+			ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+			defer cancel()
+			_, err := s.Ask(ctx, a, "hi")
+			require.NoError(t, err)
+			fromRoom := askAsync(ctx, s, room, "go")
+			<-in
+			require.NoError(t, s.Deactivate(ctx, a))
+			waitBacklog(t, s, 1) // the hook's call waits behind the room's turn
+			close(gate)          // the room asks a, which waits for its hook
+			requireCycle(t, <-fromRoom, room, a, room)
+			require.NoError(t, <-hookOut, "the hook's call answered once the room's turn had ended")
+			assert.Equal(t, uint64(1), s.Stats().DeadLetters[grain.ReasonDeadlock])
+		})
+	}
 }
 
 // An OnDeactivate given up on is no longer a turn of its grain: its call
