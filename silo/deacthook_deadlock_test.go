@@ -131,3 +131,32 @@ func TestAnOnDeactivateGivenUpOnIsNoEdgeOfTheNextActivation(t *testing.T) {
 	require.NoError(t, <-hookOut, "the given-up hook's call answered once the room's turn had ended")
 	assert.Zero(t, s.Stats().DeadLetters[grain.ReasonDeadlock])
 }
+
+// An OnDeactivate that calls its own grain fails at once with
+// ErrCallCycle, whatever the grain's kind: on its way out, the grain lets
+// nothing in, not even a call back on the hook's own chain, and its next
+// activation waits for the hook. (A reentrant kind's call, or one its
+// WithMayInterleave predicate takes, was taken for a call back into a
+// waiting turn, let in: it waited until the hook's ctx ended at
+// DeactivationTimeout.)
+func TestAnOnDeactivateCallingItsOwnGrainFailsFast(t *testing.T) {
+	for name, opts := range map[string][]silo.KindOption{
+		"plain":          nil,
+		"reentrant":      {silo.WithReentrant()},
+		"may interleave": {silo.WithMayInterleave(func(any) bool { return true })},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := grain.NewID("leaver", "a")
+			hookOut := make(chan error, 1)
+			s := newSilo(t, silo.Config{DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "leaver", func(grain.ID) *leaver { return &leaver{s: s, to: a, out: hookOut} }, opts...))
+			})
+			ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+			defer cancel()
+			_, err := s.Ask(ctx, a, "hi")
+			require.NoError(t, err)
+			require.NoError(t, s.Deactivate(ctx, a))
+			requireCycle(t, <-hookOut, a, a)
+		})
+	}
+}

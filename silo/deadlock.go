@@ -363,6 +363,20 @@ func (w *waitShard) hookWaits(id grain.ID, h uint64) bool {
 	return ok && e.one(id) && e.hook || ok && e.allHeld(id)
 }
 
+// leaving reports whether id (whose hash is h) waits in its OnDeactivate,
+// on its way out: it lets nothing in, not even a call back on the hook's
+// own chain (callsBackWaitingTurn).
+func (w *waitShard) leaving(id grain.ID, h uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[h]
+	if !ok || e.id != id || e.mixed {
+		return false
+	}
+	return e.turn != nil && e.turn.deact != nil ||
+		slices.ContainsFunc(e.more, func(c waitCall) bool { return c.turn != nil && c.turn.deact != nil })
+}
+
 // allHeld reports whether every call of the edge is id's, made while it
 // was being stopped or marked by the Stop (waitCall.held).
 func (e *waitEdge) allHeld(id grain.ID) bool {
@@ -603,8 +617,12 @@ func (w *walk) via(c waitCall, path []step) (cycle []step, loop bool) {
 	if w.steps++; w.steps > maxCycle || req.Resolved() || req.Abandoned() {
 		return nil, false // too long; or the call is over, or given up on
 	}
-	if req.Interleave || ((c.letIn || !s.holdsWhileWaiting(next)) && !s.waitsOf(nh).hookWaits(next, nh)) {
-		return nil, false // next lets req in while it waits (an activating grain lets nothing in)
+	if req.Interleave && !s.waitsOf(nh).leaving(next, nh) ||
+		!req.Interleave && (c.letIn || !s.holdsWhileWaiting(next)) && !s.waitsOf(nh).hookWaits(next, nh) {
+		// next lets req in while it waits: a call back on a waiting turn's
+		// chain — but for a grain on its way out — or one its kind lets in
+		// (an activating grain lets nothing in).
+		return nil, false
 	}
 	shard, key := s.waitsOf(nh), nh
 	if s.isWorker(next) {

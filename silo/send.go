@@ -150,7 +150,12 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		link := queues.Link{ID: ti.a.ID, Silo: ti.w.p.s.incarnation, SiloName: ti.w.p.s.cfg.Name, AllowReentry: allow}
 		ask, chain = chainedAsk(outer, link)
 		if l, waiting := chain.Find(s.incarnation, id); waiting {
-			if !l.AllowReentry && !letIn {
+			// An OnDeactivate's grain, on its way out, lets nothing in —
+			// not even a call back on the hook's own chain — and its next
+			// activation waits for the hook (a stateless worker's other
+			// activations excepted).
+			leaving := ti.deact != nil && id == ti.a.ID && !ti.a.isWorker()
+			if !l.AllowReentry && !letIn || leaving {
 				unreserve(p, k)
 				return nil, chain.Cycle(s.incarnation, s.cfg.Name, id)
 			}
