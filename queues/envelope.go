@@ -124,6 +124,7 @@ type Request struct {
 // bits hold where the request waits (SetQueuedAt), plus one.
 const (
 	abandoned  uint32 = 1 << 8
+	inLine     uint32 = 1 << 9
 	stateMask  uint32 = 0xff
 	queuedAt          = 16
 	queuedMask uint32 = 0xffff << queuedAt
@@ -136,6 +137,15 @@ func (r *Request) Abandon() { r.handover.Or(abandoned) }
 
 // Abandoned reports whether the caller gave up waiting.
 func (r *Request) Abandoned() bool { return r.handover.Load()&abandoned != 0 }
+
+// SetInLine records that the request, though Interleave, was not let in
+// beside its target's waiting turn — the turn that allowed re-entry on its
+// chain had ended — and waits for its target's turns like any other.
+// Runtime-owned, like Local; safe to read from another goroutine.
+func (r *Request) SetInLine() { r.handover.Or(inLine) }
+
+// InLine reports whether SetInLine was called.
+func (r *Request) InLine() bool { return r.handover.Load()&inLine != 0 }
 
 // SetQueuedAt records that the request waits in the mailbox of its
 // target's activation in partition part, or runs there: of the

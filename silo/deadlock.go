@@ -617,11 +617,13 @@ func (w *walk) via(c waitCall, path []step) (cycle []step, loop bool) {
 	if w.steps++; w.steps > maxCycle || req.Resolved() || req.Abandoned() {
 		return nil, false // too long; or the call is over, or given up on
 	}
-	if req.Interleave && !s.waitsOf(nh).leaving(next, nh) ||
-		!req.Interleave && (c.letIn || !s.holdsWhileWaiting(next)) && !s.waitsOf(nh).hookWaits(next, nh) {
+	sh := s.waitsOf(nh)
+	if req.Interleave && !req.InLine() && !sh.leaving(next, nh) ||
+		(c.letIn || !s.holdsWhileWaiting(next)) && !sh.hookWaits(next, nh) {
 		// next lets req in while it waits: a call back on a waiting turn's
-		// chain — but for a grain on its way out — or one its kind lets in
-		// (an activating grain lets nothing in).
+		// chain — unless it was put in line behind next's turns, the turn
+		// on its chain gone, or next is on its way out — or one its kind
+		// lets in (an activating grain lets nothing in).
 		return nil, false
 	}
 	shard, key := s.waitsOf(nh), nh

@@ -843,3 +843,77 @@ func TestAFanOutThatCancelsTheCallsItNoLongerWaitsForIsNoCycle(t *testing.T) {
 	assert.Zero(t, d[grain.ReasonDeadlock])
 	assert.Equal(t, uint64(1), d[grain.ReasonExpired], "a's cancelled call, dropped")
 }
+
+// A call back on a chain that allowed re-entry, made after the turn that
+// allowed it has ended, waits in line like any other ask: r's OnActivate
+// (which keeps its first caller's chain, and runs on after that caller
+// gave up) calls p back, on a chain where p allowed re-entry, while p's
+// next turn waits on q; q's turn then calls r, which is still activating.
+// The cycle q → r → p → q fails at once with ErrCallCycle, where the walk
+// had taken r's call for one p lets in and given no verdict: every call
+// waited for its deadline. (Found by the chaos program, its OnActivate
+// hooks making calls.)
+func TestACallBackOnAChainWhoseTurnEndedWaitsInLine(t *testing.T) {
+	p, q, r := grain.NewID("p", "p"), grain.NewID("q", "q"), grain.NewID("r", "r")
+	rIn, rGate, qIn, qGate := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1), make(chan struct{})
+	fromHook := make(chan error, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "p", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch msg {
+				case "first": // calls r, re-entry allowed, and gives up once r activates
+					calls, cancel := context.WithCancel(silo.AllowCallChainReentrancy(ctx))
+					go func() { <-rIn; cancel() }()
+					_, err := silo.Call[string](calls, s, r, "hi")
+					return nil, err
+				case "go":
+					return silo.Call[string](ctx, s, q, "go")
+				}
+				return "pong", nil
+			}
+		}))
+		require.NoError(t, silo.Register(s, "q", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				qIn <- struct{}{}
+				<-qGate
+				return silo.Call[string](ctx, s, r, "hi")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "r", func(grain.ID) *activatingCaller {
+			return &activatingCaller{s: s, to: p, in: rIn, gate: rGate, out: fromHook}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	_, err := s.Ask(ctx, p, "first")
+	require.ErrorIs(t, err, context.Canceled, "p gave up on r's activation")
+	fromP := askAsync(ctx, s, p, "go")
+	<-qIn                // p's turn waits on q's
+	close(rGate)         // r's OnActivate calls p, behind p's turn
+	waitBacklog(t, s, 1) // (the first message r was sent is its activation's, not in line)
+	close(qGate)         // q calls r, still activating: the cycle closes
+	requireCycle(t, <-fromP, q, r, p, q)
+	require.NoError(t, <-fromHook, "r's call to p answered once p's turn had ended")
+}
+
+// activatingCaller is a grain whose OnActivate tells in, waits for gate,
+// calls to and reports the outcome on out.
+type activatingCaller struct {
+	s    *silo.Silo
+	to   grain.ID
+	in   chan<- struct{}
+	gate <-chan struct{}
+	out  chan<- error
+}
+
+func (a *activatingCaller) Receive(context.Context, *grain.Context, any) (any, error) {
+	return "r-ok", nil
+}
+
+func (a *activatingCaller) OnActivate(ctx context.Context, _ *grain.Context) error {
+	a.in <- struct{}{}
+	<-a.gate
+	_, err := silo.Call[string](ctx, a.s, a.to, "ping")
+	a.out <- err
+	return nil
+}
