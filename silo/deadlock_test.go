@@ -917,3 +917,43 @@ func (a *activatingCaller) OnActivate(ctx context.Context, _ *grain.Context) err
 	a.out <- err
 	return nil
 }
+
+// A grain lets nothing in while it activates, not even what its
+// WithMayInterleave predicate takes: m's OnActivate calls p, whose turn
+// (another chain) calls m with a message m's predicate takes. The cycle
+// fails at once with ErrCallCycle; p's turn ends and m's call is
+// answered. (Such a kind's OnActivate was taken for any of its turns,
+// which let the message in: both calls waited for their deadlines. Found
+// by the chaos program, its OnActivate hooks making calls.)
+func TestACycleThroughTheOnActivateOfAMayInterleaveKindFailsFast(t *testing.T) {
+	p, m := grain.NewID("p", "p"), grain.NewID("m", "m")
+	pIn, pGate, mIn, mGate := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1), make(chan struct{})
+	fromHook := make(chan error, 1)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "p", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "ping" {
+					return "pong", nil
+				}
+				pIn <- struct{}{}
+				<-pGate
+				return silo.Call[string](ctx, s, m, "read")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "m", func(grain.ID) *activatingCaller {
+			return &activatingCaller{s: s, to: p, in: mIn, gate: mGate, out: fromHook}
+		}, silo.WithMayInterleave(func(any) bool { return true })))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromP := askAsync(ctx, s, p, "go")
+	<-pIn
+	fromM := askAsync(ctx, s, m, "hi")
+	<-mIn
+	close(mGate) // m's OnActivate calls p, behind p's turn
+	waitBacklog(t, s, 1)
+	close(pGate) // p calls m, still activating: the cycle closes
+	requireCycle(t, <-fromP, p, m, p)
+	require.NoError(t, <-fromHook, "m's call to p answered once p's turn had ended")
+	require.NoError(t, <-fromM)
+}

@@ -40,13 +40,13 @@ type turnInfo struct {
 	deact *deactHook
 }
 
-// reentrantHook reports whether the turn is the OnActivate of a grain of a
-// reentrant kind: unlike the kind's other turns, it lets nothing in while
-// it waits (interleave.go: open), so its calls are edges of the wait-for
-// graph (deadlock.go).
-func (ti *turnInfo) reentrantHook() bool {
-	k := ti.a.k
-	if !k.reentrant || k.workers > 1 {
+// activating reports whether the turn is the OnActivate of a grain of an
+// interleaving kind (reentrant, or with a WithMayInterleave predicate):
+// unlike the kind's other turns, it lets nothing in while it waits
+// (interleave.go: open). A kind that does not interleave lets nothing in
+// while any turn waits, and its activation is not marked.
+func (ti *turnInfo) activating() bool {
+	if !ti.a.k.interleaves() {
 		return false
 	}
 	x := ti.a.x.Load()
@@ -55,26 +55,23 @@ func (ti *turnInfo) reentrantHook() bool {
 
 // waitKey returns the key under which a call of the turn is an edge of the
 // wait-for graph (deadlock.go), in its partition's shard, and reports
-// whether it is one: a grain's by its identity's hash — a reentrant one's
-// too, read only where the grain lets nothing in (hook: in OnActivate or
-// OnDeactivate; or being stopped, marked by waitShard.hold) — a stateless
-// worker's activation by its own key (workerWaitKey), unless its kind is
-// reentrant. An OnDeactivate's calls are hook calls for every kind: a
-// grain on its way out lets in not even what its WithMayInterleave
-// predicate takes.
+// whether it is one, and whether it is a hook call, made while the grain
+// lets nothing in — in OnActivate or OnDeactivate, whatever its kind: not
+// even what a WithMayInterleave predicate takes (interleave.go: open). A
+// grain's edge is under its identity's hash — a reentrant one's too, read
+// only where the grain lets nothing in (hook; or being stopped, marked by
+// waitShard.hold) — a stateless worker's activation's under a key of its
+// own (workerWaitKey), unless its kind is reentrant.
 func (ti *turnInfo) waitKey() (key uint64, hook, ok bool) {
 	k := ti.a.k
-	leaving := ti.deact != nil // lets nothing in, whatever its kind (interleave.go: open)
-	switch {
-	case k.inWaitGraph():
-		return ti.a.ID.Hash(), leaving, true
-	case k.workers > 1:
+	hook = ti.deact != nil || ti.activating()
+	if k.workers > 1 {
 		if k.reentrant {
 			return 0, false, false
 		}
-		return workerWaitKey(ti.a.ID.HashWithKind(k.nameHash), ti.w.p.idx), leaving, true
+		return workerWaitKey(ti.a.ID.HashWithKind(k.nameHash), ti.w.p.idx), hook, true
 	}
-	return ti.a.ID.Hash(), leaving || ti.reentrantHook(), true
+	return ti.a.ID.Hash(), hook, true
 }
 
 // chain returns the call chain of the request the turn handles.
