@@ -38,24 +38,35 @@ func (l *leaver) OnDeactivate(ctx context.Context, _ *grain.Context) error {
 	if l.detach {
 		ctx = context.WithoutCancel(ctx)
 	}
-	_, err := silo.Call[string](ctx, l.s, l.to, "leave")
+	_, err := silo.Call[string](ctx, l.s, l.to, "ping")
 	l.out <- err
 	return err
 }
 
-// roomKind makes a kind whose turns answer "leave" and, to any other
-// message, tell in, wait for gate and ask to "hi".
-func roomKind(s *silo.Silo, in chan<- struct{}, gate <-chan struct{}, to grain.ID) func(grain.ID) grain.Func {
-	return func(grain.ID) grain.Func {
-		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-			if msg == "leave" {
-				return "bye", nil
-			}
-			in <- struct{}{}
-			<-gate
-			return silo.Call[string](ctx, s, to, "hi")
-		}
+// kindsOfEveryInterleaving returns the options of a kind that lets
+// nothing in while a turn waits, one that lets everything in, and one
+// whose WithMayInterleave predicate takes every message, by name.
+func kindsOfEveryInterleaving() map[string][]silo.KindOption {
+	return map[string][]silo.KindOption{
+		"plain":          nil,
+		"reentrant":      {silo.WithReentrant()},
+		"may interleave": {silo.WithMayInterleave(func(any) bool { return true })},
 	}
+}
+
+// leaveWhileTheRoomWaits activates a, holds the room's turn (which, let
+// go, asks a), and deactivates a, whose hook calls the room behind that
+// turn. It returns a ctx for the test and the outcome of the room's turn.
+func leaveWhileTheRoomWaits(t *testing.T, s *silo.Silo, a, room grain.ID, in <-chan struct{}) (context.Context, <-chan error) {
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	t.Cleanup(cancel)
+	_, err := s.Ask(ctx, a, "hi")
+	require.NoError(t, err)
+	fromRoom := askAsync(ctx, s, room, "go")
+	<-in
+	require.NoError(t, s.Deactivate(ctx, a))
+	waitBacklog(t, s, 1) // the hook's call waits behind the room's turn
+	return ctx, fromRoom
 }
 
 // A cycle through an OnDeactivate: a's hook calls the room, whose turn —
@@ -66,27 +77,16 @@ func roomKind(s *silo.Silo, in chan<- struct{}, gate <-chan struct{}, to grain.I
 // hook's call is answered. (A hook's calls were no edges: both waited
 // until the hook's ctx ended at DeactivationTimeout, 10 s by default.)
 func TestACycleThroughOnDeactivateFailsFast(t *testing.T) {
-	for name, opts := range map[string][]silo.KindOption{
-		"plain":          nil,
-		"reentrant":      {silo.WithReentrant()},
-		"may interleave": {silo.WithMayInterleave(func(any) bool { return true })},
-	} {
+	for name, opts := range kindsOfEveryInterleaving() {
 		t.Run(name, func(t *testing.T) {
 			a, room := grain.NewID("leaver", "a"), grain.NewID("room", "r")
 			in, gate, hookOut := make(chan struct{}, 1), make(chan struct{}), make(chan error, 1)
 			s := newSilo(t, silo.Config{DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
 				require.NoError(t, silo.Register(s, "leaver", func(grain.ID) *leaver { return &leaver{s: s, to: room, out: hookOut} }, opts...))
-				require.NoError(t, silo.Register(s, "room", roomKind(s, in, gate, a)))
+				require.NoError(t, silo.Register(s, "room", callsBackKind(s, in, gate, a, "hi")))
 			})
-			ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
-			defer cancel()
-			_, err := s.Ask(ctx, a, "hi")
-			require.NoError(t, err)
-			fromRoom := askAsync(ctx, s, room, "go")
-			<-in
-			require.NoError(t, s.Deactivate(ctx, a))
-			waitBacklog(t, s, 1) // the hook's call waits behind the room's turn
-			close(gate)          // the room asks a, which waits for its hook
+			_, fromRoom := leaveWhileTheRoomWaits(t, s, a, room, in)
+			close(gate) // the room asks a, which waits for its hook
 			requireCycle(t, <-fromRoom, room, a, room)
 			require.NoError(t, <-hookOut, "the hook's call answered once the room's turn had ended")
 			assert.Equal(t, uint64(1), s.Stats().DeadLetters[grain.ReasonDeadlock])
@@ -109,16 +109,9 @@ func TestAnOnDeactivateGivenUpOnIsNoEdgeOfTheNextActivation(t *testing.T) {
 		require.NoError(t, silo.Register(s, "leaver", func(grain.ID) *leaver {
 			return &leaver{s: s, to: room, detach: true, out: hookOut, in: aIn, gate: aGate}
 		}))
-		require.NoError(t, silo.Register(s, "room", roomKind(s, in, gate, a)))
+		require.NoError(t, silo.Register(s, "room", callsBackKind(s, in, gate, a, "hi")))
 	})
-	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
-	defer cancel()
-	_, err := s.Ask(ctx, a, "hi")
-	require.NoError(t, err)
-	fromRoom := askAsync(ctx, s, room, "go")
-	<-in
-	require.NoError(t, s.Deactivate(ctx, a))
-	waitBacklog(t, s, 1) // the hook's call waits behind the room's turn
+	ctx, fromRoom := leaveWhileTheRoomWaits(t, s, a, room, in)
 	require.Eventually(t, func() bool { return s.Stats().Handoffs > 0 }, 5*time.Second, time.Millisecond)
 	clk.Advance(time.Second + silo.DefaultHandoffThreshold) // the hook is given up on
 	fromA := askAsync(ctx, s, a, "hold")                    // a's next activation
@@ -140,11 +133,7 @@ func TestAnOnDeactivateGivenUpOnIsNoEdgeOfTheNextActivation(t *testing.T) {
 // waiting turn, let in: it waited until the hook's ctx ended at
 // DeactivationTimeout.)
 func TestAnOnDeactivateCallingItsOwnGrainFailsFast(t *testing.T) {
-	for name, opts := range map[string][]silo.KindOption{
-		"plain":          nil,
-		"reentrant":      {silo.WithReentrant()},
-		"may interleave": {silo.WithMayInterleave(func(any) bool { return true })},
-	} {
+	for name, opts := range kindsOfEveryInterleaving() {
 		t.Run(name, func(t *testing.T) {
 			a := grain.NewID("leaver", "a")
 			hookOut := make(chan error, 1)

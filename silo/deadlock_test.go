@@ -648,8 +648,8 @@ func requireCycle(t *testing.T, err error, chain ...grain.ID) {
 }
 
 // callsBackKind makes a kind whose turns answer "ping" with "pong" and, to
-// any other message, tell in, wait for gate and ask to "hi".
-func callsBackKind(s *silo.Silo, in chan<- struct{}, gate <-chan struct{}, to grain.ID) func(grain.ID) grain.Func {
+// any other message, tell in, wait for gate and ask to call.
+func callsBackKind(s *silo.Silo, in chan<- struct{}, gate <-chan struct{}, to grain.ID, call string) func(grain.ID) grain.Func {
 	return func(grain.ID) grain.Func {
 		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
 			if msg == "ping" {
@@ -657,7 +657,7 @@ func callsBackKind(s *silo.Silo, in chan<- struct{}, gate <-chan struct{}, to gr
 			}
 			in <- struct{}{}
 			<-gate
-			return silo.Call[string](ctx, s, to, "hi")
+			return silo.Call[string](ctx, s, to, call)
 		}
 	}
 }
@@ -767,7 +767,7 @@ func TestAFanOutStuckOnACallRunningInItsTargetFailsFast(t *testing.T) {
 				return silo.Call[string](ctx, s, d, "ping")
 			}
 		}))
-		require.NoError(t, silo.Register(s, "hold", callsBackKind(s, dIn, dGate, a)))
+		require.NoError(t, silo.Register(s, "hold", callsBackKind(s, dIn, dGate, a, "hi")))
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
@@ -820,7 +820,7 @@ func TestAFanOutThatCancelsTheCallsItNoLongerWaitsForIsNoCycle(t *testing.T) {
 				return "done", nil
 			}
 		}))
-		require.NoError(t, silo.Register(s, "hold", callsBackKind(s, bIn, bGate, a)))
+		require.NoError(t, silo.Register(s, "hold", callsBackKind(s, bIn, bGate, a, "hi")))
 		require.NoError(t, silo.Register(s, "quick", gatedKind(cIn, cGate, "c-ok")))
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
@@ -930,16 +930,7 @@ func TestACycleThroughTheOnActivateOfAMayInterleaveKindFailsFast(t *testing.T) {
 	pIn, pGate, mIn, mGate := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1), make(chan struct{})
 	fromHook := make(chan error, 1)
 	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "p", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "ping" {
-					return "pong", nil
-				}
-				pIn <- struct{}{}
-				<-pGate
-				return silo.Call[string](ctx, s, m, "read")
-			}
-		}))
+		require.NoError(t, silo.Register(s, "p", callsBackKind(s, pIn, pGate, m, "read")))
 		require.NoError(t, silo.Register(s, "m", func(grain.ID) *activatingCaller {
 			return &activatingCaller{s: s, to: p, in: mIn, gate: mGate, out: fromHook}
 		}, silo.WithMayInterleave(func(any) bool { return true })))
