@@ -443,13 +443,6 @@ func (s *Silo) isWorker(id grain.ID) bool {
 	return k != nil && k.workers > 1
 }
 
-// inWaitGraph reports whether the waits of k's turns are edges of the
-// graph under their identity's hash: a stateless worker's are under keys
-// of their activations' own (turnInfo.waitKey), a reentrant kind's are
-// read only where the grain lets nothing in (in OnActivate or
-// OnDeactivate, or being stopped).
-func (k *kind) inWaitGraph() bool { return !k.reentrant && k.workers <= 1 }
-
 // waitsOf returns the shard holding the edge of the grain whose hash is h:
 // its partition's.
 func (s *Silo) waitsOf(h uint64) *waitShard {
