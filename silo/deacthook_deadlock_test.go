@@ -2,6 +2,7 @@ package silo_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 type leaver struct {
 	s      *silo.Silo
 	to     grain.ID
+	also   grain.ID // if set, the hook calls it too, at once, and waits for both
 	detach bool
 	out    chan<- error
 	in     chan<- struct{}
@@ -38,7 +40,14 @@ func (l *leaver) OnDeactivate(ctx context.Context, _ *grain.Context) error {
 	if l.detach {
 		ctx = context.WithoutCancel(ctx)
 	}
+	also := make(chan error, 1)
+	if !l.also.IsZero() {
+		go func() { _, err := silo.Call[string](ctx, l.s, l.also, "ping"); also <- err }()
+	} else {
+		also <- nil
+	}
 	_, err := silo.Call[string](ctx, l.s, l.to, "ping")
+	err = errors.Join(err, <-also)
 	l.out <- err
 	return err
 }
@@ -148,4 +157,42 @@ func TestAnOnDeactivateCallingItsOwnGrainFailsFast(t *testing.T) {
 			requireCycle(t, <-hookOut, a, a)
 		})
 	}
+}
+
+// An OnDeactivate that fans out lets nothing in either: r's hook (a
+// reentrant kind's) calls p and q at once and waits for both, each of
+// whose turns, on chains of their own, calls r. The call that closes the
+// second cycle, q's, fails at once; q's turn ends and answers the hook,
+// whose call to p, left, then closes the other and fails too (walked
+// again as q's call ended); p's call reaches r's next activation. (A
+// reentrant grain with several hook calls out was taken for one that lets
+// calls in: every call waited, the hook's until DeactivationTimeout.)
+func TestAnOnDeactivateThatFansOutLetsNothingIn(t *testing.T) {
+	r, p, q := grain.NewID("leaver", "r"), grain.NewID("p", "p"), grain.NewID("q", "q")
+	pIn, pGate, qIn, qGate := make(chan struct{}, 1), make(chan struct{}), make(chan struct{}, 1), make(chan struct{})
+	hookOut := make(chan error, 1)
+	s := newSilo(t, silo.Config{DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "leaver", func(grain.ID) *leaver {
+			return &leaver{s: s, to: p, also: q, out: hookOut}
+		}, silo.WithReentrant()))
+		require.NoError(t, silo.Register(s, "p", callsBackKind(s, pIn, pGate, r, "hi")))
+		require.NoError(t, silo.Register(s, "q", callsBackKind(s, qIn, qGate, r, "hi")))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	_, err := s.Ask(ctx, r, "hi")
+	require.NoError(t, err)
+	fromP := askAsync(ctx, s, p, "go")
+	<-pIn
+	fromQ := askAsync(ctx, s, q, "go")
+	<-qIn
+	require.NoError(t, s.Deactivate(ctx, r))
+	waitBacklog(t, s, 2) // the hook's calls wait behind p's turn and q's
+	close(pGate)         // p calls r: q may answer r's hook yet
+	waitBacklog(t, s, 3)
+	close(qGate) // q calls r: both cycles closed
+	requireCycle(t, <-fromQ, q, r, q)
+	require.ErrorIs(t, <-hookOut, grain.ErrCallCycle, "the hook's call to p, left, closing the other cycle")
+	require.NoError(t, <-fromP, "p's call answered by r's next activation")
+	assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonDeadlock])
 }

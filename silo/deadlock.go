@@ -187,13 +187,12 @@ type waitCall struct {
 	target grain.ID
 	thash  uint64 // target's hash
 	letIn  bool   // the target lets req in while it waits (WithMayInterleave)
-	// hook: the waiting grain is of a reentrant kind, in OnActivate — or an
-	// interleaving grain being stopped (actExtra.held) — which lets nothing
-	// in while it waits but calls back on its own chain
+	// hook: the waiting grain lets nothing in while it waits — it is in
+	// OnActivate or OnDeactivate (turnInfo.waitKey), or an interleaving
+	// grain being stopped (actExtra.held), what waits for it waiting for
+	// every turn of it to end — but (activating, or stopped) calls back on
+	// its own chain
 	hook bool
-	// held: the grain is being stopped (actExtra.held): what waits for it
-	// waits for every turn of it to end
-	held bool
 	// turn: the turn that made the call, which tells a turn's several
 	// calls (a fan-out) from several turns' (stuckCalls)
 	turn *turnInfo
@@ -237,7 +236,7 @@ func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target gra
 	}
 	c := waitCall{req: req, target: target, thash: th, letIn: letIn, hook: hook, turn: turn}
 	if held != nil && held.Load() { // under the lock hold takes
-		c.hook, c.held = true, true
+		c.hook = true
 	}
 	if e, ok := w.m[h]; ok {
 		e.mixed = e.mixed || e.id != id
@@ -284,9 +283,9 @@ func (w *waitShard) hold(id grain.ID, h uint64, held *atomic.Bool) {
 	w.mu.Lock()
 	held.Store(true)
 	if e, ok := w.m[h]; ok && e.id == id && !e.mixed {
-		e.hook, e.held = true, true
+		e.hook = true
 		for i := range e.more {
-			e.more[i].hook, e.more[i].held = true, true
+			e.more[i].hook = true
 		}
 		w.m[h] = e
 	}
@@ -354,13 +353,14 @@ func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target gra
 }
 
 // hookWaits reports whether id (whose hash is h) is a grain that lets
-// nothing in while it waits (waitCall.hook) but calls back on its own
-// chain: waiting on its one call, or, being stopped, on several.
+// nothing in while it waits (waitCall.hook): every call it has out is a
+// hook's, or made while it is being stopped — one, or several (a hook
+// that fans out, a stopping grain's several turns).
 func (w *waitShard) hookWaits(id grain.ID, h uint64) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
-	return ok && e.one(id) && e.hook || ok && e.allHeld(id)
+	return ok && e.allHook(id)
 }
 
 // leaving reports whether id (whose hash is h) waits in its OnDeactivate,
@@ -377,14 +377,17 @@ func (w *waitShard) leaving(id grain.ID, h uint64) bool {
 		slices.ContainsFunc(e.more, func(c waitCall) bool { return c.turn != nil && c.turn.deact != nil })
 }
 
-// allHeld reports whether every call of the edge is id's, made while it
-// was being stopped or marked by the Stop (waitCall.held).
-func (e *waitEdge) allHeld(id grain.ID) bool {
-	if e.id != id || e.mixed || !e.held {
+// allHook reports whether every call of the edge is id's, and a hook
+// call (waitCall.hook): made in OnActivate or OnDeactivate, or while id
+// was being stopped, or marked by the Stop. (A call a goroutine of an
+// earlier turn still has out is not: what waits for id may wait for that
+// turn's end only.)
+func (e *waitEdge) allHook(id grain.ID) bool {
+	if e.id != id || e.mixed || !e.hook {
 		return false
 	}
 	for _, c := range e.more {
-		if !c.held {
+		if !c.hook {
 			return false
 		}
 	}
@@ -393,13 +396,13 @@ func (e *waitEdge) allHeld(id grain.ID) bool {
 
 // stuckCalls returns the calls out of id (whose hash is h), if it has
 // several and lets nothing in while it waits: blocks, that its kind does
-// not (holdsWhileWaiting); or it is being stopped (every call held).
-// What waits for it waits for all its turns.
+// not (holdsWhileWaiting); or every call is a hook call (allHook). What
+// waits for it waits for all its turns.
 func (w *waitShard) stuckCalls(id grain.ID, h uint64, blocks bool) []waitCall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
-	if !ok || len(e.more) == 0 || e.id != id || e.mixed || !blocks && !e.allHeld(id) {
+	if !ok || len(e.more) == 0 || e.id != id || e.mixed || !blocks && !e.allHook(id) {
 		return nil
 	}
 	return append([]waitCall{e.waitCall}, e.more...)
