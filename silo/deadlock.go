@@ -116,12 +116,9 @@ func (s *Silo) rewalkNext(c ctl) {
 	for len(c.calls) > 0 {
 		call := c.calls[0]
 		c.calls = c.calls[1:]
-		part := s.locator.LocateHash(call.thash).Partition
-		if s.isWorker(call.target) {
-			var ok bool
-			if part, ok = call.req.QueuedAt(); !ok || part >= len(s.parts) {
-				continue // not queued behind an activation: its own walk is to come
-			}
+		part, _, ok := s.waitsAt(call.target, call.thash, call.req)
+		if !ok {
+			continue // not queued behind an activation: its own walk is to come
 		}
 		c.first = queues.Envelope{Target: call.target, Hash: call.thash, Request: call.req}
 		s.parts[part].q.PushControl(c)
@@ -446,6 +443,21 @@ func (s *Silo) isWorker(id grain.ID) bool {
 	return k != nil && k.workers > 1
 }
 
+// waitsAt returns where req, a call to target (whose hash is th), waits:
+// the partition whose shard holds the wait of the activation it waits
+// for, and that wait's key — a stateless worker's activation found by
+// where req was queued (Request.QueuedAt), and ok false while that is not
+// known.
+func (s *Silo) waitsAt(target grain.ID, th uint64, req *queues.Request) (part int, key uint64, ok bool) {
+	if !s.isWorker(target) {
+		return s.locator.LocateHash(th).Partition, th, true
+	}
+	if part, ok = req.QueuedAt(); !ok || part >= len(s.parts) {
+		return 0, 0, false
+	}
+	return part, workerWaitKey(th, part), true
+}
+
 // waitsOf returns the shard holding the edge of the grain whose hash is h:
 // its partition's.
 func (s *Silo) waitsOf(h uint64) *waitShard {
@@ -613,22 +625,18 @@ func (w *walk) via(c waitCall, path []step) (cycle []step, loop bool) {
 	if w.steps++; w.steps > maxCycle || req.Resolved() || req.Abandoned() {
 		return nil, false // too long; or the call is over, or given up on
 	}
-	sh := s.waitsOf(nh)
-	if req.Interleave && !req.InLine() && !sh.leaving(next, nh) ||
-		(c.letIn || !s.holdsWhileWaiting(next)) && !sh.hookWaits(next, nh) {
+	part, key, ok := s.waitsAt(next, nh, req)
+	if !ok {
+		return nil, false // not known which of next's activations req waits behind
+	}
+	shard := &s.parts[part].waits
+	if req.Interleave && !req.InLine() && !shard.leaving(next, key) ||
+		(c.letIn || !s.holdsWhileWaiting(next)) && !shard.hookWaits(next, key) {
 		// next lets req in while it waits: a call back on a waiting turn's
 		// chain — unless it was put in line behind next's turns, the turn
 		// on its chain gone, or next is on its way out — or one its kind
 		// lets in (an activating grain lets nothing in).
 		return nil, false
-	}
-	shard, key := s.waitsOf(nh), nh
-	if s.isWorker(next) {
-		part, ok := req.QueuedAt()
-		if !ok || part >= len(s.parts) {
-			return nil, false // not known which of next's activations req waits behind
-		}
-		shard, key = &s.parts[part].waits, workerWaitKey(nh, part)
 	}
 	at := step{id: next, key: key}
 	path = append(path, at)

@@ -74,12 +74,6 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		p.interleave(a, *env)
 		return true
 	}
-	if env.Request != nil && env.Request.Interleave {
-		// A call back on a chain whose turn of a's no longer waits (it
-		// gave up, and ended): it waits for a's turns like any other ask,
-		// and a deadlock walk through it must say so (walk.via).
-		env.Request.SetInLine()
-	}
 	if a.isStopping() && !p.sentAfterStop(a) {
 		switch {
 		case a.stoppedExplicitly():
@@ -140,6 +134,12 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		// close a deadlock across call chains — behind a busy grain, or
 		// behind a stateless activation's mailbox, which a turn that
 		// waits on the asking grain may begin before it.
+		if env.Request.Interleave {
+			// A call back on a chain whose turn of a's no longer waits
+			// (it gave up, and ended): it waits for a's turns like any
+			// other ask, and a walk through it must say so (walk.via).
+			env.Request.SetInLine()
+		}
 		if a.isWorker() {
 			if p.forwardWorker(a, env) {
 				return true
