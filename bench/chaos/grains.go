@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// allKinds are the kinds a run may register, one of each way a grain may
+// let messages in while a turn waits. chain is plain, but calls with
+// silo.AllowCallChainReentrancy; mayin lets in hops with an odd seed.
+const allKinds = "plain,reent,mayin,sw,chain"
+
+// hop is the one message of the run: a turn that receives it makes Depth
+// more hops down a chain of calls, decided by Seed.
+type hop struct {
+	ID    uint64
+	Depth int
+	Seed  uint64
+}
+
+// tick is a timer's message: each tick calls one grain.
+type tick struct{}
+
+// mayInterleave is the mayin kind's predicate.
+func mayInterleave(msg any) bool {
+	h, ok := msg.(hop)
+	return ok && h.Seed%2 == 1
+}
+
+// chaosGrain is every kind's grain: what it does with a hop is decided by
+// the hop's seed, and what its hooks and ticks do by its own rng.
+type chaosGrain struct {
+	r   *run
+	id  grain.ID
+	rng *rand.Rand // for hooks and ticks; a grain's code runs on one goroutine at a time
+}
+
+func (r *run) newGrain(id grain.ID) *chaosGrain {
+	return &chaosGrain{r: r, id: id, rng: rand.New(rand.NewPCG(r.cfg.seed, id.Hash()))}
+}
+
+func (g *chaosGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case hop:
+		g.r.led.turn(m.ID, g.id.String())
+		defer g.r.led.turnEnded(m.ID)
+		rng := rand.New(rand.NewPCG(m.Seed, m.ID))
+		if p := g.r.cfg.panicEvery; p > 0 && rng.IntN(p) == 0 {
+			panic("chaos: a planned panic")
+		}
+		if d := g.r.cfg.deactEvery; d > 0 && rng.IntN(d) == 0 {
+			c.DeactivateOnIdle()
+		}
+		if m.Depth > 0 {
+			g.r.out(ctx, c.Silo(), g.id, m.ID, rng, m.Depth-1, "")
+		}
+		return m.ID, nil
+	case tick:
+		t := g.r.led.hookTurn("tick:" + g.id.String())
+		defer g.r.led.turnEnded(t)
+		g.r.out(ctx, c.Silo(), g.id, t, g.rng, 0, "tick:")
+		return nil, nil
+	}
+	return nil, errors.New("chaos: unknown message")
+}
+
+func (g *chaosGrain) OnActivate(ctx context.Context, c *grain.Context) error {
+	cfg := &g.r.cfg
+	if cfg.tickEvery > 0 && g.rng.IntN(cfg.tickEvery) == 0 {
+		if err := c.StartTimer("tick", cfg.tickPeriod, cfg.tickPeriod, tick{}); err != nil {
+			return err
+		}
+	}
+	if cfg.actCallEvery > 0 && g.rng.IntN(cfg.actCallEvery) == 0 {
+		t := g.r.led.hookTurn("activate:" + g.id.String())
+		defer g.r.led.turnEnded(t)
+		g.r.out(ctx, c.Silo(), g.id, t, g.rng, 0, "activate:")
+	}
+	return nil
+}
+
+func (g *chaosGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
+	if e := g.r.cfg.hookCallEvery; e > 0 && g.rng.IntN(e) == 0 {
+		t := g.r.led.hookTurn("deactivate:" + g.id.String())
+		defer g.r.led.turnEnded(t)
+		g.r.out(ctx, c.Silo(), g.id, t, g.rng, 0, "deactivate:")
+	}
+	return nil
+}
+
+// out makes the calls or tells of one turn: one, or — with -fan, one time
+// in two — several at once, each on a goroutine of its own, waiting for them
+// all or, one time in three, for the first reply only (and cancelling the
+// rest, as docs/guide.md says a turn that takes its first reply should).
+// Each call's hop goes depth further; parent is the hop of the turn that
+// makes them (or the ID of the hook's or tick's turn). where names a hook's or a tick's
+// calls in the outcomes.
+func (r *run) out(ctx context.Context, rt grain.Runtime, from grain.ID, parent uint64, rng *rand.Rand, depth int, where string) {
+	n := 1
+	if r.cfg.fan > 1 && rng.IntN(2) == 0 {
+		n = 2 + rng.IntN(r.cfg.fan-1)
+	}
+	if from.Kind() == "chain" {
+		ctx = silo.AllowCallChainReentrancy(ctx)
+	}
+	type call struct {
+		to   grain.ID
+		h    hop
+		tell bool
+	}
+	calls := make([]call, n)
+	for i := range calls {
+		to := r.pick(rng)
+		tell := rng.IntN(r.cfg.tellEvery) == 0
+		calls[i] = call{to: to, tell: tell, h: hop{ID: r.led.send(tell, from.String()+"->"+to.String()), Depth: depth, Seed: rng.Uint64()}}
+	}
+	if n == 1 {
+		c := calls[0]
+		r.send(ctx, rt, from.String(), parent, c.to, c.h, c.tell, where)
+		return
+	}
+	first := rng.IntN(3) == 0
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{}, n)
+	var wg sync.WaitGroup
+	for _, c := range calls {
+		wg.Go(func() {
+			r.send(cctx, rt, from.String(), parent, c.to, c.h, c.tell, where)
+			done <- struct{}{}
+		})
+	}
+	if first {
+		<-done
+		cancel()
+	}
+	wg.Wait()
+}
+
+// pick chooses a grain of any kind.
+func (r *run) pick(rng *rand.Rand) grain.ID {
+	return grain.NewIntID(r.kinds[rng.IntN(len(r.kinds))], rng.Int64N(int64(r.cfg.keys)))
+}
+
+// send sends one hop and records how it ended.
+func (r *run) send(ctx context.Context, rt grain.Runtime, from string, parent uint64, to grain.ID, h hop, tell bool, where string) {
+	if tell {
+		err := rt.Tell(ctx, to, h)
+		if err != nil && !errors.Is(err, silo.ErrOverloaded) {
+			r.led.deadLetter(h.ID) // refused, nothing sent; an overloaded grain's is a dead letter of its own
+		}
+		return
+	}
+	r.led.asking(h.ID, flight{from: from, to: to.String(), parent: parent, where: where, since: time.Now()})
+	reply, err := rt.Ask(ctx, to, h)
+	if err == nil && reply != h.ID {
+		err = errors.New("chaos: a reply to another hop")
+	}
+	r.led.ended(h.ID, where+outcome(err))
+}
+
+// outcome names how an ask ended.
+func outcome(err error) string {
+	var dl *grain.DeadLetterError
+	var pe *grain.PanicError
+	var te *grain.TimeoutError
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.As(err, &te), errors.Is(err, context.DeadlineExceeded):
+		return outcomeTimeout
+	case errors.Is(err, silo.ErrCallCycle):
+		return "cycle"
+	case errors.Is(err, silo.ErrCallTooDeep):
+		return "too-deep"
+	case errors.As(err, &pe):
+		return "panic"
+	case errors.As(err, &dl):
+		return "dead-letter:" + dl.Reason.String()
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, silo.ErrSiloClosed):
+		return "closed"
+	}
+	return "other:" + err.Error()
+}
+
+const outcomeTimeout = "timeout"

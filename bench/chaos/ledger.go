@@ -1,0 +1,207 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ledger keeps what became of every message the run sent: each hop is
+// handled by a turn, or becomes a dead letter, or — an ask only — fails
+// before either (its caller's ctx ended, its send was refused). A hop seen
+// twice is a message doubled; a tell seen never, once the silo has shut
+// down, is one lost; an ask whose caller waited for its whole deadline is
+// a deadlock nothing failed. Safe for concurrent use.
+type ledger struct {
+	next atomic.Uint64 // the last hop ID given out
+
+	mu      sync.Mutex
+	sent    map[uint64]sentHop // every hop sent, by ID
+	handled map[uint64]int     // turns run per hop
+	dead    map[uint64]int     // dead letters per hop
+	out     map[string]int     // how asks ended, by outcome
+	flying  map[uint64]flight  // asks under way, by hop ID
+	running map[uint64]string  // turns under way: hop ID to grain
+
+	progress atomic.Uint64 // turns run and asks ended: a stall is none for a while
+}
+
+// sentHop is what the ledger knows of a hop when it was sent.
+type sentHop struct {
+	tell bool   // a tell: it must be handled or be a dead letter
+	key  string // the sender and the target, for a report
+}
+
+func newLedger() *ledger {
+	return &ledger{
+		sent:    make(map[uint64]sentHop),
+		handled: make(map[uint64]int),
+		dead:    make(map[uint64]int),
+		out:     make(map[string]int),
+		flying:  make(map[uint64]flight),
+		running: make(map[uint64]string),
+	}
+}
+
+// send records a hop about to be sent and gives its ID.
+func (l *ledger) send(tell bool, key string) uint64 {
+	id := l.next.Add(1)
+	l.mu.Lock()
+	l.sent[id] = sentHop{tell: tell, key: key}
+	l.mu.Unlock()
+	return id
+}
+
+// turn records a turn of grain g that received hop id; end, when it ends.
+func (l *ledger) turn(id uint64, g string) {
+	l.mu.Lock()
+	l.handled[id]++
+	l.running[id] = g
+	l.mu.Unlock()
+	l.progress.Add(1)
+}
+
+// hookTurn records a turn that is no hop's — a hook's, a tick's — and gives
+// the ID its calls name as their parent; end it with turnEnded.
+func (l *ledger) hookTurn(g string) uint64 {
+	id := l.next.Add(1)
+	l.mu.Lock()
+	l.running[id] = g
+	l.mu.Unlock()
+	return id
+}
+
+func (l *ledger) turnEnded(id uint64) {
+	l.mu.Lock()
+	delete(l.running, id)
+	l.mu.Unlock()
+}
+
+// flight is an ask under way: where it was sent from — the hop whose turn
+// sent it, or a hook or a tick — and to whom.
+type flight struct {
+	from, to string
+	parent   uint64 // the sending turn's hop; 0 for a hook's, a tick's or a client's
+	where    string
+	since    time.Time
+}
+
+// asking records an ask about to be sent; the ask's end takes it off.
+func (l *ledger) asking(id uint64, f flight) {
+	l.mu.Lock()
+	l.flying[id] = f
+	l.mu.Unlock()
+}
+
+// writeFlights writes the asks under way, the oldest first, each with
+// whether its turn runs: a stuck run's wait-for graph.
+func (l *ledger) writeFlights(w io.Writer) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ids := slices.Collect(maps.Keys(l.flying))
+	slices.SortFunc(ids, func(a, b uint64) int { return l.flying[a].since.Compare(l.flying[b].since) })
+	now := time.Now()
+	fmt.Fprintf(w, "%d asks under way, the oldest first: hop, age, from (its turn's hop), to, the ask's turn\n", len(ids))
+	for _, id := range ids {
+		f := l.flying[id]
+		state := "not begun"
+		if g, ok := l.running[id]; ok {
+			state = "running in " + g
+		} else if l.handled[id] > 0 {
+			state = "ended"
+		}
+		fmt.Fprintf(w, "%d %v %s%s (%d) -> %s: %s\n", id, now.Sub(f.since).Round(time.Millisecond), f.where, f.from, f.parent, f.to, state)
+	}
+	turns := slices.Sorted(maps.Keys(l.running))
+	fmt.Fprintf(w, "\n%d turns under way: hop (or a hook's or tick's turn), grain\n", len(turns))
+	for _, id := range turns {
+		fmt.Fprintf(w, "%d %s\n", id, l.running[id])
+	}
+}
+
+// deadLetter records a dead letter of hop id.
+func (l *ledger) deadLetter(id uint64) {
+	l.mu.Lock()
+	l.dead[id]++
+	l.mu.Unlock()
+}
+
+// ended records how ask id ended.
+func (l *ledger) ended(id uint64, outcome string) {
+	l.mu.Lock()
+	delete(l.flying, id)
+	l.out[outcome]++
+	l.mu.Unlock()
+	l.progress.Add(1)
+}
+
+// verdict is the ledger's account once the silo has shut down.
+type verdict struct {
+	hops, tells       int
+	lost, doubled     []string // a few examples of each
+	nLost, nDoubled   int
+	outcomes          map[string]int
+	timeouts, handled int
+}
+
+func (l *ledger) verdict() verdict {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	v := verdict{hops: len(l.sent), outcomes: make(map[string]int, len(l.out))}
+	maps.Copy(v.outcomes, l.out)
+	for k, n := range l.out {
+		if strings.HasSuffix(k, outcomeTimeout) {
+			v.timeouts += n // a hook's or a tick's call left to its deadline too
+		}
+	}
+	for id, h := range l.sent {
+		seen := l.handled[id] + l.dead[id]
+		v.handled += l.handled[id]
+		if h.tell {
+			v.tells++
+		}
+		switch {
+		case seen > 1:
+			v.nDoubled++
+			if len(v.doubled) < 5 {
+				v.doubled = append(v.doubled, fmt.Sprintf("hop %d (%s): %d turns, %d dead letters", id, h.key, l.handled[id], l.dead[id]))
+			}
+		case seen == 0 && h.tell:
+			v.nLost++
+			if len(v.lost) < 5 {
+				v.lost = append(v.lost, fmt.Sprintf("tell %d (%s)", id, h.key))
+			}
+		}
+	}
+	return v
+}
+
+// ok says whether the run kept every promise: nothing lost, nothing
+// doubled, no ask left to its deadline.
+func (v verdict) ok() bool { return v.nLost == 0 && v.nDoubled == 0 && v.timeouts == 0 }
+
+func (v verdict) String() string {
+	keys := make([]string, 0, len(v.outcomes))
+	for k := range v.outcomes {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	fmt.Fprintf(&b, "hops %d (tells %d), turns %d, lost %d, doubled %d, asks timed out %d; asks ended:", v.hops, v.tells, v.handled, v.nLost, v.nDoubled, v.timeouts)
+	for _, k := range keys {
+		fmt.Fprintf(&b, " %s %d", k, v.outcomes[k])
+	}
+	for _, s := range v.lost {
+		fmt.Fprintf(&b, "\n  lost: %s", s)
+	}
+	for _, s := range v.doubled {
+		fmt.Fprintf(&b, "\n  doubled: %s", s)
+	}
+	return b.String()
+}

@@ -1,0 +1,270 @@
+// Command chaos runs a silo through a storm of calls and checks that the
+// runtime keeps its promises: every message handled or a dead letter, none
+// handled twice, no ask left waiting for its deadline. Grains of every way
+// of letting messages in (plain, reentrant, WithMayInterleave, stateless
+// worker, call-chain reentrancy) call and tell each other down random chains,
+// fan out, panic, deactivate themselves; their OnActivate, OnDeactivate
+// and timer ticks call other grains; caps on activations and memory
+// shedding evict them under way. A deadlock the runtime does not fail
+// shows up as an ask that timed out, and the run fails.
+//
+//	cd bench && go run ./chaos [-keys 4] [-fan 8] [-panic 30] [-hookcall 3] ...
+//
+// It prints one line of what became of the run's messages and exits 1 if a
+// promise was broken. When nothing moves for -dumpafter, it writes every
+// goroutine's stack to a file, once, to show where the run is stuck.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/granary-go/granary/silo"
+)
+
+// config is one run's settings; the flags set them.
+type config struct {
+	seed          uint64
+	msgs          int           // hops sent from outside
+	clients       int           // goroutines sending them
+	keys          int           // keys of each kind
+	depth         int           // the longest chain a hop from outside starts
+	fan           int           // the most calls one turn makes at once (1: no fan-out)
+	panicEvery    int           // a hop's turn panics one time in this many (0: never)
+	deactEvery    int           // a hop's turn asks to deactivate one time in this many
+	tellEvery     int           // a hop is a tell one time in this many
+	hookCallEvery int           // an OnDeactivate calls out one time in this many
+	actCallEvery  int           // an OnActivate calls out one time in this many
+	tickEvery     int           // an activation starts a timer one time in this many
+	tickPeriod    time.Duration // its period
+	partitions    int
+	maxActs       int           // Config.MaxActivations
+	shed          bool          // memory shedding at every idle tick
+	idle          time.Duration // the kinds' idle timeout
+	hookTimeout   time.Duration // Config.DeactivationTimeout
+	deadline      time.Duration // each ask's from outside
+	dumpAfter     time.Duration // write the goroutines' stacks after this long without progress
+	dumpTo        string
+	logs          bool   // the silo's log lines to stderr
+	kinds         string // the kinds registered, of allKinds
+}
+
+func defaults() config {
+	return config{
+		seed: 1, msgs: 3000, clients: 32, keys: 4, depth: 3, fan: 4,
+		panicEvery: 30, deactEvery: 20, tellEvery: 4,
+		hookCallEvery: 3, actCallEvery: 4, tickEvery: 3, tickPeriod: 2 * time.Millisecond,
+		partitions: 2, idle: 20 * time.Millisecond, hookTimeout: 5 * time.Second,
+		deadline: 30 * time.Second, dumpAfter: 12 * time.Second, kinds: allKinds,
+	}
+}
+
+func main() {
+	cfg := defaults()
+	flag.Uint64Var(&cfg.seed, "seed", cfg.seed, "the run's random seed")
+	flag.IntVar(&cfg.msgs, "msgs", cfg.msgs, "hops sent from outside")
+	flag.IntVar(&cfg.clients, "clients", cfg.clients, "goroutines sending them")
+	flag.IntVar(&cfg.keys, "keys", cfg.keys, "keys of each kind: fewer keys, more cycles")
+	flag.IntVar(&cfg.depth, "depth", cfg.depth, "the longest chain of calls a hop from outside starts")
+	flag.IntVar(&cfg.fan, "fan", cfg.fan, "the most calls a turn makes at once, one turn in two (1: none at once)")
+	flag.IntVar(&cfg.panicEvery, "panic", cfg.panicEvery, "a turn panics one time in this many (0: never)")
+	flag.IntVar(&cfg.deactEvery, "deact", cfg.deactEvery, "a turn asks to deactivate its grain one time in this many (0: never)")
+	flag.IntVar(&cfg.tellEvery, "tell", cfg.tellEvery, "a hop is a tell, not an ask, one time in this many")
+	flag.IntVar(&cfg.hookCallEvery, "hookcall", cfg.hookCallEvery, "an OnDeactivate calls other grains one time in this many (0: never)")
+	flag.IntVar(&cfg.actCallEvery, "actcall", cfg.actCallEvery, "an OnActivate calls other grains one time in this many (0: never)")
+	flag.IntVar(&cfg.tickEvery, "tickcall", cfg.tickEvery, "an activation starts a timer whose ticks call other grains one time in this many (0: never)")
+	flag.DurationVar(&cfg.tickPeriod, "tickperiod", cfg.tickPeriod, "the timers' period")
+	flag.IntVar(&cfg.partitions, "partitions", cfg.partitions, "Config.Partitions")
+	flag.IntVar(&cfg.maxActs, "cap", cfg.maxActs, "Config.MaxActivations (0: no cap)")
+	flag.BoolVar(&cfg.shed, "shed", cfg.shed, "shed activations at every idle tick, as under memory pressure")
+	flag.DurationVar(&cfg.idle, "idle", cfg.idle, "the kinds' idle timeout")
+	flag.DurationVar(&cfg.hookTimeout, "hooktimeout", cfg.hookTimeout, "Config.DeactivationTimeout")
+	flag.DurationVar(&cfg.deadline, "deadline", cfg.deadline, "each ask's deadline: one that passes is a deadlock nothing failed")
+	flag.DurationVar(&cfg.dumpAfter, "dumpafter", cfg.dumpAfter, "write every goroutine's stack after this long without progress")
+	flag.StringVar(&cfg.dumpTo, "dump", filepath.Join(os.TempDir(), "chaos_dump.txt"), "where to write them")
+	flag.BoolVar(&cfg.logs, "logs", cfg.logs, "the silo's log lines to stderr")
+	flag.StringVar(&cfg.kinds, "kinds", cfg.kinds, "the kinds the run registers and calls, a comma-separated list of "+allKinds)
+	flag.Parse()
+
+	start := time.Now()
+	v, err := runChaos(context.Background(), cfg, os.Stderr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
+		os.Exit(2)
+	}
+	fmt.Printf("chaos seed %d: %v (%.1fs)\n", cfg.seed, v, time.Since(start).Seconds())
+	if !v.ok() {
+		os.Exit(1)
+	}
+}
+
+// run is one chaos run: its settings and its ledger.
+type run struct {
+	cfg   config
+	kinds []string
+	led   *ledger
+}
+
+// runChaos runs one storm on a silo of its own and gives the ledger's
+// verdict once the silo has shut down; an error is a run that could not be
+// set up or shut down. log gets the silo's lines with cfg.logs, and a
+// stall's dump's path.
+func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
+	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 {
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan must be at least 1, -depth at least 0")
+	}
+	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger()}
+	for _, k := range r.kinds {
+		if !slices.Contains(strings.Split(allKinds, ","), k) {
+			return verdict{}, fmt.Errorf("-kinds: no kind %q; the kinds are %s", k, allKinds)
+		}
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if cfg.logs {
+		logger = slog.New(slog.NewTextHandler(log, nil))
+	}
+	sc := silo.Config{
+		Partitions:          cfg.partitions,
+		IdleTimeout:         cfg.idle,
+		DeactivationTimeout: cfg.hookTimeout,
+		MaxActivations:      cfg.maxActs,
+		Logger:              logger,
+	}
+	if cfg.shed {
+		sc.MemoryLimit = 1
+		sc.MemoryGauge = silo.MemoryGaugeFunc(func() uint64 { return 2 }) // always past the limit
+	}
+	s, err := silo.New(sc)
+	if err != nil {
+		return verdict{}, err
+	}
+	defer s.Close()
+	if err := r.register(s); err != nil {
+		return verdict{}, err
+	}
+	dl := s.SubscribeDeadLetters(silo.MaxDeadLetterBuffer)
+	if err := s.Start(); err != nil {
+		return verdict{}, err
+	}
+	var readers sync.WaitGroup
+	readers.Go(func() {
+		for d := range dl.C {
+			if h, ok := d.Msg.(hop); ok {
+				r.led.deadLetter(h.ID)
+			}
+		}
+	})
+	stop := make(chan struct{})
+	readers.Go(func() { r.watch(stop, log) })
+
+	r.storm(ctx, s)
+
+	sctx, cancel := context.WithTimeout(ctx, 2*cfg.hookTimeout+10*time.Second)
+	defer cancel()
+	serr := s.Shutdown(sctx)
+	close(stop)
+	readers.Wait() // dl.C closes once the silo has stopped
+	if serr != nil {
+		return verdict{}, fmt.Errorf("shutdown: %w", serr)
+	}
+	if n := dl.Dropped(); n > 0 {
+		return verdict{}, fmt.Errorf("%d dead letters dropped by the subscription: the ledger cannot account for them", n)
+	}
+	return r.led.verdict(), nil
+}
+
+// register registers the run's kinds.
+func (r *run) register(s *silo.Silo) error {
+	opts := map[string][]silo.KindOption{
+		"reent": {silo.WithReentrant()},
+		"mayin": {silo.WithMayInterleave(mayInterleave)},
+		"sw":    {silo.WithStatelessWorker(0)},
+	}
+	for _, k := range r.kinds {
+		if err := silo.Register(s, k, r.newGrain, opts[k]...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// storm sends cfg.msgs hops from outside, from cfg.clients goroutines,
+// and returns once every ask among them has ended.
+func (r *run) storm(ctx context.Context, s *silo.Silo) {
+	var wg sync.WaitGroup
+	per := (r.cfg.msgs + r.cfg.clients - 1) / r.cfg.clients
+	for c := range r.cfg.clients {
+		n := min(per, r.cfg.msgs-c*per)
+		if n <= 0 {
+			break
+		}
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(r.cfg.seed, uint64(c)+1<<32))
+			for range n {
+				to := r.pick(rng)
+				tell := rng.IntN(r.cfg.tellEvery) == 0
+				h := hop{ID: r.led.send(tell, "client->"+to.String()), Depth: rng.IntN(r.cfg.depth + 1), Seed: rng.Uint64()}
+				actx, cancel := context.WithTimeout(ctx, r.cfg.deadline)
+				r.send(actx, s, "client", 0, to, h, tell, "")
+				cancel()
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// watch writes every goroutine's stack to cfg.dumpTo, once, when nothing
+// has moved for cfg.dumpAfter, until stop closes.
+func (r *run) watch(stop <-chan struct{}, log io.Writer) {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	last, since := r.led.progress.Load(), time.Now()
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-t.C:
+			if p := r.led.progress.Load(); p != last {
+				last, since = p, now
+				continue
+			}
+			if now.Sub(since) < r.cfg.dumpAfter {
+				continue
+			}
+			if err := r.dump(); err != nil {
+				fmt.Fprintln(log, "chaos: a stall; its dump:", err)
+			} else {
+				fmt.Fprintf(log, "chaos: nothing moved for %v; every goroutine's stack: %s\n", r.cfg.dumpAfter, r.cfg.dumpTo)
+			}
+			return
+		}
+	}
+}
+
+// dump writes the asks under way, then every goroutine's stack.
+func (r *run) dump() error {
+	f, err := os.Create(r.cfg.dumpTo)
+	if err != nil {
+		return err
+	}
+	r.led.writeFlights(f)
+	fmt.Fprintln(f)
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
