@@ -267,4 +267,3 @@ func (r *run) dump() error {
 	}
 	return f.Close()
 }
-
