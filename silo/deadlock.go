@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -405,6 +406,28 @@ func (w *waitShard) stuckCalls(id grain.ID, h uint64, blocks bool) []waitCall {
 	return append([]waitCall{e.waitCall}, e.more...)
 }
 
+// turnCalls returns the calls out of id (whose hash, or activation's key,
+// is h) that the turn handling req made: req, let in beside id's waiting
+// turn, runs, and waits on them.
+func (w *waitShard) turnCalls(id grain.ID, h uint64, req *queues.Request) []waitCall {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e, ok := w.m[h]
+	if !ok || e.id != id || e.mixed {
+		return nil
+	}
+	var calls []waitCall
+	if e.turn != nil && e.turn.req == req {
+		calls = append(calls, e.waitCall)
+	}
+	for _, c := range e.more {
+		if c.turn != nil && c.turn.req == req {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
 // calls reports whether req is a call out of id, whose hash (or
 // activation's key, workerWaitKey) is h.
 func (w *waitShard) calls(id grain.ID, h uint64, req *queues.Request) bool {
@@ -549,11 +572,19 @@ type step struct {
 // activations apart by the keys of their waits. Each ask on a stuck branch
 // is kept for the second look (walk.stuck), and a branch found not stuck
 // takes its own back.
+//
+// Grains that fan out to each other are reached again and again, along
+// other branches: what the walk found of a grain is remembered (walk.memo)
+// — that it is free, which holds whatever the path; that it is stuck in a
+// loop of its own; or that it is stuck if a grain on the path is, which
+// holds while that grain is still where it was on the path — so that a
+// tangle of a few grains costs a step a call, not a step a route through
+// it (four grains fanning out to each other took more than maxCycle).
 type walk struct {
 	s      *Silo
 	env    *queues.Envelope
 	caller grain.ID
-	steps  int // bounded by maxCycle, across branches too
+	steps  int // grains looked at (from, within), bounded by maxCycle, across branches too
 	// stuck: the asks the verdict rests on, which the second look reads
 	stuck []*queues.Request
 	// callerShard, callerKey: where env's caller's wait is (isCaller);
@@ -564,16 +595,78 @@ type walk struct {
 	// at (callerWaits): a branch back to the caller is a loop, not
 	// another look at its calls
 	siblings bool
+	// memos: what the walk found of the grains it left (see above);
+	// entered: for each place on the path, the number of the look at the
+	// grain there (from), which a memo that rests on it names; looks
+	// counts them
+	memos   []memo
+	entered [maxCycle + 2]uint32
+	looks   uint32
+	// waited: what callerWaits found, once it has looked at the caller's
+	// other calls (0 not yet, 1 stuck, 2 not), and the asks it rests on:
+	// a tangle reaches the caller along many branches
+	waited     uint8
+	waitedAsks []*queues.Request
+}
+
+// What a walk found of a grain, a turn or a call, short of a cycle back to
+// env's caller (low): free, or stuck in a loop closed within it
+// (loopClosed), or, any other value, stuck if the grain at that place on
+// the path is (a loop back to it).
+const (
+	free       = -1
+	loopClosed = math.MaxInt
+)
+
+// memo is what a walk found of a grain it left: low (free, loopClosed, or
+// the place on the path of the grain it is stuck with, whose look was
+// look), and the asks of the stuck branch, for the second look.
+type memo struct {
+	at    step
+	low   int
+	look  uint32
+	asks  []*queues.Request
+	since int // len(walk.memos) when the look at it began
 }
 
 // from follows the calls of cur, whose wait is in shard under key: its one
 // call; or, with several, each of its turns, one stuck being enough, a
 // turn being stuck if every call it made is. path ends with cur; the
 // branches do not share it (a full slice's append copies). It returns the
-// cycle back to env's caller, or reports a loop (walk).
-func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []step) (cycle []step, loop bool) {
+// cycle back to env's caller, or what it found of cur (low).
+func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []step) (cycle []step, low int) {
+	d := len(path) - 1
+	if d >= len(w.entered) {
+		return nil, free // too long (maxCycle bounds it before this)
+	}
+	if low, ok := w.recall(path[d], d); ok {
+		return nil, low
+	}
+	if w.steps++; w.steps > maxCycle {
+		return nil, free // too long: the walk gives no verdict, and remembers nothing
+	}
+	w.looks++
+	w.entered[d] = w.looks
+	mark, since := len(w.stuck), len(w.memos)
+	cycle, low, branched := w.follow(cur, shard, key, path)
+	if cycle != nil {
+		return cycle, 0
+	}
+	if low != free && low >= d {
+		low = loopClosed // back to cur at most: stuck whatever the path
+	}
+	if branched && w.steps <= maxCycle { // a grain with one call out is a step, not a tangle: most walks remember nothing
+		w.remember(memo{at: path[d], low: low, look: w.entered[max(0, min(low, d))], since: since}, mark)
+	}
+	return nil, low
+}
+
+// follow is from, without the memos; branched reports that cur has
+// several calls out.
+func (w *walk) follow(cur grain.ID, shard *waitShard, key uint64, path []step) (cycle []step, low int, branched bool) {
 	if req, next, nh, letIn := shard.edge(cur, key); req != nil {
-		return w.via(waitCall{req: req, target: next, thash: nh, letIn: letIn}, path)
+		cycle, low = w.via(waitCall{req: req, target: next, thash: nh, letIn: letIn}, path)
+		return cycle, low, false
 	}
 	calls := shard.stuckCalls(cur, key, w.s.holdsWhileWaiting(cur))
 	path = path[:len(path):len(path)]
@@ -583,85 +676,170 @@ func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []step) (cy
 			continue // that turn's been looked at
 		}
 		mark := len(w.stuck)
-		cycle, loop := w.turnStuck(calls[i:], c.turn, path)
+		cycle, low := w.turnStuck(calls[i:], c.turn, path)
 		if cycle != nil {
-			return cycle, false
+			return cycle, 0, true
 		}
 		w.stuck = w.stuck[:mark] // a loop turn's asks matter only if no turn closes a cycle
-		if loop && looped < 0 {
+		if low != free && looped < 0 {
 			looped = i
 		}
 	}
 	if looped < 0 {
-		return nil, false // cur's turns are not stuck on known calls
+		return nil, free, len(calls) > 0 // cur's turns are not stuck on known calls
 	}
-	return w.turnStuck(calls[looped:], calls[looped].turn, path) // its asks again
+	cycle, low = w.turnStuck(calls[looped:], calls[looped].turn, path) // its asks again
+	return cycle, low, true
+}
+
+// recall returns what the walk found of at, now at place d on the path,
+// if it still holds: free, or stuck in a loop of its own, always; stuck
+// with a grain on the path, while that grain is still there, on the same
+// look. The asks of a stuck branch join the walk's again.
+func (w *walk) recall(at step, d int) (low int, ok bool) {
+	for i := len(w.memos) - 1; i >= 0; i-- {
+		m := &w.memos[i]
+		if m.at != at {
+			continue
+		}
+		if m.low == free {
+			return free, true
+		}
+		if m.low == loopClosed || m.low < d && w.entered[m.low] == m.look {
+			w.stuck = append(w.stuck, m.asks...)
+			return m.low, true
+		}
+	}
+	return 0, false
+}
+
+// remember keeps what the walk found of a grain it leaves, whose stuck
+// branch's asks begin at w.stuck[mark]. A grain found free takes back the
+// memos of loops made since its look began: they took it for stuck.
+func (w *walk) remember(m memo, mark int) {
+	if m.low == free {
+		kept := w.memos[:m.since]
+		for _, o := range w.memos[m.since:] {
+			if o.low == free || o.low == loopClosed {
+				kept = append(kept, o)
+			}
+		}
+		w.memos = kept
+	} else {
+		m.asks = slices.Clone(w.stuck[mark:])
+	}
+	w.memos = append(w.memos, m)
 }
 
 // turnStuck reports whether turn, whose calls are among calls, is stuck:
 // every call of it is; with the cycle one of them closes, if one does.
-func (w *walk) turnStuck(calls []waitCall, turn *turnInfo, path []step) (cycle []step, loop bool) {
+func (w *walk) turnStuck(calls []waitCall, turn *turnInfo, path []step) (cycle []step, low int) {
 	mark := len(w.stuck)
+	low = loopClosed
 	for _, d := range calls {
 		if d.turn != turn {
 			continue
 		}
 		c, l := w.via(d, path)
-		if c == nil && !l {
+		if c == nil && l == free {
 			w.stuck = w.stuck[:mark]
-			return nil, false // this call of the turn's may be answered: so may the turn
+			return nil, free // this call of the turn's may be answered: so may the turn
 		}
 		if cycle == nil {
 			cycle = c
 		}
+		if c == nil {
+			low = min(low, l)
+		}
 	}
-	return cycle, cycle == nil
+	if cycle != nil {
+		return cycle, 0
+	}
+	return nil, low
 }
 
 // via takes the step along c, a call of path's last grain: to its target,
 // if the target lets c's ask in only once its own turns end.
-func (w *walk) via(c waitCall, path []step) (cycle []step, loop bool) {
+func (w *walk) via(c waitCall, path []step) (cycle []step, low int) {
 	s, req, next, nh := w.s, c.req, c.target, c.thash
-	if w.steps++; w.steps > maxCycle || req.Resolved() || req.Abandoned() {
-		return nil, false // too long; or the call is over, or given up on
+	if w.steps > maxCycle || req.Resolved() || req.Abandoned() {
+		return nil, free // too long; or the call is over, or given up on
 	}
 	part, key, ok := s.waitsAt(next, nh, req)
 	if !ok {
-		return nil, false // not known which of next's activations req waits behind
+		return nil, free // not known which of next's activations req waits behind
 	}
 	shard := &s.parts[part].waits
+	at := step{id: next, key: key}
 	if req.Interleave && !req.InLine() && !shard.leaving(next, key) ||
 		(c.letIn || !s.holdsWhileWaiting(next)) && !shard.hookWaits(next, key) {
 		// next lets req in while it waits: a call back on a waiting turn's
 		// chain — unless it was put in line behind next's turns, the turn
 		// on its chain gone, or next is on its way out — or one its kind
 		// lets in (an activating grain lets nothing in).
-		return nil, false
+		return w.within(req, shard, append(path, at))
 	}
-	at := step{id: next, key: key}
 	path = append(path, at)
 	switch {
 	case next == w.caller && w.isCaller(shard, key) && w.siblings:
-		loop = true
+		low = 0 // env's caller, whose other calls are being looked at
 	case next == w.caller && w.isCaller(shard, key):
 		if !w.callerWaits(shard, key) {
-			return nil, false // not stuck on env
+			return nil, free // not stuck on env
 		}
 		cycle = slices.Clone(path)
-	case slices.Contains(path[1:len(path)-1], at):
-		loop = true // stuck if the grain it came back to is
 	default:
-		if cycle, loop = w.from(next, shard, key, path); cycle == nil && !loop {
-			return nil, false
+		if i := slices.Index(path[1:len(path)-1], at); i >= 0 {
+			low = i + 1 // stuck if the grain it came back to is
+		} else if cycle, low = w.from(next, shard, key, path); cycle == nil && low == free {
+			return nil, free
 		}
 	}
 	w.stuck = append(w.stuck, req)
-	return cycle, loop
+	return cycle, low
+}
+
+// within takes the step into req, an ask let in beside the waiting turn of
+// path's last grain: it is answered once its own turn ends, which, if it
+// runs and waits on calls (the grain's other turn waits on nothing it
+// does), is once they are answered — stuck if every one of them is. Not
+// begun, or waiting on nothing, it will be answered. One of those calls
+// may be env itself: env's caller's turn was let in, and the walk has come
+// back to it.
+func (w *walk) within(req *queues.Request, shard *waitShard, path []step) (cycle []step, low int) {
+	d := len(path) - 1
+	at := path[d]
+	calls := shard.turnCalls(at.id, at.key, req)
+	if len(calls) == 0 || d >= len(w.entered) {
+		return nil, free
+	}
+	if w.steps++; w.steps > maxCycle {
+		return nil, free
+	}
+	if slices.ContainsFunc(calls, func(c waitCall) bool { return c.req == w.env.Request }) {
+		if !w.callerWaits(shard, at.key) {
+			return nil, free // env's turn may go on at another call's reply
+		}
+		cycle = slices.Clone(path)
+	} else {
+		w.looks++
+		w.entered[d] = w.looks // a place on the path, as from's grains are
+		if cycle, low = w.turnStuck(calls, calls[0].turn, path[:d+1:d+1]); cycle == nil && low == free {
+			return nil, free
+		}
+		if cycle == nil && low >= d {
+			low = loopClosed
+		}
+	}
+	w.stuck = append(w.stuck, req)
+	return cycle, low
 }
 
 // callerWaits reports whether env's caller, whose wait is in shard under
 // key, is stuck on env: env is its one call; or one of several, and every
-// other call of env's turn is stuck too.
+// other call of env's turn is stuck too. Those are walked on a path of
+// their own, from the caller: the places on the walk's path, and what the
+// walk found resting on them, are put aside meanwhile.
 func (w *walk) callerWaits(shard *waitShard, key uint64) bool {
 	if own, _, _, _ := shard.edge(w.caller, key); own != nil {
 		return own == w.env.Request
@@ -671,18 +849,30 @@ func (w *walk) callerWaits(shard *waitShard, key uint64) bool {
 	if i < 0 {
 		return false
 	}
+	switch w.waited {
+	case 1:
+		w.stuck = append(w.stuck, w.waitedAsks...)
+		return true
+	case 2:
+		return false
+	}
 	mark := len(w.stuck)
+	entered := w.entered
 	w.siblings, w.callerShard, w.callerKey = true, shard, key
-	defer func() { w.siblings = false }()
+	w.looks++
+	w.entered[0] = w.looks // the caller, first on the siblings' path
+	defer func() { w.siblings, w.entered = false, entered }()
 	for _, d := range calls {
 		if d.turn != calls[i].turn || d.req == w.env.Request {
 			continue
 		}
-		if c, l := w.via(d, []step{{id: w.caller, key: key}}); c == nil && !l {
+		if c, l := w.via(d, []step{{id: w.caller, key: key}}); c == nil && l == free {
 			w.stuck = w.stuck[:mark]
+			w.waited = 2
 			return false // the turn may have this call answered, and go on
 		}
 	}
+	w.waited, w.waitedAsks = 1, slices.Clone(w.stuck[mark:])
 	return true
 }
 

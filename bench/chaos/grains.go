@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -118,7 +119,7 @@ func (r *run) out(ctx context.Context, rt grain.Runtime, from grain.ID, parent u
 	for i := range calls {
 		to := r.pick(rng)
 		tell := rng.IntN(r.cfg.tellEvery) == 0
-		calls[i] = call{to: to, tell: tell, h: hop{ID: r.led.send(tell, from.String()+"->"+to.String()), Depth: depth, Seed: rng.Uint64()}}
+		calls[i] = call{to: to, tell: tell, h: hop{ID: r.led.send(tell, fmt.Sprintf("%s%s (%d) -> %s", where, from, parent, to)), Depth: depth, Seed: rng.Uint64()}}
 	}
 	if n == 1 {
 		c := calls[0]

@@ -119,9 +119,15 @@ func (l *ledger) writeFlights(w io.Writer) {
 		fmt.Fprintf(w, "%d %v %s%s (%d) -> %s: %s\n", id, now.Sub(f.since).Round(time.Millisecond), f.where, f.from, f.parent, f.to, state)
 	}
 	turns := slices.Sorted(maps.Keys(l.running))
-	fmt.Fprintf(w, "\n%d turns under way: hop (or a hook's or tick's turn), grain\n", len(turns))
+	fmt.Fprintf(w, "\n%d turns under way: hop (or a hook's or tick's turn), grain: what it handles\n", len(turns))
 	for _, id := range turns {
-		fmt.Fprintf(w, "%d %s\n", id, l.running[id])
+		how := "ask"
+		if h, ok := l.sent[id]; !ok {
+			how = "hook or tick"
+		} else if h.tell {
+			how = "tell " + h.key
+		}
+		fmt.Fprintf(w, "%d %s: %s\n", id, l.running[id], how)
 	}
 }
 

@@ -1,0 +1,295 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// Cycles that pass through a turn let in beside a waiting one: the grain
+// lets the ask in, but the ask's turn, once running, waits on calls of its
+// own, and the ask is answered only when they are. Found by the chaos
+// program (bench/chaos): every call of such a cycle waited for its
+// deadline, the walk taking a call let in for one that would be answered.
+
+// A reentrant grain in the middle: a's turn calls r, reentrant, whose turn
+// calls b; b's turn, on another chain, calls a. r lets anything in, but
+// a's call runs in r and waits on b, which waits on a.
+func TestACycleThroughATurnOfAReentrantGrainFailsFast(t *testing.T) {
+	a, b, r := grain.NewID("hold", "a"), grain.NewID("hold", "b"), grain.NewID("re", "r")
+	in := map[grain.ID]chan struct{}{a: make(chan struct{}, 1), b: make(chan struct{}, 1)}
+	gate := map[grain.ID]chan struct{}{a: make(chan struct{}), b: make(chan struct{})}
+	next := map[grain.ID]grain.ID{a: r, b: a}
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "hi from " + id.Key(), nil
+				}
+				in[id] <- struct{}{}
+				<-gate[id]
+				return silo.Call[string](ctx, s, next[id], "hi")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "re", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				return silo.Call[string](ctx, s, b, "hi") // behind b's turn
+			}
+		}, silo.WithReentrant()))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromA, fromB := askAsync(ctx, s, a, "go"), askAsync(ctx, s, b, "go")
+	<-in[a]
+	<-in[b]
+	close(gate[a])       // a calls r, whose turn calls b
+	waitBacklog(t, s, 1) // r's call waits behind b's turn
+	close(gate[b])       // b calls a: the cycle closes
+	requireCycle(t, <-fromB, b, a, r, b)
+	require.NoError(t, <-fromA, "a's call to r answered once b's turn had ended")
+}
+
+// A call back on its own chain in the middle: x's turn calls y, letting
+// its chain back in; y calls x back, and that turn, running beside x's,
+// calls z; z's turn, on another chain, calls y, which waits on x's turn
+// let in, which waits on z.
+func TestACycleThroughACallBackOnItsChainFailsFast(t *testing.T) {
+	x, y, z := grain.NewID("hold", "x"), grain.NewID("hold", "y"), grain.NewID("hold", "z")
+	zIn, zGate := make(chan struct{}, 1), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch {
+				case msg == "hi":
+					return "hi from " + id.Key(), nil
+				case id == x && msg == "go":
+					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, y, "back")
+				case id == y:
+					return silo.Call[string](ctx, s, x, "on")
+				case id == x: // "on", y's call back, beside x's turn
+					return silo.Call[string](ctx, s, z, "hi") // behind z's turn
+				}
+				zIn <- struct{}{}
+				<-zGate
+				return silo.Call[string](ctx, s, y, "hi")
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromZ := askAsync(ctx, s, z, "go")
+	<-zIn
+	fromX := askAsync(ctx, s, x, "go")
+	waitBacklog(t, s, 1) // x's turn let in calls z, behind z's turn
+	close(zGate)         // z calls y: the cycle closes
+	requireCycle(t, <-fromZ, z, y, x, z)
+	require.NoError(t, <-fromX, "x's chain answered once z's turn had ended")
+}
+
+// A fan-out into a chain that waits on the fan-out's grain (found by the
+// chaos program): c3's turn calls p3, which calls c1, which calls p1 —
+// each call letting its chain back into its caller — behind p1's turn,
+// which calls c1 and c3 at once and waits for both.
+func TestAFanOutIntoAChainThatWaitsOnItFailsFast(t *testing.T) {
+	c3, p3, c1, p1 := grain.NewID("g", "c3"), grain.NewID("g", "p3"), grain.NewID("g", "c1"), grain.NewID("g", "p1")
+	next := map[grain.ID]grain.ID{c3: p3, p3: c1, c1: p1}
+	pIn, pGate := make(chan struct{}, 1), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "g", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch {
+				case msg == "hi":
+					return "hi from " + id.Key(), nil
+				case id != p1:
+					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, next[id], "go")
+				}
+				pIn <- struct{}{}
+				<-pGate
+				errs := make(chan error, 2)
+				for _, to := range []grain.ID{c1, c3} {
+					go func() { _, err := silo.Call[string](ctx, s, to, "hi"); errs <- err }()
+				}
+				return "", errors.Join(<-errs, <-errs)
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromP1 := askAsync(ctx, s, p1, "go")
+	<-pIn
+	fromC3 := askAsync(ctx, s, c3, "go")
+	waitBacklog(t, s, 1) // c1's call waits behind p1's turn
+	close(pGate)         // p1 calls c1 and c3: the cycles close
+	err := <-fromP1
+	require.ErrorIs(t, err, grain.ErrCallCycle)
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, <-fromC3)
+}
+
+// fanningActivator's OnActivate calls every grain of to at once and waits
+// for them all; its turns call the grain next, if set.
+type fanningActivator struct {
+	s    *silo.Silo
+	to   []grain.ID
+	next grain.ID
+}
+
+func (f *fanningActivator) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "hi" || f.next.IsZero() {
+		return "hi", nil
+	}
+	return silo.Call[string](ctx, f.s, f.next, "hi")
+}
+
+func (f *fanningActivator) OnActivate(ctx context.Context, _ *grain.Context) error {
+	errs := make(chan error, len(f.to))
+	for _, id := range f.to {
+		go func() { _, err := silo.Call[string](ctx, f.s, id, "hi"); errs <- err }()
+	}
+	var all []error
+	for range f.to {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
+}
+
+// An OnActivate that fans out to two grains whose turns, on other chains,
+// each call the activating grain.
+func TestAFanOutFromOnActivateIntoGrainsThatCallItFailsFast(t *testing.T) {
+	a, b, c := grain.NewID("act", "a"), grain.NewID("g", "b"), grain.NewID("g", "c")
+	in, gate := make(chan struct{}, 2), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "act", func(grain.ID) *fanningActivator {
+			return &fanningActivator{s: s, to: []grain.ID{b, c}}
+		}))
+		require.NoError(t, silo.Register(s, "g", callsBackKind(s, in, gate, a, "hi")))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromB, fromC := askAsync(ctx, s, b, "go"), askAsync(ctx, s, c, "go")
+	<-in
+	<-in
+	fromA := askAsync(ctx, s, a, "go")
+	waitBacklog(t, s, 2) // a's OnActivate's calls wait behind b's and c's turns
+	close(gate)          // b and c call a, behind its activation
+	var cycles int
+	for _, err := range []error{<-fromB, <-fromC, <-fromA} {
+		require.NotErrorIs(t, err, context.DeadlineExceeded)
+		if errors.Is(err, grain.ErrCallCycle) {
+			cycles++
+		}
+	}
+	require.NotZero(t, cycles)
+}
+
+// Two tells' turns that call each other's grain, one of them fanning out.
+func TestACycleOfTellsTurnsThatFanOutFailsFast(t *testing.T) {
+	a, b, c := grain.NewID("g", "a"), grain.NewID("g", "b"), grain.NewID("g", "c")
+	in, gate := make(chan struct{}, 2), make(chan struct{})
+	results := make(chan error, 3)
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "g", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "hi", nil
+				}
+				in <- struct{}{}
+				<-gate
+				if id == b {
+					_, err := silo.Call[string](ctx, s, a, "hi")
+					results <- err
+					return nil, nil
+				}
+				errs := make(chan error, 2)
+				for _, to := range []grain.ID{b, c} {
+					go func() { _, err := silo.Call[string](ctx, s, to, "hi"); errs <- err }()
+				}
+				results <- <-errs
+				results <- <-errs
+				return nil, nil
+			}
+		}))
+	})
+	require.NoError(t, s.Tell(ctxT(t), a, "go"))
+	require.NoError(t, s.Tell(ctxT(t), b, "go"))
+	<-in
+	<-in
+	close(gate)
+	var cycles int
+	for range 3 {
+		err := <-results
+		require.NotErrorIs(t, err, context.DeadlineExceeded)
+		if errors.Is(err, grain.ErrCallCycle) {
+			cycles++
+		}
+	}
+	require.Equal(t, 1, cycles)
+}
+
+// A tangle: four grains whose turns each call every other one twice at
+// once, and wait for all. The walk reaches each grain along many branches;
+// it remembers what it found of one (walk.memo), where it took a step a
+// route and gave up past maxCycle steps — every call waited for its
+// deadline (found by the chaos program, four keys of one kind).
+func TestATangleOfFanOutsFailsFast(t *testing.T) {
+	ids := []grain.ID{grain.NewID("g", "0"), grain.NewID("g", "1"), grain.NewID("g", "2"), grain.NewID("g", "3")}
+	in := make(chan struct{}, len(ids))
+	gates := map[grain.ID]chan struct{}{}
+	for _, id := range ids {
+		gates[id] = make(chan struct{})
+	}
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "g", func(self grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "hi", nil
+				}
+				in <- struct{}{}
+				<-gates[self]
+				errs := make(chan error, 2*len(ids))
+				n := 0
+				for _, to := range ids {
+					if to == self {
+						continue
+					}
+					for range 2 {
+						n++
+						go func() { _, err := silo.Call[string](ctx, s, to, "hi"); errs <- err }()
+					}
+				}
+				var all []error
+				for range n {
+					all = append(all, <-errs)
+				}
+				return "", errors.Join(all...)
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	var from []<-chan error
+	for _, id := range ids {
+		from = append(from, askAsync(ctx, s, id, "go"))
+		<-in
+	}
+	for i, id := range ids[:len(ids)-1] {
+		close(gates[id])
+		waitBacklog(t, s, 6*(i+1)) // its calls wait behind the others' turns
+	}
+	close(gates[ids[len(ids)-1]]) // the last one's calls close cycles
+	var cycles int
+	for _, c := range from {
+		err := <-c
+		require.NotErrorIs(t, err, context.DeadlineExceeded)
+		if errors.Is(err, grain.ErrCallCycle) {
+			cycles++
+		}
+	}
+	require.NotZero(t, cycles)
+}
