@@ -816,12 +816,16 @@ func (w *walk) within(req *queues.Request, shard *waitShard, path []step) (cycle
 	if w.steps++; w.steps > maxCycle {
 		return nil, free
 	}
-	if slices.ContainsFunc(calls, func(c waitCall) bool { return c.req == w.env.Request }) {
+	own := slices.ContainsFunc(calls, func(c waitCall) bool { return c.req == w.env.Request })
+	switch {
+	case own && w.siblings:
+		low = 0 // env's caller's turn, whose other calls are being looked at
+	case own:
 		if !w.callerWaits(shard, at.key) {
 			return nil, free // env's turn may go on at another call's reply
 		}
 		cycle = slices.Clone(path)
-	} else {
+	default:
 		w.looks++
 		w.entered[d] = w.looks // a place on the path, as from's grains are
 		if cycle, low = w.turnStuck(calls, calls[0].turn, path[:d+1:d+1]); cycle == nil && low == free {
