@@ -39,10 +39,11 @@ type ctl struct {
 	op    ctlOp
 	a     *act
 	res   turnResult
-	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target; opRewalk: the call
+	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target; opRewalk: the call, or with no request, the grain of up to walk behind
 	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go); opDrain: 1 if the settling's bound ended it; opRewalk: a's partition
 	list  chan<- []*act   // opList: where the partition's activations go (list.go)
 	calls []waitCall      // opRewalk: the calls of a's turn left to walk again from after first, then behind a, in partition ahead (deadlock.go)
+	up    queues.Chain    // opRewalk: the call chain of a's turn, behind whose grains to walk after a, the nearest last
 }
 
 type mode uint8
@@ -75,7 +76,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opRewalk:
 		switch {
 		case c.first.Request == nil:
-			p.rewalkBehind(c.a)
+			p.rewalkUp(c)
 		case !p.rewalk(c.first):
 			p.s.rewalkNext(c)
 		}

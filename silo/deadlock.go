@@ -105,7 +105,11 @@ func (s *Silo) endWait(p *partition, a *act, h uint64, req *queues.Request) {
 	}
 	left = slices.DeleteFunc(left, func(c waitCall) bool { return c.req.Resolved() || c.req.Abandoned() })
 	if len(left) > 0 {
-		s.rewalkNext(ctl{op: opRewalk, a: a, ahead: p.idx, calls: left})
+		var up queues.Chain
+		if r := left[0].turn.req; r != nil { // read-only once the turn began
+			up = r.Chain
+		}
+		s.rewalkNext(ctl{op: opRewalk, a: a, ahead: p.idx, calls: left, up: up})
 	}
 }
 
@@ -152,12 +156,40 @@ func (p *partition) rewalk(call queues.Envelope) bool {
 	return true
 }
 
-// rewalkBehind walks again from each ask that waits behind a, whose turn
-// is down to calls that closed no cycle (Silo.endWait), and fails those
-// that close one. At most maxCycle asks are walked: a cycle needs one.
-func (p *partition) rewalkBehind(a *act) {
-	if cur, ok := p.dir.Get(a.ID, a.ID.HashWithKind(a.k.nameHash)); !ok || cur != a || !a.busy() {
+// rewalkUp walks again behind c.a, or, with none, behind the grain
+// c.first names, and if that fails no ask, passes c on to the owner of
+// the next grain of c.up: the turns of a grain on a's turn's call chain
+// wait on a through a call that runs in it, and a cycle through a's stuck
+// turn may be closed by an ask behind one of them as well as behind a.
+func (p *partition) rewalkUp(c ctl) {
+	a := c.a
+	if a == nil {
+		a, _ = p.dir.Get(c.first.Target, c.first.Hash)
+	}
+	if a != nil && p.rewalkBehind(a) {
 		return
+	}
+	s := p.s
+	for len(c.up) > 0 {
+		l := c.up[len(c.up)-1]
+		c.up = c.up[:len(c.up)-1]
+		if l.Silo != s.incarnation || s.isWorker(l.ID) {
+			continue // another silo's grain; or a stateless identity's, whose activation is not known
+		}
+		h := l.ID.Hash()
+		c.a, c.first = nil, queues.Envelope{Target: l.ID, Hash: h}
+		s.parts[s.locator.LocateHash(h).Partition].q.PushControl(c)
+		return
+	}
+}
+
+// rewalkBehind walks again from each ask that waits behind a, whose turn
+// is down to calls that closed no cycle (Silo.endWait), fails those
+// that close one, and reports whether it failed any. At most maxCycle
+// asks are walked: a cycle needs one.
+func (p *partition) rewalkBehind(a *act) bool {
+	if cur, ok := p.dir.Get(a.ID, a.ID.HashWithKind(a.k.nameHash)); !ok || cur != a || !a.busy() {
+		return false
 	}
 	var asks []queues.Envelope
 	a.Mailbox.Find(func(e *queues.Envelope) bool {
@@ -166,11 +198,14 @@ func (p *partition) rewalkBehind(a *act) {
 		}
 		return false
 	})
+	failed := false
 	for i := range asks {
 		if p.s.breakDeadlock(&asks[i], p.workerAt(a)) {
 			p.popAsk(a, asks[i].Request)
+			failed = true
 		}
 	}
+	return failed
 }
 
 // popAsk takes req, an ask failed where it waited in a's mailbox, out of it.

@@ -293,3 +293,57 @@ func TestATangleOfFanOutsFailsFast(t *testing.T) {
 	}
 	require.NotZero(t, cycles)
 }
+
+// A fan-out stuck once one of its calls is answered, on a cycle closed by
+// an ask behind its caller: p's turn calls a; a's turn, running p's call,
+// calls b and c at once; c's turn calls d, behind d's turn, which (another
+// chain) calls p, behind p's. While b's call is out a may go on at its
+// reply (no verdict); once b answers, a's turn is stuck. Its call left,
+// to c, runs in c and waits behind nothing, and nothing waits behind a:
+// the asks behind the grains on a's turn's call chain are walked too
+// (partition.rewalkUp), and d's, behind p, closes the cycle. (Every call
+// waited for its deadline: found by the chaos program.)
+func TestAFanOutStuckOnACycleClosedBehindItsCallerFailsFast(t *testing.T) {
+	p, a, b, c, d := grain.NewID("g", "p"), grain.NewID("g", "a"), grain.NewID("g", "b"), grain.NewID("g", "c"), grain.NewID("g", "d")
+	bIn, dIn := make(chan struct{}, 1), make(chan struct{}, 1)
+	bGate, dGate := make(chan struct{}), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "g", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch {
+				case msg == "hi":
+					return "hi", nil
+				case id == p:
+					return silo.Call[string](ctx, s, a, "go")
+				case id == a:
+					errs := make(chan error, 2)
+					for _, to := range []grain.ID{b, c} {
+						go func() { _, err := silo.Call[string](ctx, s, to, "go"); errs <- err }()
+					}
+					return "", errors.Join(<-errs, <-errs)
+				case id == b:
+					bIn <- struct{}{}
+					<-bGate
+					return "b", nil
+				case id == c:
+					return silo.Call[string](ctx, s, d, "hi") // behind d's turn
+				}
+				dIn <- struct{}{}
+				<-dGate
+				return silo.Call[string](ctx, s, p, "hi") // behind p's turn
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromD := askAsync(ctx, s, d, "go")
+	<-dIn
+	fromP := askAsync(ctx, s, p, "go")
+	<-bIn
+	waitBacklog(t, s, 1) // c's call waits behind d's turn
+	close(dGate)
+	waitBacklog(t, s, 2) // d's call waits behind p's turn: a may go on at b's reply
+	close(bGate)         // b answers: a's turn is stuck
+	requireCycle(t, <-fromD, d, p, a, c, d)
+	require.NoError(t, <-fromP, "c's call to d answered once d's turn had ended")
+}
