@@ -47,13 +47,18 @@ import (
 // merely slow, the turn may go on at its reply — no verdict — and since no
 // new ask marks that call's end, the end itself does: the owners behind
 // which the turn's calls left wait walk again from them, and then the
-// turn's own from the asks behind it (Silo.endWait), failing one that
+// turn's own from the asks behind it, and those of the grains on its call
+// chain from the asks behind them (Silo.endWait), failing one that
 // closes a cycle. A turn that took
 // its first reply and goes on is not stuck, but its calls left cannot be
 // answered before it ends, when their ctx ends with it: failed or dropped
-// as expired, each is one dead letter either way. Anything the walk cannot
+// as expired, each is one dead letter either way. An ask let in beside a
+// waiting turn is followed into the calls its own turn waits on
+// (walk.within), and a grain met again along another branch is not
+// walked again (walk.memos). Anything the walk cannot
 // be sure of (two grains of one hash with calls out, a cycle past
-// maxCycle steps) ends it with no verdict: the ask waits, as before.
+// maxCycle grains looked at) ends it with no verdict: the ask waits, as
+// before.
 // OnDeactivate's calls are edges too — a grain lets nothing in while it
 // deactivates, whatever its kind (turnInfo.waitKey) — until the silo gives
 // up on a hook that overran its timeout: what waited for the grain then
@@ -90,8 +95,11 @@ func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
 // call of the turn looks at all of them (walk.callerWaits) — and if none
 // closes a cycle (each may be running in its target, whose turn waits on
 // another grain), a's owner walks again from the asks that wait behind a
-// (partition.rewalkBehind): a cycle through a's stuck turn runs through
-// one of them. The turn's own calls come first: a turn that took its
+// (partition.rewalkBehind), and, if none closes one, the owners of the
+// grains on the turn's call chain from those behind them, whose turns
+// wait on a through calls running in it (partition.rewalkUp): a cycle
+// through a's stuck turn runs through one of them. The turn's own calls
+// come first: a turn that took its
 // first reply and goes on is not stuck, though a walk cannot tell it from
 // one that waits for every reply, and failing a call it left costs no one
 // else anything; the asks behind it are walked only when none of its
@@ -522,7 +530,8 @@ func (s *Silo) waitsOf(h uint64) *waitShard {
 	return &s.parts[s.locator.LocateHash(h).Partition].waits
 }
 
-// maxCycle bounds the walk: longer cycles are left to the calls' deadlines.
+// maxCycle bounds the walk, in grains looked at (walk.steps): longer
+// cycles are left to the calls' deadlines.
 const maxCycle = 64
 
 // closesCycle reports the cycle that env, an ask from a grain's turn about to
@@ -609,7 +618,7 @@ type step struct {
 // takes its own back.
 //
 // Grains that fan out to each other are reached again and again, along
-// other branches: what the walk found of a grain is remembered (walk.memo)
+// other branches: what the walk found of a grain is remembered (walk.memos)
 // — that it is free, which holds whatever the path; that it is stuck in a
 // loop of its own; or that it is stuck if a grain on the path is, which
 // holds while that grain is still where it was on the path — so that a

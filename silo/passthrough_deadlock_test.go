@@ -234,7 +234,7 @@ func TestACycleOfTellsTurnsThatFanOutFailsFast(t *testing.T) {
 
 // A tangle: four grains whose turns each call every other one twice at
 // once, and wait for all. The walk reaches each grain along many branches;
-// it remembers what it found of one (walk.memo), where it took a step a
+// it remembers what it found of one (walk.memos), where it took a step a
 // route and gave up past maxCycle steps — every call waited for its
 // deadline (found by the chaos program, four keys of one kind).
 func TestATangleOfFanOutsFailsFast(t *testing.T) {
