@@ -550,9 +550,14 @@ const maxCycle = 64
 func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	caller := env.Sender()
 	shut := s.waitsOf(env.Hash).hookWaits(env.Target, env.Hash) // the target lets nothing in while it waits
-	if caller.IsZero() || env.Meta.MayInterleave && !shut || !s.blocksWhileWaiting(caller) {
-		// No caller to wait; or one that lets in whatever comes; or env
-		// may go in as soon as its target has room for it.
+	if caller.IsZero() || env.Meta.MayInterleave && !shut ||
+		!s.blocksWhileWaiting(caller) && len(env.Request.Chain) < 2 {
+		// No caller to wait; or env may go in as soon as its target has
+		// room for it; or a caller that lets in whatever comes, and whose
+		// turn no one waits for: a tell's, a tick's. (A reentrant caller's
+		// turn that handles an ask is answered only once env is: a cycle
+		// may run through it, which the walk finds going into it,
+		// walk.within.)
 		return nil
 	}
 	if !shut && !s.holdsWhileWaiting(env.Target) {
@@ -865,7 +870,7 @@ func (w *walk) within(req *queues.Request, shard *waitShard, path []step) (cycle
 	case own && w.siblings:
 		low = 0 // env's caller's turn, whose other calls are being looked at
 	case own:
-		if !w.callerWaits(shard, at.key) {
+		if !w.turnWaits(calls, shard, at.key) {
 			return nil, free // env's turn may go on at another call's reply
 		}
 		cycle = slices.Clone(path)
@@ -892,7 +897,13 @@ func (w *walk) callerWaits(shard *waitShard, key uint64) bool {
 	if own, _, _, _ := shard.edge(w.caller, key); own != nil {
 		return own == w.env.Request
 	}
-	calls := shard.stuckCalls(w.caller, key, w.s.holdsWhileWaiting(w.caller))
+	return w.turnWaits(shard.stuckCalls(w.caller, key, w.s.holdsWhileWaiting(w.caller)), shard, key)
+}
+
+// turnWaits reports whether the turn that made env, whose calls are among
+// calls (the caller's, whose wait is in shard under key), is stuck on
+// env: every other call of it is stuck too.
+func (w *walk) turnWaits(calls []waitCall, shard *waitShard, key uint64) bool {
 	i := slices.IndexFunc(calls, func(c waitCall) bool { return c.req == w.env.Request })
 	if i < 0 {
 		return false

@@ -347,3 +347,48 @@ func TestAFanOutStuckOnACycleClosedBehindItsCallerFailsFast(t *testing.T) {
 	requireCycle(t, <-fromD, d, p, a, c, d)
 	require.NoError(t, <-fromP, "c's call to d answered once d's turn had ended")
 }
+
+// A reentrant grain's turn, running another grain's ask, closes the cycle:
+// b's turn calls a, behind a's turn, which waits on r, reentrant, whose
+// turn — running a's ask — calls b. r lets anything in, but the turn that
+// calls b is answered only once b answers it. (The walk skipped a
+// reentrant caller's asks, and every call waited for its deadline: found
+// by the chaos program, plain and reentrant kinds, one call a turn.)
+func TestACycleClosedByAReentrantGrainsTurnFailsFast(t *testing.T) {
+	a, b, r := grain.NewID("hold", "a"), grain.NewID("hold", "b"), grain.NewID("re", "r")
+	bIn, rIn := make(chan struct{}, 1), make(chan struct{}, 1)
+	bGate, rGate := make(chan struct{}), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch {
+				case msg == "hi":
+					return "hi from " + id.Key(), nil
+				case id == a:
+					return silo.Call[string](ctx, s, r, "go")
+				}
+				bIn <- struct{}{}
+				<-bGate
+				return silo.Call[string](ctx, s, a, "hi") // behind a's turn
+			}
+		}))
+		require.NoError(t, silo.Register(s, "re", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				rIn <- struct{}{}
+				<-rGate
+				return silo.Call[string](ctx, s, b, "hi") // behind b's turn
+			}
+		}, silo.WithReentrant()))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromB := askAsync(ctx, s, b, "go")
+	<-bIn
+	fromA := askAsync(ctx, s, a, "go")
+	<-rIn
+	close(bGate)
+	waitBacklog(t, s, 1) // b's call waits behind a's turn
+	close(rGate)         // r calls b: the cycle closes
+	requireCycle(t, <-fromA, r, b, a, r)
+	require.NoError(t, <-fromB, "b's call to a answered once a's turn had ended")
+}
