@@ -108,7 +108,10 @@ func (s *Silo) endWait(p *partition, a *act, h uint64, req *queues.Request) {
 	// No buffer: most calls' ends leave nothing, and a fan-out's calls
 	// left go on with the control message.
 	left := p.waits.end(h, req, nil)
-	if len(left) == 0 || !left[0].hook && !s.holdsWhileWaiting(a.ID) {
+	if len(left) == 0 || !left[0].hook && !s.holdsWhileWaiting(a.ID) && left[0].turn.req == nil {
+		// Nothing left; or a grain that lets others in while it waits, in
+		// a turn no one waits for (a reentrant grain's turn that handles an
+		// ask is waited for by its caller: walk.within).
 		return
 	}
 	left = slices.DeleteFunc(left, func(c waitCall) bool { return c.req.Resolved() || c.req.Abandoned() })

@@ -392,3 +392,57 @@ func TestACycleClosedByAReentrantGrainsTurnFailsFast(t *testing.T) {
 	requireCycle(t, <-fromA, r, b, a, r)
 	require.NoError(t, <-fromB, "b's call to a answered once a's turn had ended")
 }
+
+// A reentrant grain's turn, running another grain's ask, stuck once one
+// of its fan-out's calls is answered: a's turn calls r, reentrant, whose
+// turn calls b and c at once; c's turn (another chain) calls a, behind
+// a's turn. While b's call is out r's turn may go on at its reply; once b
+// answers, the walk is taken again from r's call left (Silo.endWait,
+// which skipped reentrant grains: every call waited for its deadline,
+// found by the chaos program).
+func TestAReentrantTurnsFanOutStuckOnceACallIsAnsweredFailsFast(t *testing.T) {
+	a, b, c, r := grain.NewID("hold", "a"), grain.NewID("hold", "b"), grain.NewID("hold", "c"), grain.NewID("re", "r")
+	bIn, cIn := make(chan struct{}, 1), make(chan struct{}, 1)
+	bGate, cGate := make(chan struct{}), make(chan struct{})
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch {
+				case msg == "hi":
+					return "hi from " + id.Key(), nil
+				case id == a:
+					return silo.Call[string](ctx, s, r, "go")
+				case id == b:
+					bIn <- struct{}{}
+					<-bGate
+					return "b", nil
+				}
+				cIn <- struct{}{}
+				<-cGate
+				return silo.Call[string](ctx, s, a, "hi") // behind a's turn
+			}
+		}))
+		require.NoError(t, silo.Register(s, "re", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				errs := make(chan error, 2)
+				go func() { _, err := silo.Call[string](ctx, s, b, "go"); errs <- err }()
+				go func() { _, err := silo.Call[string](ctx, s, c, "hi"); errs <- err }()
+				return "", errors.Join(<-errs, <-errs)
+			}
+		}, silo.WithReentrant()))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromC := askAsync(ctx, s, c, "go")
+	<-cIn
+	fromA := askAsync(ctx, s, a, "go")
+	<-bIn
+	waitBacklog(t, s, 1) // r's call to c waits behind c's turn
+	close(cGate)
+	waitBacklog(t, s, 2) // c's call waits behind a's turn: r may go on at b's reply
+	close(bGate)         // b answers: r's turn is stuck
+	err := <-fromA
+	require.ErrorIs(t, err, grain.ErrCallCycle, "r's call to c failed")
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	require.NoError(t, <-fromC, "c's call to a answered once a's turn had ended")
+}
