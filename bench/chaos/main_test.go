@@ -12,7 +12,8 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // A short storm keeps the promises that hold whatever the graph of calls:
 // every tell handled or a dead letter, nothing handled twice. An ask left
 // to its deadline — a deadlock the silo's walk did not fail: tangles
-// through reentrant turns are still missed (docs/chaos.md) — is reported,
+// through stateless workers' activations are still missed (docs/chaos.md)
+// — is reported,
 // not failed on: the kinds here (plain, and plain calling with call-chain
 // reentrancy) met none in twelve runs of this build, but a test that
 // fails on a rare timing would make CI cry wolf.
