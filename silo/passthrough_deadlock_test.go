@@ -111,11 +111,7 @@ func TestAFanOutIntoAChainThatWaitsOnItFailsFast(t *testing.T) {
 				}
 				pIn <- struct{}{}
 				<-pGate
-				errs := make(chan error, 2)
-				for _, to := range []grain.ID{c1, c3} {
-					go func() { _, err := silo.Call[string](ctx, s, to, "hi"); errs <- err }()
-				}
-				return "", errors.Join(<-errs, <-errs)
+				return "", callAtOnce(ctx, s, "hi", c1, c3)
 			}
 		}))
 	})
@@ -148,15 +144,7 @@ func (f *fanningActivator) Receive(ctx context.Context, _ *grain.Context, msg an
 }
 
 func (f *fanningActivator) OnActivate(ctx context.Context, _ *grain.Context) error {
-	errs := make(chan error, len(f.to))
-	for _, id := range f.to {
-		go func() { _, err := silo.Call[string](ctx, f.s, id, "hi"); errs <- err }()
-	}
-	var all []error
-	for range f.to {
-		all = append(all, <-errs)
-	}
-	return errors.Join(all...)
+	return callAtOnce(ctx, f.s, "hi", f.to...)
 }
 
 // An OnActivate that fans out to two grains whose turns, on other chains,
@@ -252,22 +240,13 @@ func TestATangleOfFanOutsFailsFast(t *testing.T) {
 				}
 				in <- struct{}{}
 				<-gates[self]
-				errs := make(chan error, 2*len(ids))
-				n := 0
+				var others []grain.ID
 				for _, to := range ids {
-					if to == self {
-						continue
-					}
-					for range 2 {
-						n++
-						go func() { _, err := silo.Call[string](ctx, s, to, "hi"); errs <- err }()
+					if to != self {
+						others = append(others, to, to)
 					}
 				}
-				var all []error
-				for range n {
-					all = append(all, <-errs)
-				}
-				return "", errors.Join(all...)
+				return "", callAtOnce(ctx, s, "hi", others...)
 			}
 		}))
 	})
@@ -316,11 +295,7 @@ func TestAFanOutStuckOnACycleClosedBehindItsCallerFailsFast(t *testing.T) {
 				case id == p:
 					return silo.Call[string](ctx, s, a, "go")
 				case id == a:
-					errs := make(chan error, 2)
-					for _, to := range []grain.ID{b, c} {
-						go func() { _, err := silo.Call[string](ctx, s, to, "go"); errs <- err }()
-					}
-					return "", errors.Join(<-errs, <-errs)
+					return "", callAtOnce(ctx, s, "go", b, c)
 				case id == b:
 					bIn <- struct{}{}
 					<-bGate
@@ -445,4 +420,18 @@ func TestAReentrantTurnsFanOutStuckOnceACallIsAnsweredFailsFast(t *testing.T) {
 	require.ErrorIs(t, err, grain.ErrCallCycle, "r's call to c failed")
 	require.NotErrorIs(t, err, context.DeadlineExceeded)
 	require.NoError(t, <-fromC, "c's call to a answered once a's turn had ended")
+}
+
+// callAtOnce calls every grain of ids with msg at once, each on a
+// goroutine of its own with the turn's ctx, and waits for all: a fan-out.
+func callAtOnce(ctx context.Context, s *silo.Silo, msg string, ids ...grain.ID) error {
+	errs := make(chan error, len(ids))
+	for _, id := range ids {
+		go func() { _, err := silo.Call[string](ctx, s, id, msg); errs <- err }()
+	}
+	all := make([]error, len(ids))
+	for i := range all {
+		all[i] = <-errs
+	}
+	return errors.Join(all...)
 }
