@@ -108,7 +108,7 @@ func (s *Silo) endWait(p *partition, a *act, h uint64, req *queues.Request) {
 	// No buffer: most calls' ends leave nothing, and a fan-out's calls
 	// left go on with the control message.
 	left := p.waits.end(h, req, nil)
-	if len(left) == 0 || !left[0].hook && !s.holdsWhileWaiting(a.ID) && left[0].turn.req == nil {
+	if len(left) == 0 || !left[0].hook && !s.holdsWhileWaiting(a.ID) && left[0].askOf() == nil {
 		// Nothing left; or a grain that lets others in while it waits, in
 		// a turn no one waits for (a reentrant grain's turn that handles an
 		// ask is waited for by its caller: walk.within).
@@ -117,7 +117,7 @@ func (s *Silo) endWait(p *partition, a *act, h uint64, req *queues.Request) {
 	left = slices.DeleteFunc(left, func(c waitCall) bool { return c.req.Resolved() || c.req.Abandoned() })
 	if len(left) > 0 {
 		var up queues.Chain
-		if r := left[0].turn.req; r != nil { // read-only once the turn began
+		if r := left[0].askOf(); r != nil {
 			up = r.Chain
 		}
 		s.rewalkNext(ctl{op: opRewalk, a: a, ahead: p.idx, calls: left, up: up})
@@ -240,6 +240,16 @@ type waitCall struct {
 	// turn: the turn that made the call, which tells a turn's several
 	// calls (a fan-out) from several turns' (stuckCalls)
 	turn *turnInfo
+}
+
+// askOf returns the ask whose turn made the call, or nil: a tell's, a
+// tick's, a hook's without a first message. (Set before the turn began,
+// and never changed: an ask's turn has a turnInfo of its own.)
+func (c *waitCall) askOf() *queues.Request {
+	if c.turn == nil {
+		return nil
+	}
+	return c.turn.req
 }
 
 // waitEdge is a grain's outstanding calls: the first in line, the others
@@ -463,11 +473,11 @@ func (w *waitShard) turnCalls(id grain.ID, h uint64, req *queues.Request) []wait
 		return nil
 	}
 	var calls []waitCall
-	if e.turn != nil && e.turn.req == req {
+	if e.askOf() == req {
 		calls = append(calls, e.waitCall)
 	}
 	for _, c := range e.more {
-		if c.turn != nil && c.turn.req == req {
+		if c.askOf() == req {
 			calls = append(calls, c)
 		}
 	}
