@@ -192,6 +192,9 @@ func TestStatelessWorkerDeactivateAndStopReachEveryActivation(t *testing.T) {
 	ctx := ctxT(t)
 	id := grain.NewID("pool", "w")
 	for _, stop := range []bool{false, true} {
+		for len(e.entered) > 0 {
+			<-e.entered // the last round's turns: waitEntered would count them
+		}
 		release := make(chan struct{})
 		wait := e.flood(t, "w", 128, release)
 		e.waitEntered(t, 4)
