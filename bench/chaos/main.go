@@ -67,7 +67,7 @@ func defaults() config {
 		panicEvery: 30, deactEvery: 20, tellEvery: 4,
 		hookCallEvery: 3, actCallEvery: 4, tickEvery: 3, tickPeriod: 2 * time.Millisecond,
 		partitions: 2, idle: 20 * time.Millisecond, hookTimeout: 5 * time.Second,
-		deadline: 30 * time.Second, dumpAfter: 12 * time.Second, kinds: allKinds,
+		deadline: 10 * time.Second, dumpAfter: 8 * time.Second, kinds: allKinds,
 	}
 }
 
