@@ -664,11 +664,37 @@ type walk struct {
 	memos   []memo
 	entered [maxCycle + 2]uint32
 	looks   uint32
-	// waited: what callerWaits found, once it has looked at the caller's
-	// other calls (0 not yet, 1 stuck, 2 not), and the asks it rests on:
-	// a tangle reaches the caller along many branches
-	waited     uint8
+	// waited: what turnWaits found of env's turn's other calls, once it
+	// has looked, and the asks it rests on: a tangle reaches the caller
+	// along many branches
+	waited     waitedAs
 	waitedAsks []*queues.Request
+}
+
+// waitedAs is what a walk found of env's turn's other calls (turnWaits).
+type waitedAs uint8
+
+const (
+	notLooked waitedAs = iota
+	waitedStuck
+	waitedFree
+)
+
+// enter begins a look at the grain at place d on the path: what is found
+// resting on it names this look (walk.entered).
+func (w *walk) enter(d int) {
+	w.looks++
+	w.entered[d] = w.looks
+}
+
+// settled is low, what the walk found of the grain at place d, as it
+// leaves it: a loop back to that grain at most is one of its own, stuck
+// whatever the path.
+func settled(low, d int) int {
+	if low != free && low >= d {
+		return loopClosed
+	}
+	return low
 }
 
 // What a walk found of a grain, a turn or a call, short of a cycle back to
@@ -707,16 +733,13 @@ func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []step) (cy
 	if w.steps++; w.steps > maxCycle {
 		return nil, free // too long: the walk gives no verdict, and remembers nothing
 	}
-	w.looks++
-	w.entered[d] = w.looks
+	w.enter(d)
 	mark, since := len(w.stuck), len(w.memos)
 	cycle, low, branched := w.follow(cur, shard, key, path)
 	if cycle != nil {
 		return cycle, 0
 	}
-	if low != free && low >= d {
-		low = loopClosed // back to cur at most: stuck whatever the path
-	}
+	low = settled(low, d)
 	if branched && w.steps <= maxCycle { // a grain with one call out is a step, not a tangle: most walks remember nothing
 		w.remember(memo{at: path[d], low: low, look: w.entered[max(0, min(low, d))], since: since}, mark)
 	}
@@ -888,13 +911,12 @@ func (w *walk) within(req *queues.Request, shard *waitShard, path []step) (cycle
 		}
 		cycle = slices.Clone(path)
 	default:
-		w.looks++
-		w.entered[d] = w.looks // a place on the path, as from's grains are
+		w.enter(d) // a place on the path, as from's grains are
 		if cycle, low = w.turnStuck(calls, calls[0].turn, path[:d+1:d+1]); cycle == nil && low == free {
 			return nil, free
 		}
-		if cycle == nil && low >= d {
-			low = loopClosed
+		if cycle == nil {
+			low = settled(low, d)
 		}
 	}
 	w.stuck = append(w.stuck, req)
@@ -922,17 +944,16 @@ func (w *walk) turnWaits(calls []waitCall, shard *waitShard, key uint64) bool {
 		return false
 	}
 	switch w.waited {
-	case 1:
+	case waitedStuck:
 		w.stuck = append(w.stuck, w.waitedAsks...)
 		return true
-	case 2:
+	case waitedFree:
 		return false
 	}
 	mark := len(w.stuck)
 	entered := w.entered
 	w.siblings, w.callerShard, w.callerKey = true, shard, key
-	w.looks++
-	w.entered[0] = w.looks // the caller, first on the siblings' path
+	w.enter(0) // the caller, first on the siblings' path
 	defer func() { w.siblings, w.entered = false, entered }()
 	for _, d := range calls {
 		if d.turn != calls[i].turn || d.req == w.env.Request {
@@ -940,11 +961,11 @@ func (w *walk) turnWaits(calls []waitCall, shard *waitShard, key uint64) bool {
 		}
 		if c, l := w.via(d, []step{{id: w.caller, key: key}}); c == nil && l == free {
 			w.stuck = w.stuck[:mark]
-			w.waited = 2
+			w.waited = waitedFree
 			return false // the turn may have this call answered, and go on
 		}
 	}
-	w.waited, w.waitedAsks = 1, slices.Clone(w.stuck[mark:])
+	w.waited, w.waitedAsks = waitedStuck, slices.Clone(w.stuck[mark:])
 	return true
 }
 
