@@ -1,7 +1,6 @@
 package silo
 
 import (
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -43,7 +42,8 @@ import (
 // pass were all pending at its first read, when every one waited on the
 // next — a deadlock, not a picture of one. A grain with several calls
 // out (a fan-out from its turn, interleaved turns) is stuck if one of its
-// turns is, and a turn if every call of it is (walk); while one call is
+// turns is, and a turn if every call of it is (walk, deadlockwalk.go: each
+// grain read once, what is free settled for all); while one call is
 // merely slow, the turn may go on at its reply — no verdict — and since no
 // new ask marks that call's end, the end itself does: the owners behind
 // which the turn's calls left wait walk again from them, and then the
@@ -54,11 +54,9 @@ import (
 // answered before it ends, when their ctx ends with it: failed or dropped
 // as expired, each is one dead letter either way. An ask let in beside a
 // waiting turn is followed into the calls its own turn waits on
-// (walk.within), and a grain met again along another branch is not
-// walked again (walk.memos). Anything the walk cannot
-// be sure of (two grains of one hash with calls out, a cycle past
-// maxCycle grains looked at) ends it with no verdict: the ask waits, as
-// before.
+// (walk.destOf). Anything the walk cannot be sure of (two grains of one
+// hash with calls out, a grain past maxCycle grains looked at) is free:
+// a verdict that rests on it is none, and the ask waits, as before.
 // OnDeactivate's calls are edges too — a grain lets nothing in while it
 // deactivates, whatever its kind (turnInfo.waitKey) — until the silo gives
 // up on a hook that overran its timeout: what waited for the grain then
@@ -92,7 +90,7 @@ func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
 // reply, may conclude now, and no new ask would take it: the owners
 // behind whose activations those calls may wait are asked, one after
 // another, to walk again from them (partition.rewalk) — a walk from any
-// call of the turn looks at all of them (walk.callerWaits) — and if none
+// call of the turn looks at all of them (walk.turnNode) — and if none
 // closes a cycle (each may be running in its target, whose turn waits on
 // another grain), a's owner walks again from the asks that wait behind a
 // (partition.rewalkBehind), and, if none closes one, the owners of the
@@ -111,7 +109,7 @@ func (s *Silo) endWait(p *partition, a *act, h uint64, req *queues.Request) {
 	if len(left) == 0 || !left[0].hook && !s.holdsWhileWaiting(a.ID) && left[0].askOf() == nil {
 		// Nothing left; or a grain that lets others in while it waits, in
 		// a turn no one waits for (a reentrant grain's turn that handles an
-		// ask is waited for by its caller: walk.within).
+		// ask is waited for by its caller: walk.destOf).
 		return
 	}
 	left = slices.DeleteFunc(left, func(c waitCall) bool { return c.req.Resolved() || c.req.Abandoned() })
@@ -265,9 +263,6 @@ type waitEdge struct {
 	mixed bool
 }
 
-// one reports whether the edge is id's one call out, which a walk follows.
-func (e *waitEdge) one(id grain.ID) bool { return e.id == id && !e.mixed && len(e.more) == 0 }
-
 // waitShard holds the edges of one partition's grains, by the hash of the
 // waiting grain's identity. Safe for concurrent use.
 type waitShard struct {
@@ -395,17 +390,6 @@ func (w *waitShard) end(h uint64, req *queues.Request, left []waitCall) []waitCa
 	return left
 }
 
-// edge returns the outstanding call of id (whose hash is h), if it has
-// exactly one, its target, and whether the target lets it in while it waits.
-func (w *waitShard) edge(id grain.ID, h uint64) (req *queues.Request, target grain.ID, th uint64, letIn bool) {
-	w.mu.Lock()
-	if e, ok := w.m[h]; ok && e.one(id) {
-		req, target, th, letIn = e.req, e.target, e.thash, e.letIn
-	}
-	w.mu.Unlock()
-	return req, target, th, letIn
-}
-
 // hookWaits reports whether id (whose hash is h) is a grain that lets
 // nothing in while it waits (waitCall.hook): every call it has out is a
 // hook's, or made while it is being stopped — one, or several (a hook
@@ -448,15 +432,17 @@ func (e *waitEdge) allHook(id grain.ID) bool {
 	return true
 }
 
-// stuckCalls returns the calls out of id (whose hash is h), if it has
-// several and lets nothing in while it waits: blocks, that its kind does
-// not (holdsWhileWaiting); or every call is a hook call (allHook). What
-// waits for it waits for all its turns.
-func (w *waitShard) stuckCalls(id grain.ID, h uint64, blocks bool) []waitCall {
+// placeCalls returns the calls out of id (whose hash, or activation's
+// key, is h) that a walk follows, an ask waiting behind it: its one call;
+// or, with several, every one, if it lets nothing in while it waits —
+// blocks, that its kind does not (holdsWhileWaiting), or every call is a
+// hook call (allHook) — and nil if it lets asks in (it is no place of a
+// walk then), or if the entry is another grain's or shared (mixed).
+func (w *waitShard) placeCalls(id grain.ID, h uint64, blocks bool) []waitCall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
-	if !ok || len(e.more) == 0 || e.id != id || e.mixed || !blocks && !e.allHook(id) {
+	if !ok || e.id != id || e.mixed || len(e.more) > 0 && !blocks && !e.allHook(id) {
 		return nil
 	}
 	return append([]waitCall{e.waitCall}, e.more...)
@@ -570,7 +556,7 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 		// turn no one waits for: a tell's, a tick's. (A reentrant caller's
 		// turn that handles an ask is answered only once env is: a cycle
 		// may run through it, which the walk finds going into it,
-		// walk.within.)
+		// walk.destOf.)
 		return nil
 	}
 	if !shut && !s.holdsWhileWaiting(env.Target) {
@@ -580,33 +566,8 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	if at != nil {
 		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
 	}
-	// w.stuck starts nil: it grows only on a branch found stuck, and a
-	// buffer of this frame's would be moved to the heap on every walk (the
-	// walk's methods recurse, and escape analysis gives up on them).
-	w := walk{s: s, env: env, caller: caller}
-	if !s.isWorker(caller) {
-		// Its wait is under its identity's hash; a stateless worker's
-		// activation is found where the walk reaches one with env's
-		// request out (walk.isCaller).
-		w.callerShard, w.callerKey = s.waitsOf(caller.Hash()), caller.Hash()
-	}
-	// On the stack while the walk is short: most end at the first grain.
-	var pathBuf [8]step
-	path := append(pathBuf[:0], step{id: caller, key: w.callerKey}, step{id: env.Target, key: key})
-	cycle, _ := w.from(env.Target, shard, key, path)
-	if cycle == nil {
-		return nil
-	}
-	for _, r := range w.stuck { // the second look (see above)
-		if r.Resolved() || r.Abandoned() {
-			return nil
-		}
-	}
-	ids := make([]grain.ID, len(cycle))
-	for i, st := range cycle {
-		ids[i] = st.id
-	}
-	return ids
+	w := walk{s: s, env: env}
+	return w.run(step{id: env.Target, key: key}, shard)
 }
 
 // step is a grain on a walk's path, with the key of its wait in its
@@ -616,371 +577,6 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 type step struct {
 	id  grain.ID
 	key uint64
-}
-
-// walk is one deadlock walk (closesCycle): from env's target along the
-// calls its turns wait on, back to env's caller.
-//
-// A grain with several calls out — a fan-out from its turn, interleaved
-// turns, a stopping grain's several turns — lets nothing in while it
-// waits (unless it is a reentrant grain that is not held: then it is no
-// step of a walk at all), so what waits for it waits for all its turns,
-// and one stuck turn is enough; a turn is stuck only if every call it
-// made is (a fan-out may wait for its first reply only). A call is stuck
-// if it leads back to env's caller — a cycle — or to a grain already on
-// the way there, which is stuck if the rest of the walk finds it so (a
-// loop: on its own it is no verdict, as a cycle env's caller is not on
-// is none of env's doing). The path tells a stateless identity's
-// activations apart by the keys of their waits. Each ask on a stuck branch
-// is kept for the second look (walk.stuck), and a branch found not stuck
-// takes its own back.
-//
-// Grains that fan out to each other are reached again and again, along
-// other branches: what the walk found of a grain is remembered (walk.memos)
-// — that it is free, which holds whatever the path; that it is stuck in a
-// loop of its own; or that it is stuck if a grain on the path is, which
-// holds while that grain is still where it was on the path — so that a
-// tangle of a few grains costs a step a call, not a step a route through
-// it (four grains fanning out to each other took more than maxCycle).
-type walk struct {
-	s      *Silo
-	env    *queues.Envelope
-	caller grain.ID
-	steps  int // grains looked at (from, within), bounded by maxCycle, across branches too
-	// stuck: the asks the verdict rests on, which the second look reads
-	stuck []*queues.Request
-	// callerShard, callerKey: where env's caller's wait is (isCaller);
-	// nil until found, for a stateless worker's activation
-	callerShard *waitShard
-	callerKey   uint64
-	// siblings: the caller's other calls of env's turn are being looked
-	// at (callerWaits): a branch back to the caller is a loop, not
-	// another look at its calls
-	siblings bool
-	// memos: what the walk found of the grains it left (see above);
-	// entered: for each place on the path, the number of the look at the
-	// grain there (from), which a memo that rests on it names; looks
-	// counts them
-	memos   []memo
-	entered [maxCycle + 2]uint32
-	looks   uint32
-	// waited: what turnWaits found of env's turn's other calls, once it
-	// has looked, and the asks it rests on: a tangle reaches the caller
-	// along many branches
-	waited     waitedAs
-	waitedAsks []*queues.Request
-}
-
-// waitedAs is what a walk found of env's turn's other calls (turnWaits).
-type waitedAs uint8
-
-const (
-	notLooked waitedAs = iota
-	waitedStuck
-	waitedFree
-)
-
-// enter begins a look at the grain at place d on the path: what is found
-// resting on it names this look (walk.entered).
-func (w *walk) enter(d int) {
-	w.looks++
-	w.entered[d] = w.looks
-}
-
-// settled is low, what the walk found of the grain at place d, as it
-// leaves it: a loop back to that grain at most is one of its own, stuck
-// whatever the path.
-func settled(low, d int) int {
-	if low != free && low >= d {
-		return loopClosed
-	}
-	return low
-}
-
-// What a walk found of a grain, a turn or a call, short of a cycle back to
-// env's caller (low): free, or stuck in a loop closed within it
-// (loopClosed), or, any other value, stuck if the grain at that place on
-// the path is (a loop back to it).
-const (
-	free       = -1
-	loopClosed = math.MaxInt
-)
-
-// memo is what a walk found of a grain it left: low (free, loopClosed, or
-// the place on the path of the grain it is stuck with, whose look was
-// look), and the asks of the stuck branch, for the second look.
-type memo struct {
-	at    step
-	low   int
-	look  uint32
-	asks  []*queues.Request
-	since int // len(walk.memos) when the look at it began
-}
-
-// from follows the calls of cur, whose wait is in shard under key: its one
-// call; or, with several, each of its turns, one stuck being enough, a
-// turn being stuck if every call it made is. path ends with cur; the
-// branches do not share it (a full slice's append copies). It returns the
-// cycle back to env's caller, or what it found of cur (low).
-func (w *walk) from(cur grain.ID, shard *waitShard, key uint64, path []step) (cycle []step, low int) {
-	d := len(path) - 1
-	if d >= len(w.entered) {
-		return nil, free // too long (maxCycle bounds it before this)
-	}
-	if low, ok := w.recall(path[d], d); ok {
-		return nil, low
-	}
-	if w.steps++; w.steps > maxCycle {
-		return nil, free // too long: the walk gives no verdict, and remembers nothing
-	}
-	w.enter(d)
-	mark, since := len(w.stuck), len(w.memos)
-	cycle, low, branched := w.follow(cur, shard, key, path)
-	if cycle != nil {
-		return cycle, 0
-	}
-	low = settled(low, d)
-	if branched && w.steps <= maxCycle { // a grain with one call out is a step, not a tangle: most walks remember nothing
-		w.remember(memo{at: path[d], low: low, look: w.entered[max(0, min(low, d))], since: since}, mark)
-	}
-	return nil, low
-}
-
-// follow is from, without the memos; branched reports that cur has
-// several calls out.
-func (w *walk) follow(cur grain.ID, shard *waitShard, key uint64, path []step) (cycle []step, low int, branched bool) {
-	if req, next, nh, letIn := shard.edge(cur, key); req != nil {
-		cycle, low = w.via(waitCall{req: req, target: next, thash: nh, letIn: letIn}, path)
-		return cycle, low, false
-	}
-	calls := shard.stuckCalls(cur, key, w.s.holdsWhileWaiting(cur))
-	path = path[:len(path):len(path)]
-	looped := -1 // the first turn found stuck in a loop
-	for i, c := range calls {
-		if slices.ContainsFunc(calls[:i], func(d waitCall) bool { return d.turn == c.turn }) {
-			continue // that turn's been looked at
-		}
-		mark := len(w.stuck)
-		cycle, low := w.turnStuck(calls[i:], c.turn, path)
-		if cycle != nil {
-			return cycle, 0, true
-		}
-		w.stuck = w.stuck[:mark] // a loop turn's asks matter only if no turn closes a cycle
-		if low != free && looped < 0 {
-			looped = i
-		}
-	}
-	if looped < 0 {
-		return nil, free, len(calls) > 0 // cur's turns are not stuck on known calls
-	}
-	cycle, low = w.turnStuck(calls[looped:], calls[looped].turn, path) // its asks again
-	return cycle, low, true
-}
-
-// recall returns what the walk found of at, now at place d on the path,
-// if it still holds: free, or stuck in a loop of its own, always; stuck
-// with a grain on the path, while that grain is still there, on the same
-// look. The asks of a stuck branch join the walk's again.
-func (w *walk) recall(at step, d int) (low int, ok bool) {
-	for i := len(w.memos) - 1; i >= 0; i-- {
-		m := &w.memos[i]
-		if m.at != at {
-			continue
-		}
-		if m.low == free {
-			return free, true
-		}
-		if m.low == loopClosed || m.low < d && w.entered[m.low] == m.look {
-			w.stuck = append(w.stuck, m.asks...)
-			return m.low, true
-		}
-	}
-	return 0, false
-}
-
-// remember keeps what the walk found of a grain it leaves, whose stuck
-// branch's asks begin at w.stuck[mark]. A grain found free takes back the
-// memos of loops made since its look began: they took it for stuck.
-func (w *walk) remember(m memo, mark int) {
-	if m.low == free {
-		kept := w.memos[:m.since]
-		for _, o := range w.memos[m.since:] {
-			if o.low == free || o.low == loopClosed {
-				kept = append(kept, o)
-			}
-		}
-		w.memos = kept
-	} else {
-		m.asks = slices.Clone(w.stuck[mark:])
-	}
-	w.memos = append(w.memos, m)
-}
-
-// turnStuck reports whether turn, whose calls are among calls, is stuck:
-// every call of it is; with the cycle one of them closes, if one does.
-func (w *walk) turnStuck(calls []waitCall, turn *turnInfo, path []step) (cycle []step, low int) {
-	mark := len(w.stuck)
-	low = loopClosed
-	for _, d := range calls {
-		if d.turn != turn {
-			continue
-		}
-		c, l := w.via(d, path)
-		if c == nil && l == free {
-			w.stuck = w.stuck[:mark]
-			return nil, free // this call of the turn's may be answered: so may the turn
-		}
-		if cycle == nil {
-			cycle = c
-		}
-		if c == nil {
-			low = min(low, l)
-		}
-	}
-	if cycle != nil {
-		return cycle, 0
-	}
-	return nil, low
-}
-
-// via takes the step along c, a call of path's last grain: to its target,
-// if the target lets c's ask in only once its own turns end.
-func (w *walk) via(c waitCall, path []step) (cycle []step, low int) {
-	s, req, next, nh := w.s, c.req, c.target, c.thash
-	if w.steps > maxCycle || req.Resolved() || req.Abandoned() {
-		return nil, free // too long; or the call is over, or given up on
-	}
-	part, key, ok := s.waitsAt(next, nh, req)
-	if !ok {
-		return nil, free // not known which of next's activations req waits behind
-	}
-	shard := &s.parts[part].waits
-	at := step{id: next, key: key}
-	if req.Interleave && !req.InLine() && !shard.leaving(next, key) ||
-		(c.letIn || !s.holdsWhileWaiting(next)) && !shard.hookWaits(next, key) {
-		// next lets req in while it waits: a call back on a waiting turn's
-		// chain — unless it was put in line behind next's turns, the turn
-		// on its chain gone, or next is on its way out — or one its kind
-		// lets in (an activating grain lets nothing in).
-		return w.within(req, shard, append(path, at))
-	}
-	path = append(path, at)
-	switch {
-	case next == w.caller && w.isCaller(shard, key) && w.siblings:
-		low = 0 // env's caller, whose other calls are being looked at
-	case next == w.caller && w.isCaller(shard, key):
-		if !w.callerWaits(shard, key) {
-			return nil, free // not stuck on env
-		}
-		cycle = slices.Clone(path)
-	default:
-		if i := slices.Index(path[1:len(path)-1], at); i >= 0 {
-			low = i + 1 // stuck if the grain it came back to is
-		} else if cycle, low = w.from(next, shard, key, path); cycle == nil && low == free {
-			return nil, free
-		}
-	}
-	w.stuck = append(w.stuck, req)
-	return cycle, low
-}
-
-// within takes the step into req, an ask let in beside the waiting turn of
-// path's last grain: it is answered once its own turn ends, which, if it
-// runs and waits on calls (the grain's other turn waits on nothing it
-// does), is once they are answered — stuck if every one of them is. Not
-// begun, or waiting on nothing, it will be answered. One of those calls
-// may be env itself: env's caller's turn was let in, and the walk has come
-// back to it.
-func (w *walk) within(req *queues.Request, shard *waitShard, path []step) (cycle []step, low int) {
-	d := len(path) - 1
-	at := path[d]
-	calls := shard.turnCalls(at.id, at.key, req)
-	if len(calls) == 0 || d >= len(w.entered) {
-		return nil, free
-	}
-	if w.steps++; w.steps > maxCycle {
-		return nil, free
-	}
-	own := slices.ContainsFunc(calls, func(c waitCall) bool { return c.req == w.env.Request })
-	switch {
-	case own && w.siblings:
-		low = 0 // env's caller's turn, whose other calls are being looked at
-	case own:
-		if !w.turnWaits(calls, shard, at.key) {
-			return nil, free // env's turn may go on at another call's reply
-		}
-		cycle = slices.Clone(path)
-	default:
-		w.enter(d) // a place on the path, as from's grains are
-		if cycle, low = w.turnStuck(calls, calls[0].turn, path[:d+1:d+1]); cycle == nil && low == free {
-			return nil, free
-		}
-		if cycle == nil {
-			low = settled(low, d)
-		}
-	}
-	w.stuck = append(w.stuck, req)
-	return cycle, low
-}
-
-// callerWaits reports whether env's caller, whose wait is in shard under
-// key, is stuck on env: env is its one call; or one of several, and every
-// other call of env's turn is stuck too. Those are walked on a path of
-// their own, from the caller: the places on the walk's path, and what the
-// walk found resting on them, are put aside meanwhile.
-func (w *walk) callerWaits(shard *waitShard, key uint64) bool {
-	if own, _, _, _ := shard.edge(w.caller, key); own != nil {
-		return own == w.env.Request
-	}
-	return w.turnWaits(shard.stuckCalls(w.caller, key, w.s.holdsWhileWaiting(w.caller)), shard, key)
-}
-
-// turnWaits reports whether the turn that made env, whose calls are among
-// calls (the caller's, whose wait is in shard under key), is stuck on
-// env: every other call of it is stuck too.
-func (w *walk) turnWaits(calls []waitCall, shard *waitShard, key uint64) bool {
-	i := slices.IndexFunc(calls, func(c waitCall) bool { return c.req == w.env.Request })
-	if i < 0 {
-		return false
-	}
-	switch w.waited {
-	case waitedStuck:
-		w.stuck = append(w.stuck, w.waitedAsks...)
-		return true
-	case waitedFree:
-		return false
-	}
-	mark := len(w.stuck)
-	entered := w.entered
-	w.siblings, w.callerShard, w.callerKey = true, shard, key
-	w.enter(0) // the caller, first on the siblings' path
-	defer func() { w.siblings, w.entered = false, entered }()
-	for _, d := range calls {
-		if d.turn != calls[i].turn || d.req == w.env.Request {
-			continue
-		}
-		if c, l := w.via(d, []step{{id: w.caller, key: key}}); c == nil && l == free {
-			w.stuck = w.stuck[:mark]
-			w.waited = waitedFree
-			return false // the turn may have this call answered, and go on
-		}
-	}
-	w.waited, w.waitedAsks = waitedStuck, slices.Clone(w.stuck[mark:])
-	return true
-}
-
-// isCaller reports whether the wait in shard under key, of a grain of
-// env's caller's identity, is env's caller's: a stateless worker's
-// activations share an identity, and the one env is a call of is found
-// where a walk reaches it first (callerShard).
-func (w *walk) isCaller(shard *waitShard, key uint64) bool {
-	if w.callerShard == nil {
-		if !shard.calls(w.caller, key, w.env.Request) {
-			return false // another activation, which the walk goes on through
-		}
-		w.callerShard, w.callerKey = shard, key
-	}
-	return shard == w.callerShard && key == w.callerKey
 }
 
 // workerWaitKey is the key of the wait of a stateless worker's activation

@@ -222,9 +222,10 @@ func TestACycleOfTellsTurnsThatFanOutFailsFast(t *testing.T) {
 
 // A tangle: four grains whose turns each call every other one twice at
 // once, and wait for all. The walk reaches each grain along many branches;
-// it remembers what it found of one (walk.memos), where it took a step a
-// route and gave up past maxCycle steps — every call waited for its
-// deadline (found by the chaos program, four keys of one kind).
+// it reads each once and settles what is free for all (walk.settle), where
+// it took a step a route and gave up past maxCycle steps — every call
+// waited for its deadline (found by the chaos program, four keys of one
+// kind).
 func TestATangleOfFanOutsFailsFast(t *testing.T) {
 	ids := []grain.ID{grain.NewID("g", "0"), grain.NewID("g", "1"), grain.NewID("g", "2"), grain.NewID("g", "3")}
 	in := make(chan struct{}, len(ids))

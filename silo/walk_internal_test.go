@@ -4,20 +4,21 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 )
 
 // A walk that comes back to env's caller's own turn, let in beside the
-// caller's waiting turn, while it looks at that turn's other calls
-// (walk.callerWaits), has found the loop — not a reason to look at them
-// again. x's turn calls y, letting its chain back in; y calls x back, and
-// that turn, n, calls z and w at once; z's and w's turns each call y. From
-// n's call to z, the walk goes z, y, and into n (walk.within): env is
-// n's, so it looks at n's call to w, whose walk goes w, y, n again. (It
-// looked again from there, round and round, until past maxCycle steps: no
-// verdict, found by the chaos program.)
+// caller's waiting turn, has found the cycle — env's turn is the node it
+// reads once, not a reason to look at that turn's other calls again. x's
+// turn calls y, letting its chain back in; y calls x back, and that turn,
+// n, calls z and w at once; z's and w's turns each call y. From n's call
+// to z, the walk goes z, y, and into n (walk.destOf), whose other call
+// goes w, y, n again. (A walk along routes looked again from there, round
+// and round, until past maxCycle steps: no verdict, found by the chaos
+// program.)
 func TestADeadlockWalkBackIntoTheCallersTurnLetInIsALoop(t *testing.T) {
 	s := walkSilo(t)
 	ctx := t.Context()
@@ -38,4 +39,62 @@ func TestADeadlockWalkBackIntoTheCallersTurnLetInIsALoop(t *testing.T) {
 	assert.Equal(t, []grain.ID{x, z, y, x}, s.closesCycle(&env, nil))
 	env = queues.Envelope{Target: w, Hash: w.Hash(), Request: toW, Meta: &queues.Meta{Sender: x}}
 	assert.Equal(t, []grain.ID{x, w, y, x}, s.closesCycle(&env, nil))
+}
+
+// A tangle through stateless workers' activations: four plain grains and
+// four stateless identities of two activations each, twelve places, whose
+// turns each call the next five at once, and wait for all — everything
+// waits on everything. A walk along routes, even remembering what it
+// found of a grain, looked at more than maxCycle grains and gave no
+// verdict, and every call waited for its deadline (the chaos program,
+// -kinds plain,sw); a walk that reads each place once and settles what is
+// free finds the cycle, from any of the calls.
+func TestATangleThroughStatelessWorkersFailsFast(t *testing.T) {
+	s := walkSilo(t)
+	ctx := t.Context()
+	type place struct {
+		id   grain.ID
+		part int // a stateless activation's partition; -1 for a plain grain
+	}
+	shardOf := func(p place) (*waitShard, uint64) {
+		if p.part < 0 {
+			return s.waitsOf(p.id.Hash()), p.id.Hash()
+		}
+		return &s.parts[p.part].waits, workerWaitKey(p.id.Hash(), p.part)
+	}
+	var places []place
+	for i := range 4 {
+		places = append(places, place{grain.NewIntID("a", int64(i)), -1})
+		w := grain.NewIntID("w", int64(i))
+		places = append(places, place{w, 0}, place{w, 1})
+	}
+	calls := make([][]*queues.Request, len(places))
+	for i, from := range places {
+		shard, key := shardOf(from)
+		turn := &turnInfo{req: queues.NewRequest(ctx, nil)}
+		for d := 1; d <= 5; d++ {
+			to := places[(i+d)%len(places)]
+			r := queues.NewRequest(ctx, nil)
+			if to.part >= 0 {
+				r.SetQueuedAt(to.part)
+			}
+			shard.start(from.id, key, r, to.id, to.id.Hash(), false, false, nil, turn)
+			calls[i] = append(calls[i], r)
+		}
+	}
+	for i, from := range places {
+		for d, r := range calls[i] {
+			to := places[(i+d+1)%len(places)]
+			var at *partition
+			if to.part >= 0 {
+				at = s.parts[to.part]
+			}
+			env := queues.Envelope{Target: to.id, Hash: to.id.Hash(), Request: r, Meta: &queues.Meta{Sender: from.id}}
+			cycle := s.closesCycle(&env, at)
+			require.GreaterOrEqual(t, len(cycle), 3, "%v's call to %v", from, to)
+			assert.Equal(t, from.id, cycle[0])
+			assert.Equal(t, to.id, cycle[1])
+			assert.Equal(t, from.id, cycle[len(cycle)-1])
+		}
+	}
 }

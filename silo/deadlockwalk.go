@@ -1,0 +1,314 @@
+package silo
+
+import (
+	"slices"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/queues"
+)
+
+// walk is one deadlock walk (closesCycle): is env's caller's turn stuck,
+// waiting on env behind env's busy target, on a cycle back to it?
+//
+// The walk reads the part of the wait-for graph that env's target leads
+// to into nodes of two sorts: places — a grain (a stateless worker's
+// activation) that an ask waits behind — and turns. A place is stuck if
+// one of its turns is: it lets nothing in while it waits, so what waits
+// for it waits for all its turns. A turn is stuck if every call it made
+// is: a fan-out may wait for its first reply only. A call is stuck if
+// what it waits on is: the place it is queued behind; or, let in beside
+// a waiting turn (a reentrant grain's, a call back on its chain, one a
+// WithMayInterleave predicate takes), its own turn there, which is
+// answered once that turn's calls are. Anything the walk cannot be sure
+// of is free: a call answered or given up on, an activation not known, a
+// grain whose entry two grains of one hash share, a place past maxCycle
+// grains looked at.
+//
+// What is stuck is what is not free once freedom has spread as far as
+// it can (settle): a place whose turns are all free is free, a turn with
+// one free call is free, and so on until nothing changes — each node is
+// read once and settled in a few passes over a few dozen nodes, however
+// the grains fan out to each other (a walk along paths, one path a
+// route through the tangle, took more than maxCycle steps for four
+// grains that each called every other). env closes a cycle if its turn
+// is stuck and a path of stuck nodes leads from its target back to it;
+// a target stuck only in a loop of its own is none of env's doing.
+//
+// A walk is made by one goroutine, and reads each shard under its lock.
+type walk struct {
+	s   *Silo
+	env *queues.Envelope
+	// nodes: places and turns, the root (env's target) first
+	nodes []wnode
+	// calls: every turn's calls, a range each (wnode.from, to); dest, for
+	// each, the node it waits on (or freeCall), once the turn is read
+	calls []waitCall
+	dest  []int32
+	// members: every place's turns, a range each
+	members []int32
+	reads   int   // grains looked at, bounded by maxCycle
+	own     int32 // env's turn's node, or -1 until found
+}
+
+// wnode is a place or a turn of a walk.
+type wnode struct {
+	at    step
+	shard *waitShard
+	turn  *turnInfo // a turn's
+	place bool
+	// read: a place's calls are known (a place past maxCycle is not, and
+	// is free); followed: a turn's calls' destinations are
+	read, followed bool
+	free           bool
+	from, to       int32 // a place's turns in members; a turn's calls in calls
+}
+
+// freeCall is the destination of a call that may be answered.
+const freeCall = -1
+
+// run walks from root, env's target, whose wait is in shard, and returns
+// the cycle env closes — the grains in call order, from env's caller back
+// to it — or nil.
+func (w *walk) run(root step, shard *waitShard) []grain.ID {
+	w.own = -1
+	w.placeNode(root, shard)
+	// Breadth first: the nodes each read adds are read in turn, until none
+	// is left, or past maxCycle, whatever is left unread is free.
+	for i := 0; i < len(w.nodes); i++ {
+		if w.nodes[i].place {
+			w.readPlace(int32(i))
+		} else {
+			w.follow(int32(i))
+		}
+	}
+	if w.own < 0 {
+		return nil // the walk never came back to env's turn
+	}
+	w.settle()
+	if w.nodes[w.own].free {
+		return nil // env's turn may go on at another call's reply
+	}
+	path := w.pathBack()
+	if path == nil || !w.stillStuck() {
+		return nil
+	}
+	return path
+}
+
+// placeNode returns the node of the place at, whose wait is in shard,
+// adding it unread if the walk has none.
+func (w *walk) placeNode(at step, shard *waitShard) int32 {
+	for i := range w.nodes {
+		if n := &w.nodes[i]; n.place && n.at == at {
+			return int32(i)
+		}
+	}
+	w.nodes = append(w.nodes, wnode{at: at, shard: shard, place: true})
+	return int32(len(w.nodes) - 1)
+}
+
+// turnNode returns the node of turn, of the grain at at, with calls, all
+// of that turn's, adding it if the walk has none. A turn is found from
+// its place, and from an ask let in that it handles: one node for both.
+func (w *walk) turnNode(at step, shard *waitShard, turn *turnInfo, calls []waitCall) int32 {
+	if turn != nil {
+		for i := range w.nodes {
+			if n := &w.nodes[i]; !n.place && n.turn == turn && n.at == at {
+				return int32(i)
+			}
+		}
+	}
+	from := int32(len(w.calls))
+	for _, c := range calls {
+		if c.req == w.env.Request {
+			w.own = int32(len(w.nodes))
+		}
+		w.calls = append(w.calls, c)
+		w.dest = append(w.dest, freeCall)
+	}
+	w.nodes = append(w.nodes, wnode{at: at, shard: shard, turn: turn, from: from, to: int32(len(w.calls))})
+	return int32(len(w.nodes) - 1)
+}
+
+// readPlace reads the calls out of place i, a node for each of its
+// turns.
+func (w *walk) readPlace(i int32) {
+	if w.reads++; w.reads > maxCycle {
+		return // unread: free
+	}
+	at, shard := w.nodes[i].at, w.nodes[i].shard
+	calls := shard.placeCalls(at.id, at.key, w.s.holdsWhileWaiting(at.id))
+	from := int32(len(w.members))
+	for j, c := range calls {
+		if slices.ContainsFunc(calls[:j], func(d waitCall) bool { return d.turn == c.turn }) {
+			continue // that turn's node is made
+		}
+		var turn []waitCall
+		for _, d := range calls[j:] {
+			if d.turn == c.turn {
+				turn = append(turn, d)
+			}
+		}
+		w.members = append(w.members, w.turnNode(at, shard, c.turn, turn))
+	}
+	n := &w.nodes[i]
+	n.read, n.from, n.to = true, from, int32(len(w.members))
+}
+
+// follow finds what each call of turn i waits on.
+func (w *walk) follow(i int32) {
+	for k := w.nodes[i].from; k < w.nodes[i].to; k++ {
+		w.dest[k] = w.destOf(w.calls[k])
+	}
+	w.nodes[i].followed = true
+}
+
+// destOf returns the node c, a call of a turn of the walk's, waits on:
+// the place it is queued behind; its own turn, let in beside the
+// target's waiting turn; or freeCall.
+func (w *walk) destOf(c waitCall) int32 {
+	if c.req == w.env.Request {
+		return 0 // env waits behind its target: the root
+	}
+	s, req, next := w.s, c.req, c.target
+	if req.Resolved() || req.Abandoned() {
+		return freeCall // the call is over, or given up on
+	}
+	part, key, ok := s.waitsAt(next, c.thash, req)
+	if !ok {
+		return freeCall // not known which of next's activations req waits behind
+	}
+	shard := &s.parts[part].waits
+	at := step{id: next, key: key}
+	if req.Interleave && !req.InLine() && !shard.leaving(next, key) ||
+		(c.letIn || !s.holdsWhileWaiting(next)) && !shard.hookWaits(next, key) {
+		// next lets req in while it waits: a call back on a waiting turn's
+		// chain — unless it was put in line behind next's turns, the turn
+		// on its chain gone, or next is on its way out — or one its kind
+		// lets in (an activating grain lets nothing in). It is answered
+		// once its own turn ends: at once, if that has not begun or waits
+		// on nothing; else once that turn's calls are.
+		if w.reads++; w.reads > maxCycle {
+			return freeCall
+		}
+		calls := shard.turnCalls(next, key, req)
+		if len(calls) == 0 {
+			return freeCall
+		}
+		return w.turnNode(at, shard, calls[0].turn, calls)
+	}
+	return w.placeNode(at, shard)
+}
+
+// settle marks free every node that is: a place not read, or whose turns
+// all are; a turn not followed, or with a call that may be answered.
+// Freedom only spreads, so passes until one changes nothing reach the
+// least set of free nodes — the rest are stuck, each on stuck nodes.
+func (w *walk) settle() {
+	for changed := true; changed; {
+		changed = false
+		for i := len(w.nodes) - 1; i >= 0; i-- {
+			if n := &w.nodes[i]; !n.free && w.freeNow(n) {
+				n.free, changed = true, true
+			}
+		}
+	}
+}
+
+// freeNow reports whether n is free, given what is free so far.
+func (w *walk) freeNow(n *wnode) bool {
+	if n.place {
+		if !n.read {
+			return true
+		}
+		for _, t := range w.members[n.from:n.to] {
+			if !w.nodes[t].free {
+				return false
+			}
+		}
+		return true
+	}
+	if !n.followed {
+		return true
+	}
+	for _, d := range w.dest[n.from:n.to] {
+		if d == freeCall || w.nodes[d].free {
+			return true
+		}
+	}
+	return n.from == n.to
+}
+
+// pathBack returns the cycle, from env's caller through its target along
+// stuck nodes back to env's turn, or nil if no such path is: the grains
+// each call of the path waits on, in order.
+func (w *walk) pathBack() []grain.ID {
+	prev := make([]int32, len(w.nodes))
+	for i := range prev {
+		prev[i] = -2 // not reached
+	}
+	prev[0] = -1
+	queue := []int32{0}
+	for len(queue) > 0 && prev[w.own] == -2 {
+		i := queue[0]
+		queue = queue[1:]
+		n := &w.nodes[i]
+		next := w.dest[n.from:n.to]
+		if n.place {
+			next = w.members[n.from:n.to]
+		}
+		for _, j := range next {
+			if j != freeCall && !w.nodes[j].free && prev[j] == -2 {
+				prev[j] = i
+				queue = append(queue, j)
+			}
+		}
+	}
+	if prev[w.own] == -2 {
+		return nil // env's target is stuck on a loop of its own: none of env's doing
+	}
+	var back []grain.ID // the path's calls' targets, last first
+	for j := w.own; j != 0; j = prev[j] {
+		if !w.nodes[prev[j]].place { // a turn's call: into another grain
+			back = append(back, w.nodes[j].at.id)
+		}
+	}
+	cycle := append(make([]grain.ID, 0, len(back)+2), w.env.Sender(), w.env.Target)
+	for i := len(back) - 1; i >= 0; i-- {
+		cycle = append(cycle, back[i])
+	}
+	return cycle
+}
+
+// stillStuck is the second look (closesCycle): env's turn is stuck on
+// the calls of the stuck turns it waits on, every one of theirs, and of
+// one stuck turn of each place they wait behind; if every one of those
+// is still pending, every one was when the walk read it, and none can
+// be answered.
+func (w *walk) stillStuck() bool {
+	seen := make([]bool, len(w.nodes))
+	todo := []int32{w.own}
+	seen[w.own] = true
+	for len(todo) > 0 {
+		n := &w.nodes[todo[len(todo)-1]]
+		todo = todo[:len(todo)-1]
+		if n.place {
+			i := slices.IndexFunc(w.members[n.from:n.to], func(t int32) bool { return !w.nodes[t].free })
+			if t := w.members[int(n.from)+i]; !seen[t] {
+				seen[t] = true
+				todo = append(todo, t)
+			}
+			continue
+		}
+		for k := n.from; k < n.to; k++ {
+			if r := w.calls[k].req; r.Resolved() || r.Abandoned() {
+				return false
+			}
+			if d := w.dest[k]; !seen[d] {
+				seen[d] = true
+				todo = append(todo, d)
+			}
+		}
+	}
+	return true
+}
