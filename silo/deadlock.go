@@ -64,18 +64,20 @@ import (
 // the hook's calls are edges no more (waitShard.dropHook).
 
 // breakDeadlock fails env, an ask from a grain's turn about to wait behind
-// its busy target, if it closes a cycle, and reports whether it did. Owners
+// a, its busy target, if it closes a cycle, and reports whether it did.
+// Owner only: the walk is p's (partition.walk). Owners
 // of two partitions can each find the same cycle at once, from its two
 // newest asks; the verdict is taken again under a lock of the silo's, and
 // failing an ask marks it answered, so only one of them is failed. The lock
 // is taken only when a cycle was seen.
-func (s *Silo) breakDeadlock(env *queues.Envelope, at *partition) bool {
-	if s.closesCycle(env, at) == nil {
+func (p *partition) breakDeadlock(env *queues.Envelope, a *act) bool {
+	s, at := p.s, p.workerAt(a)
+	if s.closesCycle(&p.walk, env, at) == nil {
 		return false
 	}
 	s.deadlockMu.Lock()
 	defer s.deadlockMu.Unlock()
-	cycle := s.closesCycle(env, at)
+	cycle := s.closesCycle(&p.walk, env, at)
 	if cycle == nil {
 		return false
 	}
@@ -158,7 +160,7 @@ func (p *partition) rewalk(call queues.Envelope) bool {
 	if at == nil {
 		return false
 	}
-	if env := *at; !p.s.breakDeadlock(&env, p.workerAt(a)) {
+	if env := *at; !p.breakDeadlock(&env, a) {
 		return false
 	}
 	p.popAsk(a, req)
@@ -209,7 +211,7 @@ func (p *partition) rewalkBehind(a *act) bool {
 	})
 	failed := false
 	for i := range asks {
-		if p.s.breakDeadlock(&asks[i], p.workerAt(a)) {
+		if p.breakDeadlock(&asks[i], a) {
 			p.popAsk(a, asks[i].Request)
 			failed = true
 		}
@@ -432,54 +434,42 @@ func (e *waitEdge) allHook(id grain.ID) bool {
 	return true
 }
 
-// placeCalls returns the calls out of id (whose hash, or activation's
-// key, is h) that a walk follows, an ask waiting behind it: its one call;
-// or, with several, every one, if it lets nothing in while it waits —
-// blocks, that its kind does not (holdsWhileWaiting), or every call is a
-// hook call (allHook) — and nil if it lets asks in (it is no place of a
-// walk then), or if the entry is another grain's or shared (mixed).
-func (w *waitShard) placeCalls(id grain.ID, h uint64, blocks bool) []waitCall {
+// placeCalls appends to buf, and returns, the calls out of id (whose
+// hash, or activation's key, is h) that a walk follows, an ask waiting
+// behind it: its one call; or, with several, every one, if it lets
+// nothing in while it waits — blocks, that its kind does not
+// (holdsWhileWaiting), or every call is a hook call (allHook) — and none
+// if it lets asks in (it is no place of a walk then), or if the entry is
+// another grain's or shared (mixed).
+func (w *waitShard) placeCalls(id grain.ID, h uint64, blocks bool, buf []waitCall) []waitCall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
 	if !ok || e.id != id || e.mixed || len(e.more) > 0 && !blocks && !e.allHook(id) {
-		return nil
+		return buf
 	}
-	return append([]waitCall{e.waitCall}, e.more...)
+	return append(append(buf, e.waitCall), e.more...)
 }
 
-// turnCalls returns the calls out of id (whose hash, or activation's key,
-// is h) that the turn handling req made: req, let in beside id's waiting
-// turn, runs, and waits on them.
-func (w *waitShard) turnCalls(id grain.ID, h uint64, req *queues.Request) []waitCall {
+// turnCalls appends to buf, and returns, the calls out of id (whose
+// hash, or activation's key, is h) that the turn handling req made: req,
+// let in beside id's waiting turn, runs, and waits on them.
+func (w *waitShard) turnCalls(id grain.ID, h uint64, req *queues.Request, buf []waitCall) []waitCall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
 	if !ok || e.id != id || e.mixed {
-		return nil
+		return buf
 	}
-	var calls []waitCall
 	if e.askOf() == req {
-		calls = append(calls, e.waitCall)
+		buf = append(buf, e.waitCall)
 	}
 	for _, c := range e.more {
 		if c.askOf() == req {
-			calls = append(calls, c)
+			buf = append(buf, c)
 		}
 	}
-	return calls
-}
-
-// calls reports whether req is a call out of id, whose hash (or
-// activation's key, workerWaitKey) is h.
-func (w *waitShard) calls(id grain.ID, h uint64, req *queues.Request) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	e, ok := w.m[h]
-	if !ok || e.id != id {
-		return false
-	}
-	return e.req == req || slices.ContainsFunc(e.more, func(c waitCall) bool { return c.req == req })
+	return buf
 }
 
 // blocksWhileWaiting reports whether id's waits close deadlocks: its kind
@@ -535,8 +525,9 @@ const maxCycle = 64
 
 // closesCycle reports the cycle that env, an ask from a grain's turn about to
 // wait behind its busy target, would close — the grains in call order, from
-// its caller back to it — or nil; at is the partition of the target's
-// activation if the target is a stateless worker's, else nil. A stateless
+// its caller back to it — or nil, walked with w's buffers; at is the
+// partition of the target's activation if the target is a stateless
+// worker's, else nil. A stateless
 // worker's activations share an identity, and their waits are kept by
 // activation (workerWaitKey): further on, the walk finds the activation an
 // ask to one waits behind by where the ask was queued (Request.QueuedAt),
@@ -546,7 +537,7 @@ const maxCycle = 64
 // owner, before any message sent after it arrives) — and nowhere else: the
 // owner lets an ask in once a turn waits, which the edge may show before
 // the owner knows it.
-func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
+func (s *Silo) closesCycle(w *walk, env *queues.Envelope, at *partition) []grain.ID {
 	caller := env.Sender()
 	shut := s.waitsOf(env.Hash).hookWaits(env.Target, env.Hash) // the target lets nothing in while it waits
 	if caller.IsZero() || env.Meta.MayInterleave && !shut ||
@@ -566,8 +557,7 @@ func (s *Silo) closesCycle(env *queues.Envelope, at *partition) []grain.ID {
 	if at != nil {
 		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
 	}
-	w := walk{s: s, env: env}
-	return w.run(step{id: env.Target, key: key}, shard)
+	return w.run(s, env, step{id: env.Target, key: key}, shard)
 }
 
 // step is a grain on a walk's path, with the key of its wait in its

@@ -34,18 +34,23 @@ import (
 // is stuck and a path of stuck nodes leads from its target back to it;
 // a target stuck only in a loop of its own is none of env's doing.
 //
-// A walk is made by one goroutine, and reads each shard under its lock.
+// A walk is made by one goroutine: an owner keeps one between its walks
+// (partition.walk), whose buffers keep their room, so that a walk
+// allocates nothing once they have grown.
 type walk struct {
 	s   *Silo
 	env *queues.Envelope
 	// nodes: places and turns, the root (env's target) first
 	nodes []wnode
 	// calls: every turn's calls, a range each (wnode.from, to); dest, for
-	// each, the node it waits on (or freeCall), once the turn is read
+	// each, the node it waits on (or freeCall), once the turn is followed
 	calls []waitCall
 	dest  []int32
 	// members: every place's turns, a range each
 	members []int32
+	read    []waitCall // what a shard read returned
+	marks   []int32    // pathBack's and stillStuck's, a mark a node
+	queue   []int32
 	reads   int   // grains looked at, bounded by maxCycle
 	own     int32 // env's turn's node, or -1 until found
 }
@@ -69,8 +74,10 @@ const freeCall = -1
 // run walks from root, env's target, whose wait is in shard, and returns
 // the cycle env closes — the grains in call order, from env's caller back
 // to it — or nil.
-func (w *walk) run(root step, shard *waitShard) []grain.ID {
-	w.own = -1
+func (w *walk) run(s *Silo, env *queues.Envelope, root step, shard *waitShard) []grain.ID {
+	w.s, w.env, w.reads, w.own = s, env, 0, -1
+	w.nodes, w.calls, w.dest, w.members = w.nodes[:0], w.calls[:0], w.dest[:0], w.members[:0]
+	defer w.drop()
 	w.placeNode(root, shard)
 	// Breadth first: the nodes each read adds are read in turn, until none
 	// is left, or past maxCycle, whatever is left unread is free.
@@ -95,6 +102,15 @@ func (w *walk) run(root step, shard *waitShard) []grain.ID {
 	return path
 }
 
+// drop lets go of what the walk read: a partition's buffers would keep
+// the requests and turns alive until its next walk.
+func (w *walk) drop() {
+	clear(w.nodes)
+	clear(w.calls)
+	clear(w.read[:cap(w.read)])
+	w.s, w.env = nil, nil
+}
+
 // placeNode returns the node of the place at, whose wait is in shard,
 // adding it unread if the walk has none.
 func (w *walk) placeNode(at step, shard *waitShard) int32 {
@@ -107,9 +123,10 @@ func (w *walk) placeNode(at step, shard *waitShard) int32 {
 	return int32(len(w.nodes) - 1)
 }
 
-// turnNode returns the node of turn, of the grain at at, with calls, all
-// of that turn's, adding it if the walk has none. A turn is found from
-// its place, and from an ask let in that it handles: one node for both.
+// turnNode returns the node of turn, of the grain at at, whose calls are
+// those of calls that turn made, adding it if the walk has none. A turn
+// is found from its place, and from an ask let in that it handles: one
+// node for both.
 func (w *walk) turnNode(at step, shard *waitShard, turn *turnInfo, calls []waitCall) int32 {
 	if turn != nil {
 		for i := range w.nodes {
@@ -120,6 +137,9 @@ func (w *walk) turnNode(at step, shard *waitShard, turn *turnInfo, calls []waitC
 	}
 	from := int32(len(w.calls))
 	for _, c := range calls {
+		if c.turn != turn {
+			continue
+		}
 		if c.req == w.env.Request {
 			w.own = int32(len(w.nodes))
 		}
@@ -137,19 +157,14 @@ func (w *walk) readPlace(i int32) {
 		return // unread: free
 	}
 	at, shard := w.nodes[i].at, w.nodes[i].shard
-	calls := shard.placeCalls(at.id, at.key, w.s.holdsWhileWaiting(at.id))
+	w.read = shard.placeCalls(at.id, at.key, w.s.holdsWhileWaiting(at.id), w.read[:0])
 	from := int32(len(w.members))
-	for j, c := range calls {
-		if slices.ContainsFunc(calls[:j], func(d waitCall) bool { return d.turn == c.turn }) {
+	for j, c := range w.read {
+		if slices.ContainsFunc(w.read[:j], func(d waitCall) bool { return d.turn == c.turn }) {
 			continue // that turn's node is made
 		}
-		var turn []waitCall
-		for _, d := range calls[j:] {
-			if d.turn == c.turn {
-				turn = append(turn, d)
-			}
-		}
-		w.members = append(w.members, w.turnNode(at, shard, c.turn, turn))
+		t := w.turnNode(at, shard, c.turn, w.read[j:])
+		w.members = append(w.members, t)
 	}
 	n := &w.nodes[i]
 	n.read, n.from, n.to = true, from, int32(len(w.members))
@@ -158,7 +173,8 @@ func (w *walk) readPlace(i int32) {
 // follow finds what each call of turn i waits on.
 func (w *walk) follow(i int32) {
 	for k := w.nodes[i].from; k < w.nodes[i].to; k++ {
-		w.dest[k] = w.destOf(w.calls[k])
+		d := w.destOf(w.calls[k]) // which may add to w.dest: not in one statement
+		w.dest[k] = d
 	}
 	w.nodes[i].followed = true
 }
@@ -191,11 +207,11 @@ func (w *walk) destOf(c waitCall) int32 {
 		if w.reads++; w.reads > maxCycle {
 			return freeCall
 		}
-		calls := shard.turnCalls(next, key, req)
-		if len(calls) == 0 {
+		w.read = shard.turnCalls(next, key, req, w.read[:0])
+		if len(w.read) == 0 {
 			return freeCall
 		}
-		return w.turnNode(at, shard, calls[0].turn, calls)
+		return w.turnNode(at, shard, w.read[0].turn, w.read)
 	}
 	return w.placeNode(at, shard)
 }
@@ -243,12 +259,9 @@ func (w *walk) freeNow(n *wnode) bool {
 // stuck nodes back to env's turn, or nil if no such path is: the grains
 // each call of the path waits on, in order.
 func (w *walk) pathBack() []grain.ID {
-	prev := make([]int32, len(w.nodes))
-	for i := range prev {
-		prev[i] = -2 // not reached
-	}
+	prev := w.mark(-2) // -2: not reached
 	prev[0] = -1
-	queue := []int32{0}
+	queue := append(w.queue[:0], 0)
 	for len(queue) > 0 && prev[w.own] == -2 {
 		i := queue[0]
 		queue = queue[1:]
@@ -286,16 +299,16 @@ func (w *walk) pathBack() []grain.ID {
 // is still pending, every one was when the walk read it, and none can
 // be answered.
 func (w *walk) stillStuck() bool {
-	seen := make([]bool, len(w.nodes))
-	todo := []int32{w.own}
-	seen[w.own] = true
+	seen := w.mark(0)
+	todo := append(w.queue[:0], w.own)
+	seen[w.own] = 1
 	for len(todo) > 0 {
 		n := &w.nodes[todo[len(todo)-1]]
 		todo = todo[:len(todo)-1]
 		if n.place {
 			i := slices.IndexFunc(w.members[n.from:n.to], func(t int32) bool { return !w.nodes[t].free })
-			if t := w.members[int(n.from)+i]; !seen[t] {
-				seen[t] = true
+			if t := w.members[int(n.from)+i]; seen[t] == 0 {
+				seen[t] = 1
 				todo = append(todo, t)
 			}
 			continue
@@ -304,11 +317,20 @@ func (w *walk) stillStuck() bool {
 			if r := w.calls[k].req; r.Resolved() || r.Abandoned() {
 				return false
 			}
-			if d := w.dest[k]; !seen[d] {
-				seen[d] = true
+			if d := w.dest[k]; seen[d] == 0 {
+				seen[d] = 1
 				todo = append(todo, d)
 			}
 		}
 	}
 	return true
+}
+
+// mark returns w.marks, a mark for each node, each set to v.
+func (w *walk) mark(v int32) []int32 {
+	w.marks = slices.Grow(w.marks[:0], len(w.nodes))[:len(w.nodes)]
+	for i := range w.marks {
+		w.marks[i] = v
+	}
+	return w.marks
 }

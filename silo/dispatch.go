@@ -148,7 +148,7 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			// several: where a walk that reaches it looks (closesCycle).
 			env.Request.SetQueuedAt(p.idx)
 		}
-		if a.busy() && p.s.breakDeadlock(env, p.workerAt(a)) {
+		if a.busy() && p.breakDeadlock(env, a) {
 			return true
 		}
 	}

@@ -146,6 +146,7 @@ type partition struct {
 	idleQuiet atomic.Bool
 	idleLen   atomic.Int64 // grains in the idle wheel at the last idle tick (memory.go)
 	waits     waitShard    // the wait-for edges of this partition's grains (deadlock.go)
+	walk      walk         // the owner's deadlock walks' buffers (deadlockwalk.go)
 	// firstsOut: activation turns whose factory or hook failed, handing
 	// their first message back to the owner (turnResult.firstOut); a
 	// closing partition does not stop before it has them (stopped)

@@ -34,15 +34,15 @@ func TestADeadlockWalkFindsAStatelessActivationByWhereTheAskWaits(t *testing.T) 
 	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil, nil)
 	// w's ask, queued behind a, whose turn waits on w.
 	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
-	assert.Nil(t, s.closesCycle(&env, nil), "where a's ask waits unknown: no verdict")
+	assert.Nil(t, s.closesCycle(new(walk), &env, nil), "where a's ask waits unknown: no verdict")
 	fromA.SetQueuedAt(0)
-	assert.Nil(t, s.closesCycle(&env, nil), "behind the other activation, which will answer")
+	assert.Nil(t, s.closesCycle(new(walk), &env, nil), "behind the other activation, which will answer")
 	fromA.SetQueuedAt(7)
-	assert.Nil(t, s.closesCycle(&env, nil), "a partition the silo does not have")
+	assert.Nil(t, s.closesCycle(new(walk), &env, nil), "a partition the silo does not have")
 	fromA.SetQueuedAt(1)
-	assert.Equal(t, []grain.ID{w, a, w}, s.closesCycle(&env, nil), "behind the activation whose call env is")
+	assert.Equal(t, []grain.ID{w, a, w}, s.closesCycle(new(walk), &env, nil), "behind the activation whose call env is")
 	fromA.Abandon()
-	assert.Nil(t, s.closesCycle(&env, nil), "a's caller gave up: it will not wait")
+	assert.Nil(t, s.closesCycle(new(walk), &env, nil), "a's caller gave up: it will not wait")
 }
 
 // walkSilo returns a silo, not started, of two partitions, for a deadlock
@@ -484,21 +484,21 @@ func TestADeadlockWalkTellsAStatelessIdentitysActivationsApartAlongItsPath(t *te
 	fromP := call(p, s.waitsOf(p.Hash()), p.Hash(), w)
 
 	// p's ask, about to wait behind w's activation in partition 1.
-	assert.Equal(t, []grain.ID{p, w, q, w, p}, s.closesCycle(send(p, w, fromP), s.parts[1]),
+	assert.Equal(t, []grain.ID{p, w, q, w, p}, s.closesCycle(new(walk), send(p, w, fromP), s.parts[1]),
 		"the cycle through both activations")
-	assert.Equal(t, []grain.ID{p, w, p}, s.closesCycle(send(p, w, fromP), s.parts[0]),
+	assert.Equal(t, []grain.ID{p, w, p}, s.closesCycle(new(walk), send(p, w, fromP), s.parts[0]),
 		"behind the other one, which waits on p")
 
 	// w's ask from partition 1, about to wait behind q's turn, which waits
 	// on w's other activation: the walk goes on through it.
 	fromP.SetQueuedAt(1)
-	assert.Equal(t, []grain.ID{w, q, w, p, w}, s.closesCycle(send(w, q, fromW1), nil),
+	assert.Equal(t, []grain.ID{w, q, w, p, w}, s.closesCycle(new(walk), send(w, q, fromW1), nil),
 		"the caller's identity, but another activation: on through it")
 	fromP.SetQueuedAt(0)
-	assert.Nil(t, s.closesCycle(send(w, q, fromW1), nil),
+	assert.Nil(t, s.closesCycle(new(walk), send(w, q, fromW1), nil),
 		"p waits behind the activation in partition 0 too: a loop that w's call is not on")
 
 	fromW0.Abandon()
 	fromP.SetQueuedAt(1)
-	assert.Nil(t, s.closesCycle(send(w, q, fromW1), nil), "one call on the way given up on: no verdict")
+	assert.Nil(t, s.closesCycle(new(walk), send(w, q, fromW1), nil), "one call on the way given up on: no verdict")
 }

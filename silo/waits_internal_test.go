@@ -22,7 +22,7 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	a, b, c := grain.NewID("k", "a"), grain.NewID("k", "b"), grain.NewID("k", "c")
 	r1, r2, r3 := queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil)
 	follows := func(id grain.ID) *queues.Request {
-		if calls := w.placeCalls(id, 1, false); len(calls) == 1 {
+		if calls := w.placeCalls(id, 1, false, nil); len(calls) == 1 {
 			return calls[0].req
 		}
 		return nil
@@ -34,7 +34,7 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	assert.Nil(t, follows(a), "two calls out")
 	w.end(1, r1, nil)
 	assert.Same(t, r2, follows(a), "the one left")
-	one := w.placeCalls(a, 1, false)
+	one := w.placeCalls(a, 1, false, nil)
 	assert.Equal(t, c, one[0].target)
 	assert.Equal(t, uint64(3), one[0].thash)
 	w.start(a, 1, r1, b, 2, false, false, nil, nil)
@@ -61,7 +61,7 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	w.hold(a, 1, &held)
 	w.start(a, 1, r3, c, 3, false, false, &held, nil)
 	assert.True(t, w.hookWaits(a, 1), "three calls out, every one held: it lets nothing in")
-	assert.Len(t, w.placeCalls(a, 1, false), 3)
+	assert.Len(t, w.placeCalls(a, 1, false, nil), 3)
 	assert.Nil(t, follows(a), "which one it waits on is not known")
 	w.end(1, r1, nil)
 	w.end(1, r3, nil)
@@ -74,8 +74,8 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	assert.False(t, w.hookWaits(a, 1), "a grain that is not held")
 	w.start(a, 1, r2, c, 3, false, false, &held, nil)
 	assert.False(t, w.hookWaits(a, 1), "one call not held: an instance before the Stop's")
-	assert.Nil(t, w.placeCalls(a, 1, false))
-	assert.Len(t, w.placeCalls(a, 1, true), 2, "a kind that lets nothing in: every call")
+	assert.Nil(t, w.placeCalls(a, 1, false, nil))
+	assert.Len(t, w.placeCalls(a, 1, true, nil), 2, "a kind that lets nothing in: every call")
 	w.end(1, r1, nil)
 	w.end(1, r2, nil)
 

@@ -36,9 +36,9 @@ func TestADeadlockWalkBackIntoTheCallersTurnLetInIsALoop(t *testing.T) {
 	call(z, y, &turnInfo{})
 	call(w, y, &turnInfo{})
 	env := queues.Envelope{Target: z, Hash: z.Hash(), Request: toZ, Meta: &queues.Meta{Sender: x}}
-	assert.Equal(t, []grain.ID{x, z, y, x}, s.closesCycle(&env, nil))
+	assert.Equal(t, []grain.ID{x, z, y, x}, s.closesCycle(new(walk), &env, nil))
 	env = queues.Envelope{Target: w, Hash: w.Hash(), Request: toW, Meta: &queues.Meta{Sender: x}}
-	assert.Equal(t, []grain.ID{x, w, y, x}, s.closesCycle(&env, nil))
+	assert.Equal(t, []grain.ID{x, w, y, x}, s.closesCycle(new(walk), &env, nil))
 }
 
 // A tangle through stateless workers' activations: four plain grains and
@@ -90,11 +90,71 @@ func TestATangleThroughStatelessWorkersFailsFast(t *testing.T) {
 				at = s.parts[to.part]
 			}
 			env := queues.Envelope{Target: to.id, Hash: to.id.Hash(), Request: r, Meta: &queues.Meta{Sender: from.id}}
-			cycle := s.closesCycle(&env, at)
+			cycle := s.closesCycle(new(walk), &env, at)
 			require.GreaterOrEqual(t, len(cycle), 3, "%v's call to %v", from, to)
 			assert.Equal(t, from.id, cycle[0])
 			assert.Equal(t, to.id, cycle[1])
 			assert.Equal(t, from.id, cycle[len(cycle)-1])
 		}
+	}
+}
+
+// BenchmarkDeadlockWalk measures closesCycle, an ask from a grain's turn
+// queued behind a busy grain: a walk to a grain that waits on nothing
+// (free), around a cycle of two and of eight grains, and through the
+// tangle of TestATangleThroughStatelessWorkersFailsFast's shape of plain
+// grains (every grain's turn calls the next five at once), with the
+// buffers an owner keeps between its walks.
+func BenchmarkDeadlockWalk(b *testing.B) {
+	s, err := New(Config{Partitions: 2})
+	require.NoError(b, err)
+	b.Cleanup(func() { _ = s.Close() })
+	require.NoError(b, Register(s, "a", func(grain.ID) *nopGrain { return &nopGrain{} }))
+	ctx := b.Context()
+	// ring makes n grains whose turns each call the next fan grains at
+	// once, and returns the first one's call to the second.
+	ring := func(n, fan int) (env queues.Envelope) {
+		ids := make([]grain.ID, n)
+		for i := range ids {
+			ids[i] = grain.NewIntID("a", int64(1000*n+100*fan+i))
+		}
+		for i, from := range ids {
+			turn := &turnInfo{req: queues.NewRequest(ctx, nil)}
+			for d := 1; d <= fan; d++ {
+				to := ids[(i+d)%n]
+				r := queues.NewRequest(ctx, nil)
+				s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn)
+				if i == 0 && d == 1 {
+					env = queues.Envelope{Target: to, Hash: to.Hash(), Request: r, Meta: &queues.Meta{Sender: from}}
+				}
+			}
+		}
+		return env
+	}
+	// free: a0 calls a1, which calls a2, which waits on nothing.
+	a := []grain.ID{grain.NewIntID("a", 1), grain.NewIntID("a", 2), grain.NewIntID("a", 3)}
+	r0, r1 := queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil)
+	s.waitsOf(a[0].Hash()).start(a[0], a[0].Hash(), r0, a[1], a[1].Hash(), false, false, nil, &turnInfo{})
+	s.waitsOf(a[1].Hash()).start(a[1], a[1].Hash(), r1, a[2], a[2].Hash(), false, false, nil, &turnInfo{})
+	cases := []struct {
+		name  string
+		env   queues.Envelope
+		cycle bool
+	}{
+		{"free", queues.Envelope{Target: a[1], Hash: a[1].Hash(), Request: r0, Meta: &queues.Meta{Sender: a[0]}}, false},
+		{"cycle2", ring(2, 1), true},
+		{"cycle8", ring(8, 1), true},
+		{"tangle12", ring(12, 5), true},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var w walk // an owner's, kept between its walks
+			for b.Loop() {
+				if got := s.closesCycle(&w, &c.env, nil); (got != nil) != c.cycle {
+					b.Fatalf("cycle %v", got)
+				}
+			}
+		})
 	}
 }
