@@ -172,6 +172,8 @@ func (p *partition) rewalk(call queues.Envelope) bool {
 // the next grain of c.up: the turns of a grain on a's turn's call chain
 // wait on a through a call that runs in it, and a cycle through a's stuck
 // turn may be closed by an ask behind one of them as well as behind a.
+// Which of a stateless identity's activations a turn of the chain runs in
+// is not known: behind each of them in turn, then.
 func (p *partition) rewalkUp(c ctl) {
 	a := c.a
 	if a == nil {
@@ -181,17 +183,37 @@ func (p *partition) rewalkUp(c ctl) {
 		return
 	}
 	s := p.s
+	if c.a == nil && s.isWorker(c.first.Target) {
+		if next, ok := s.nextWorkerPart(c.first.Target, c.first.Hash, p.idx); ok {
+			s.parts[next].q.PushControl(c)
+			return
+		}
+	}
 	for len(c.up) > 0 {
 		l := c.up[len(c.up)-1]
 		c.up = c.up[:len(c.up)-1]
-		if l.Silo != s.incarnation || s.isWorker(l.ID) {
-			continue // another silo's grain; or a stateless identity's, whose activation is not known
+		if l.Silo != s.incarnation {
+			continue // another silo's grain
 		}
 		h := l.ID.Hash()
 		c.a, c.first = nil, queues.Envelope{Target: l.ID, Hash: h}
-		s.parts[s.locator.LocateHash(h).Partition].q.PushControl(c)
+		s.parts[s.locator.LocateHash(h).Partition].q.PushControl(c) // a stateless identity's first activation's, if any
 		return
 	}
+}
+
+// nextWorkerPart returns the partition of the activation of id, a
+// stateless identity whose hash is h, that follows the one in partition
+// cur, if the identity may have one there.
+func (s *Silo) nextWorkerPart(id grain.ID, h uint64, cur int) (int, bool) {
+	k := s.kinds[id.Kind()]
+	n := len(s.parts)
+	base := s.locator.LocateHash(h).Partition
+	i := (cur - base + n) % n
+	if k == nil || i+1 >= k.workers {
+		return 0, false
+	}
+	return s.workerPart(base, i+1).idx, true
 }
 
 // rewalkBehind walks again from each ask that waits behind a, whose turn

@@ -3,9 +3,11 @@ package silo_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/granary-go/granary/grain"
@@ -435,4 +437,90 @@ func callAtOnce(ctx context.Context, s *silo.Silo, msg string, ids ...grain.ID) 
 		all[i] = <-errs
 	}
 	return errors.Join(all...)
+}
+
+// A fan-out stuck once one call is answered, on a cycle closed behind a
+// stateless worker's activation on its turn's call chain: each of w's two
+// activations calls a fan-out grain, a1 and a2, whose turns call b and c
+// at once (b1 and c1, b2 and c2); each c calls d, behind d's turn, which
+// (another chain) calls w — behind one of its activations, both busy.
+// Once the bs answer, the as' turns are stuck; nothing waits behind
+// them, and their calls left run in the cs: the asks behind the grains of
+// their chains are walked again (partition.rewalkUp) — behind each of w's
+// activations, which one a chain's turn runs in being unknown — and d's
+// fails. (A stateless identity on the chain was passed over, and every
+// call waited for its deadline: found by the chaos program, -kinds
+// plain,sw.)
+func TestAFanOutStuckOnACycleClosedBehindAStatelessCallerFailsFast(t *testing.T) {
+	in, gate := map[string]chan struct{}{}, map[string]chan struct{}{}
+	for _, k := range []string{"b1", "b2", "c1", "c2", "d"} {
+		in[k], gate[k] = make(chan struct{}, 1), make(chan struct{})
+	}
+	w, d := grain.NewID("sw", "w"), grain.NewID("hold", "d")
+	s := newSilo(t, silo.Config{Partitions: 2}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "sw", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "w-ok", nil
+				}
+				return silo.Call[string](ctx, s, grain.NewID("fan", msg.(string)), "go")
+			}
+		}, silo.WithStatelessWorker(2)))
+		require.NoError(t, silo.Register(s, "fan", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+				n := id.Key()[1:]
+				return "a-ok", callAtOnce(ctx, s, "ping", grain.NewID("gate", "b"+n), grain.NewID("relay", "c"+n))
+			}
+		}))
+		require.NoError(t, silo.Register(s, "gate", func(id grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) {
+				in[id.Key()] <- struct{}{}
+				<-gate[id.Key()]
+				return "open", nil
+			}
+		}))
+		require.NoError(t, silo.Register(s, "relay", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+				in[id.Key()] <- struct{}{}
+				return silo.Call[string](ctx, s, d, "hi")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "hold", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "d-ok", nil
+				}
+				in["d"] <- struct{}{}
+				<-gate["d"]
+				return silo.Call[string](ctx, s, w, "hi")
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromD := askAsync(ctx, s, d, "go")
+	<-in["d"]
+	var fromW []<-chan error
+	for n := range 2 {
+		k := strconv.Itoa(n + 1)
+		fromW = append(fromW, askAsync(ctx, s, w, "a"+k)) // the second goes to w's other activation, the first busy
+		<-in["b"+k]
+		<-in["c"+k]
+		waitBacklog(t, s, n+1) // c's call waits behind d's turn
+	}
+	close(gate["d"])
+	waitBacklog(t, s, 3) // d's call waits behind an activation of w: the as may go on at the bs' replies
+	close(gate["b1"])
+	close(gate["b2"]) // the as' turns are stuck
+	err := <-fromD
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	var cyc *grain.CallCycleError
+	require.ErrorAs(t, err, &cyc)
+	assert.Contains(t, [][]grain.ID{
+		{d, w, grain.NewID("fan", "a1"), grain.NewID("relay", "c1"), d},
+		{d, w, grain.NewID("fan", "a2"), grain.NewID("relay", "c2"), d},
+	}, cyc.Chain)
+	for _, c := range fromW {
+		require.NoError(t, <-c, "a's turn ends once c's call to d is answered")
+	}
 }
