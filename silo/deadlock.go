@@ -95,10 +95,11 @@ func (p *partition) breakDeadlock(env *queues.Envelope, a *act) bool {
 // call of the turn looks at all of them (walk.turnNode) — and if none
 // closes a cycle (each may be running in its target, whose turn waits on
 // another grain), a's owner walks again from the asks that wait behind a
-// (partition.rewalkBehind), and, if none closes one, the owners of the
-// grains on the turn's call chain from those behind them, whose turns
-// wait on a through calls running in it (partition.rewalkUp): a cycle
-// through a's stuck turn runs through one of them. The turn's own calls
+// (partition.rewalkBehind), and then the owners of the grains on the
+// turn's call chain from those behind them, whose turns wait on a
+// through calls running in it (partition.rewalkUp): a cycle through a's
+// stuck turn runs through one of them, and a tangle may hold several,
+// each closed by an ask of its own. The turn's own calls
 // come first: a turn that took its
 // first reply and goes on is not stuck, though a walk cannot tell it from
 // one that waits for every reply, and failing a call it left costs no one
@@ -168,19 +169,23 @@ func (p *partition) rewalk(call queues.Envelope) bool {
 }
 
 // rewalkUp walks again behind c.a, or, with none, behind the grain
-// c.first names, and if that fails no ask, passes c on to the owner of
-// the next grain of c.up: the turns of a grain on a's turn's call chain
-// wait on a through a call that runs in it, and a cycle through a's stuck
-// turn may be closed by an ask behind one of them as well as behind a.
-// Which of a stateless identity's activations a turn of the chain runs in
-// is not known: behind each of them in turn, then.
+// c.first names, and passes c on to the owner of the next grain of c.up:
+// the turns of a grain on a's turn's call chain wait on a through a call
+// that runs in it, and a cycle through a's stuck turn may be closed by an
+// ask behind one of them as well as behind a. An ask failed behind one
+// breaks its cycle, not the others: a's turn still waits (a tangle of
+// fan-outs held several cycles through one stuck turn, and all but the
+// first waited for their deadlines), and a walk behind the next grain,
+// which reads the failed ask as answered, fails only an ask whose cycle
+// is left. Which of a stateless identity's activations a turn of the
+// chain runs in is not known: behind each of them in turn, then.
 func (p *partition) rewalkUp(c ctl) {
 	a := c.a
 	if a == nil {
 		a, _ = p.dir.Get(c.first.Target, c.first.Hash)
 	}
-	if a != nil && p.rewalkBehind(a) {
-		return
+	if a != nil {
+		p.rewalkBehind(a)
 	}
 	s := p.s
 	if c.a == nil && s.isWorker(c.first.Target) {
@@ -217,12 +222,11 @@ func (s *Silo) nextWorkerPart(id grain.ID, h uint64, cur int) (int, bool) {
 }
 
 // rewalkBehind walks again from each ask that waits behind a, whose turn
-// is down to calls that closed no cycle (Silo.endWait), fails those
-// that close one, and reports whether it failed any. At most maxCycle
-// asks are walked: a cycle needs one.
-func (p *partition) rewalkBehind(a *act) bool {
+// is down to calls that closed no cycle (Silo.endWait), and fails those
+// that close one. At most maxCycle asks are walked: a cycle needs one.
+func (p *partition) rewalkBehind(a *act) {
 	if cur, ok := p.dir.Get(a.ID, a.ID.HashWithKind(a.k.nameHash)); !ok || cur != a || !a.busy() {
-		return false
+		return
 	}
 	var asks []queues.Envelope
 	a.Mailbox.Find(func(e *queues.Envelope) bool {
@@ -231,14 +235,11 @@ func (p *partition) rewalkBehind(a *act) bool {
 		}
 		return false
 	})
-	failed := false
 	for i := range asks {
 		if p.breakDeadlock(&asks[i], a) {
 			p.popAsk(a, asks[i].Request)
-			failed = true
 		}
 	}
-	return failed
 }
 
 // popAsk takes req, an ask failed where it waited in a's mailbox, out of it.
