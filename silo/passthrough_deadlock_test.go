@@ -524,3 +524,87 @@ func TestAFanOutStuckOnACycleClosedBehindAStatelessCallerFailsFast(t *testing.T)
 		require.NoError(t, <-c, "a's turn ends once c's call to d is answered")
 	}
 }
+
+// Two cycles through one stuck fan-out, through two turns of one
+// interleaving grain: p calls a; a's turn calls b and c at once; c's
+// turn calls m, behind m's two waiting turns (WithMayInterleave let the
+// second in): one calls y1, whose turn calls a, behind a's; the other
+// calls y2, whose turn calls p, behind p's. Once b answers, a's turn is
+// stuck: the ask behind a, y1's, fails — and m's first turn ends, but its
+// second still waits, and so does a's turn: the walk goes on behind the
+// grains of a's chain (partition.rewalkUp), and y2's ask, behind p, fails
+// too. (The walk stopped at the first ask it failed, and y2's waited for
+// its deadline: found by the chaos program, -kinds
+// plain,reent,mayin,chain.)
+func TestTwoCyclesThroughOneStuckFanOutBothFailFast(t *testing.T) {
+	in, gate := map[string]chan struct{}{}, map[string]chan struct{}{}
+	for _, k := range []string{"p", "b", "y1", "y2"} {
+		in[k], gate[k] = make(chan struct{}, 1), make(chan struct{})
+	}
+	p, a, b, c, m := grain.NewID("hold", "p"), grain.NewID("fan", "a"), grain.NewID("hold", "b"), grain.NewID("relay", "c"), grain.NewID("mi", "m")
+	y1, y2 := grain.NewID("hold", "y1"), grain.NewID("hold", "y2")
+	next := map[grain.ID]grain.ID{p: a, y1: a, y2: p}
+	call := map[grain.ID]string{p: "go", y1: "hi", y2: "hi"} // p's call makes a's turn fan out
+	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "hi", nil
+				}
+				in[id.Key()] <- struct{}{}
+				<-gate[id.Key()]
+				if to, ok := next[id]; ok {
+					return silo.Call[string](ctx, s, to, call[id])
+				}
+				return "open", nil
+			}
+		}))
+		require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "hi", nil
+				}
+				return "a-ok", callAtOnce(ctx, s, "go", b, c)
+			}
+		}))
+		require.NoError(t, silo.Register(s, "relay", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, _ any) (any, error) {
+				return silo.Call[string](ctx, s, m, "other")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "mi", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch msg {
+				case "go1":
+					return silo.Call[string](ctx, s, y1, "go")
+				case "in":
+					return silo.Call[string](ctx, s, y2, "go")
+				}
+				return "m-ok", nil
+			}
+		}, silo.WithMayInterleave(func(msg any) bool { return msg == "in" })))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromP := askAsync(ctx, s, p, "go")
+	<-in["p"]
+	fromGo1 := askAsync(ctx, s, m, "go1")
+	<-in["y1"] // m's first turn waits on y1
+	fromIn := askAsync(ctx, s, m, "in")
+	<-in["y2"] // let in beside it, m's second turn waits on y2
+	close(gate["p"])
+	<-in["b"]            // a's turn calls b and c; b holds
+	waitBacklog(t, s, 1) // c's call waits behind m's turns
+	close(gate["y1"])
+	waitBacklog(t, s, 2) // y1's call waits behind a's turn: a may go on at b's reply
+	close(gate["y2"])
+	waitBacklog(t, s, 3) // y2's call waits behind p's turn
+	close(gate["b"])     // b answers: a's turn is stuck
+	for _, from := range []<-chan error{fromGo1, fromIn} {
+		err := <-from
+		require.NotErrorIs(t, err, context.DeadlineExceeded)
+		require.ErrorIs(t, err, grain.ErrCallCycle)
+	}
+	require.NoError(t, <-fromP, "a's turn ends once m's turns have, and c's call is answered")
+	assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonDeadlock])
+}
