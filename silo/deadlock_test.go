@@ -575,11 +575,15 @@ func TestAStoppingReentrantGrainsFanOutDownToTheCallThatClosesACycleFailsFast(t 
 // waits for both, while each player's turn, on a chain of its own, calls
 // the room. The player call that closes the second cycle fails at once
 // (the room's turn is stuck only if both its calls are); that player's
-// turn ends and answers the room, whose call left then closes the other
-// cycle and fails too (walked again as the answered call ended); and the
-// other player's call reaches the room once its turn has ended. (Walks
-// through a grain with several calls out gave no verdict: every call
-// waited for its deadline.)
+// turn ends and answers the room, whose turn is then down to the other
+// player: a cycle of its own, which fails one ask too — the room's call
+// left, walked again as the answered call ended, or the other player's
+// call, walked as it reaches the room, whichever owner comes first (a
+// player's call on its way to the room is already an edge, and may be
+// what made the first walk's verdict). Two cycles, two dead letters,
+// and no call waits for its deadline. (Walks through a grain with
+// several calls out gave no verdict: every call waited for its
+// deadline.)
 func TestAFanOutWhoseEveryCallIsStuckFailsFast(t *testing.T) {
 	room := grain.NewID("room", "r")
 	in, gate := make(chan struct{}, 2), make(chan struct{})
@@ -622,19 +626,23 @@ func TestAFanOutWhoseEveryCallIsStuckFailsFast(t *testing.T) {
 	go func() { _, err := s.Ask(ctx, room, "fanout"); fromRoom <- err }()
 	waitBacklog(t, s, 2) // the room's asks wait behind the players' turns
 	close(gate)          // each player calls the room
-	err := <-fromRoom
-	require.ErrorIs(t, err, grain.ErrCallCycle)
-	var failed, answered int
+	roomFailed := false
+	if err := <-fromRoom; err != nil {
+		require.ErrorIs(t, err, grain.ErrCallCycle)
+		roomFailed = true
+	}
+	var failed int
 	for range 2 {
 		if err := <-players; err != nil {
 			require.ErrorIs(t, err, grain.ErrCallCycle)
 			failed++
-		} else {
-			answered++
 		}
 	}
-	assert.Equal(t, 1, failed, "the player call that closed the second cycle")
-	assert.Equal(t, 1, answered, "the other, once the room's turn had ended")
+	if roomFailed {
+		assert.Equal(t, 1, failed, "the player call that closed the second cycle; the other answered once the room's turn had ended")
+	} else {
+		assert.Equal(t, 2, failed, "each player's call closed a cycle of its own; the room's calls were answered")
+	}
 	assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonDeadlock])
 }
 
