@@ -103,13 +103,21 @@ func (w *walk) run(s *Silo, env *queues.Envelope, root step, shard *waitShard) [
 }
 
 // drop lets go of what the walk read: a partition's buffers would keep
-// the requests and turns alive until its next walk.
+// the requests and turns alive until its next walk. Buffers a rare walk
+// grew large (a grain with hundreds of calls out) are let go of whole.
 func (w *walk) drop() {
 	clear(w.nodes)
 	clear(w.calls)
 	clear(w.read[:cap(w.read)])
 	w.s, w.env = nil, nil
+	if cap(w.calls) > keptCalls || cap(w.read) > keptCalls {
+		*w = walk{}
+	}
 }
+
+// keptCalls is the most calls an owner's walk keeps room for between
+// walks (80 bytes each).
+const keptCalls = 256
 
 // placeNode returns the node of the place at, whose wait is in shard,
 // adding it unread if the walk has none.
