@@ -163,134 +163,178 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 
 // The walk's verdict is checked against a reference that reads the same
 // wait-for graph another way, over random graphs of plain grains whose
-// turns fan out (several turns a grain, as interleaved turns wait): a
-// grain is stuck if one of its turns is, a turn if every grain it calls
-// is — the greatest such set, found by taking out of "everything stuck"
-// what cannot be until nothing changes (the walk spreads freedom
-// instead) — and an ask closes a cycle if its turn is stuck and a path
-// of stuck grains and turns leads from its target back to that turn. A
-// cycle the walk reports must be one: each grain in it calls the next
-// from a stuck turn. (The walk along routes, even with memos, gave no
-// verdict on the 88th graph, of up to thirteen grains whose turns make
-// up to five calls: past maxCycle steps.)
+// turns fan out (several turns a grain, as interleaved turns wait), some
+// calls let in beside a waiting turn (WithMayInterleave's), running as a
+// turn of their target's or not begun: a grain is stuck if one of its
+// turns is, a turn if every call it made is, a call queued behind a grain
+// if that grain is, a call let in if its own turn is (not begun, it will
+// be answered) — the greatest such set, found by taking out of
+// "everything stuck" what cannot be until nothing changes (the walk
+// spreads freedom instead) — and an ask closes a cycle if its turn is
+// stuck and a path of stuck grains and turns leads from its target back
+// to that turn. A cycle the walk reports must be one: each grain in it
+// calls the next from a stuck turn. (The walk along routes, even with
+// memos, gave no verdict on the 524th graph, of up to thirteen grains
+// whose turns make up to five calls.)
 func TestTheWalkAgreesWithAReferenceOnRandomGraphs(t *testing.T) {
 	s := walkSilo(t)
 	ctx := t.Context()
 	rng := rand.New(rand.NewPCG(1, 2))
 	type call struct {
-		to  int
-		req *queues.Request
+		to    int
+		req   *queues.Request
+		letIn bool
+		runs  int // letIn: the turn it runs as, or -1: not begun
+	}
+	type turn struct {
+		grain int
+		info  *turnInfo
+		calls []call
 	}
 	var w walk
-	cycles := 0
+	cycles, letIns := 0, 0
 	for g := range 3000 {
 		n := 2 + rng.IntN(12)
 		ids := make([]grain.ID, n)
 		for i := range ids {
 			ids[i] = grain.NewIntID("a", int64(100*g+i))
 		}
-		turns := make([][][]call, n) // grain, turn, call
-		var all []struct{ from, turn, k int }
+		var turns []turn
 		for i := range n {
 			for range rng.IntN(3) { // 0 to 2 turns with calls out
-				var calls []call
-				info := &turnInfo{req: queues.NewRequest(ctx, nil)}
-				for range 1 + rng.IntN(5) {
-					to := rng.IntN(n - 1)
-					if to >= i {
-						to++ // no call to itself
-					}
-					r := queues.NewRequest(ctx, nil)
-					s.waitsOf(ids[i].Hash()).start(ids[i], ids[i].Hash(), r, ids[to], ids[to].Hash(), false, false, nil, info)
-					calls = append(calls, call{to, r})
-					all = append(all, struct{ from, turn, k int }{i, len(turns[i]), len(calls) - 1})
-				}
-				turns[i] = append(turns[i], calls)
+				turns = append(turns, turn{grain: i, info: &turnInfo{req: queues.NewRequest(ctx, nil)}})
 			}
 		}
-		if len(all) == 0 {
+		if len(turns) == 0 {
 			continue
 		}
-		pick := all[rng.IntN(len(all))]
-		env := queues.Envelope{Target: ids[turns[pick.from][pick.turn][pick.k].to], Request: turns[pick.from][pick.turn][pick.k].req, Meta: &queues.Meta{Sender: ids[pick.from]}}
-		env.Hash = env.Target.Hash()
+		handled := make([]bool, len(turns)) // the turn runs a call let in
+		for t := range turns {
+			i := turns[t].grain
+			for range 1 + rng.IntN(5) {
+				to := rng.IntN(n - 1)
+				if to >= i {
+					to++ // no call to itself
+				}
+				c := call{to: to, req: queues.NewRequest(ctx, nil), runs: -1}
+				if rng.IntN(4) == 0 {
+					c.letIn = true
+					if u := slices.IndexFunc(turns, func(u turn) bool { return u.grain == to }); u >= 0 && !handled[u] && rng.IntN(2) == 0 {
+						handled[u], c.runs = true, u
+						turns[u].info.req = c.req // to's turn u runs it
+					}
+				}
+				s.waitsOf(ids[i].Hash()).start(ids[i], ids[i].Hash(), c.req, ids[to], ids[to].Hash(), c.letIn, false, nil, turns[t].info)
+				turns[t].calls = append(turns[t].calls, c)
+			}
+		}
+		var queued [][2]int // turn, call: the calls an ask may be (queued behind a busy grain)
+		for t := range turns {
+			for k, c := range turns[t].calls {
+				if !c.letIn {
+					queued = append(queued, [2]int{t, k})
+				}
+			}
+		}
+		if len(queued) == 0 {
+			continue
+		}
+		pick := queued[rng.IntN(len(queued))]
+		own, c0 := turns[pick[0]], turns[pick[0]].calls[pick[1]]
+		env := queues.Envelope{Target: ids[c0.to], Hash: ids[c0.to].Hash(), Request: c0.req, Meta: &queues.Meta{Sender: ids[own.grain]}}
 
 		// The reference: the greatest stuck set.
-		stuckG := make([]bool, n)
-		stuckT := make([][]bool, n)
-		for i := range n {
-			stuckG[i] = len(turns[i]) > 0
-			stuckT[i] = make([]bool, len(turns[i]))
-			for j := range stuckT[i] {
-				stuckT[i][j] = true
+		stuckG, stuckT := make([]bool, n), make([]bool, len(turns))
+		for t := range turns {
+			stuckT[t], stuckG[turns[t].grain] = true, true
+		}
+		callStuck := func(c call) bool {
+			if c.letIn {
+				return c.runs >= 0 && stuckT[c.runs]
 			}
+			return stuckG[c.to]
 		}
 		for changed := true; changed; {
 			changed = false
-			for i := range n {
-				some := false
-				for j, calls := range turns[i] {
-					if stuckT[i][j] && slices.ContainsFunc(calls, func(c call) bool { return !stuckG[c.to] }) {
-						stuckT[i][j], changed = false, true
-					}
-					some = some || stuckT[i][j]
+			for t := range turns {
+				if stuckT[t] && slices.ContainsFunc(turns[t].calls, func(c call) bool { return !callStuck(c) }) {
+					stuckT[t], changed = false, true
 				}
-				if stuckG[i] && !some {
+			}
+			some := make([]bool, n)
+			for t := range turns {
+				some[turns[t].grain] = some[turns[t].grain] || stuckT[t]
+			}
+			for i := range n {
+				if stuckG[i] && !some[i] {
 					stuckG[i], changed = false, true
 				}
 			}
 		}
 		// A path from env's target back to env's turn, through stuck
-		// grains and turns.
+		// grains and turns: grain -> its stuck turns -> what their calls
+		// wait on.
 		want := false
-		if stuckT[pick.from][pick.turn] {
-			seen := make([]bool, n)
-			q := []int{turns[pick.from][pick.turn][pick.k].to}
-			seen[q[0]] = true
-			for len(q) > 0 && !want {
-				i := q[0]
-				q = q[1:]
-				for j, calls := range turns[i] {
-					if !stuckT[i][j] {
-						continue
-					}
-					if i == pick.from && j == pick.turn {
-						want = true
-						break
-					}
-					for _, c := range calls {
-						if !seen[c.to] {
-							seen[c.to] = true
-							q = append(q, c.to)
+		if stuckT[pick[0]] {
+			seenT := make([]bool, len(turns))
+			seenG := make([]bool, n)
+			var q []int // turns
+			enterG := func(i int) {
+				if !seenG[i] {
+					seenG[i] = true
+					for u := range turns {
+						if turns[u].grain == i && stuckT[u] && !seenT[u] {
+							seenT[u] = true
+							q = append(q, u)
 						}
+					}
+				}
+			}
+			enterG(c0.to)
+			for len(q) > 0 && !want {
+				u := q[0]
+				q = q[1:]
+				if u == pick[0] {
+					want = true
+					break
+				}
+				for _, c := range turns[u].calls {
+					if c.letIn {
+						if !seenT[c.runs] {
+							seenT[c.runs] = true
+							q = append(q, c.runs)
+						}
+					} else {
+						enterG(c.to)
 					}
 				}
 			}
 		}
 
 		got := s.closesCycle(&w, &env, nil)
-		require.Equal(t, want, got != nil, "graph %d: %v, env %v, got %v", g, turns, pick, got)
+		require.Equal(t, want, got != nil, "graph %d: env %v, got %v", g, pick, got)
 		if got != nil {
 			cycles++
-			require.Equal(t, ids[pick.from], got[0])
+			require.Equal(t, ids[own.grain], got[0])
 			require.Equal(t, env.Target, got[1])
-			require.Equal(t, ids[pick.from], got[len(got)-1])
+			require.Equal(t, ids[own.grain], got[len(got)-1])
 			index := func(id grain.ID) int { return slices.Index(ids, id) }
 			for k := 1; k+1 < len(got); k++ {
 				from, to := index(got[k]), index(got[k+1])
-				require.True(t, slices.ContainsFunc(turns[from], func(calls []call) bool {
-					return slices.ContainsFunc(calls, func(c call) bool { return c.to == to && stuckG[to] })
+				require.True(t, slices.ContainsFunc(turns, func(u turn) bool {
+					return u.grain == from && slices.ContainsFunc(u.calls, func(c call) bool { return c.to == to && callStuck(c) })
 				}), "graph %d: %v calls %v from no stuck turn", g, got[k], got[k+1])
 			}
 		}
-		for i, ts := range turns {
-			for _, calls := range ts {
-				for _, c := range calls {
-					s.waitsOf(ids[i].Hash()).end(ids[i].Hash(), c.req, nil)
+		for _, u := range turns {
+			for _, c := range u.calls {
+				if c.letIn {
+					letIns++
 				}
+				s.waitsOf(ids[u.grain].Hash()).end(ids[u.grain].Hash(), c.req, nil)
 			}
 		}
 	}
-	t.Logf("%d cycles found", cycles)
+	t.Logf("%d cycles found, %d calls let in", cycles, letIns)
 	require.NotZero(t, cycles)
 }
