@@ -542,8 +542,9 @@ func (s *Silo) waitsOf(h uint64) *waitShard {
 	return &s.parts[s.locator.LocateHash(h).Partition].waits
 }
 
-// maxCycle bounds the walk, in grains looked at (walk.steps): longer
-// cycles are left to the calls' deadlines.
+// maxCycle bounds the walk, in grains looked at (walk.reads): a grain
+// past it is taken for free, and a cycle that runs through one is left to
+// the calls' deadlines.
 const maxCycle = 64
 
 // closesCycle reports the cycle that env, an ask from a grain's turn about to
@@ -554,7 +555,7 @@ const maxCycle = 64
 // worker's activations share an identity, and their waits are kept by
 // activation (workerWaitKey): further on, the walk finds the activation an
 // ask to one waits behind by where the ask was queued (Request.QueuedAt),
-// and stops where that is not known. A reentrant grain's waits, recorded
+// and takes it for free where that is not known. A reentrant grain's waits, recorded
 // too, are read only where it lets nothing in — it activates, or is being
 // stopped, which its edges say (waitCall.hook: the Stop marks them in the
 // owner, before any message sent after it arrives) — and nowhere else: the
@@ -583,10 +584,10 @@ func (s *Silo) closesCycle(w *walk, env *queues.Envelope, at *partition) []grain
 	return w.run(s, env, step{id: env.Target, key: key}, shard)
 }
 
-// step is a grain on a walk's path, with the key of its wait in its
-// shard: a stateless identity's activations share the identity, each
-// waiting under a key of its own (workerWaitKey), and a cycle may pass
-// through two of them.
+// step is a grain a walk reads, with the key of its wait in its shard: a
+// stateless identity's activations share the identity, each waiting under
+// a key of its own (workerWaitKey), and a cycle may pass through two of
+// them.
 type step struct {
 	id  grain.ID
 	key uint64

@@ -116,32 +116,45 @@ func (w *walk) drop() {
 }
 
 // keptCalls is the most calls an owner's walk keeps room for between
-// walks (80 bytes each).
-const keptCalls = 256
+// walks (80 bytes each): a grain that fans out to a thousand others, an
+// ask behind it from a turn walked each time, should not make a walk
+// allocate its buffers again each time.
+const keptCalls = 1024
 
 // placeNode returns the node of the place at, whose wait is in shard,
 // adding it unread if the walk has none.
 func (w *walk) placeNode(at step, shard *waitShard) int32 {
 	for i := range w.nodes {
-		if n := &w.nodes[i]; n.place && n.at == at {
+		if n := &w.nodes[i]; n.at.key == at.key && n.place && n.at.id == at.id { // the hash first: IDs compare strings
 			return int32(i)
 		}
+	}
+	if len(w.nodes) >= maxNodes {
+		return freeCall // past the bound: free
 	}
 	w.nodes = append(w.nodes, wnode{at: at, shard: shard, place: true})
 	return int32(len(w.nodes) - 1)
 }
 
+// maxNodes bounds the places and turns a walk holds: a turn that fans out
+// to thousands of grains is free once past it, as a grain past maxCycle
+// is, and costs a walk a few hundred nodes, not one a call.
+const maxNodes = 2 * maxCycle
+
 // turnNode returns the node of turn, of the grain at at, whose calls are
-// those of calls that turn made, adding it if the walk has none. A turn
-// is found from its place, and from an ask let in that it handles: one
-// node for both.
+// those of calls that turn made, adding it if the walk has none (or
+// freeCall, past maxNodes). A turn is found from its place, and from an
+// ask let in that it handles: one node for both.
 func (w *walk) turnNode(at step, shard *waitShard, turn *turnInfo, calls []waitCall) int32 {
 	if turn != nil {
 		for i := range w.nodes {
-			if n := &w.nodes[i]; !n.place && n.turn == turn && n.at == at {
+			if n := &w.nodes[i]; n.turn == turn && n.at.key == at.key && !n.place && n.at.id == at.id {
 				return int32(i)
 			}
 		}
+	}
+	if len(w.nodes) >= maxNodes {
+		return freeCall
 	}
 	from := int32(len(w.calls))
 	for _, c := range calls {
@@ -171,18 +184,25 @@ func (w *walk) readPlace(i int32) {
 		if slices.ContainsFunc(w.read[:j], func(d waitCall) bool { return d.turn == c.turn }) {
 			continue // that turn's node is made
 		}
-		t := w.turnNode(at, shard, c.turn, w.read[j:])
-		w.members = append(w.members, t)
+		if t := w.turnNode(at, shard, c.turn, w.read[j:]); t != freeCall {
+			w.members = append(w.members, t) // else past the bound: a turn not known is none the place may be stuck in
+		}
 	}
 	n := &w.nodes[i]
 	n.read, n.from, n.to = true, from, int32(len(w.members))
 }
 
-// follow finds what each call of turn i waits on.
+// follow finds what each call of turn i waits on, up to the first that
+// may be answered: the turn is free then, whatever the others wait on
+// (their destinations stay freeCall), and a wide fan-out with a call
+// answered costs no more.
 func (w *walk) follow(i int32) {
 	for k := w.nodes[i].from; k < w.nodes[i].to; k++ {
 		d := w.destOf(w.calls[k]) // which may add to w.dest: not in one statement
 		w.dest[k] = d
+		if d == freeCall {
+			break
+		}
 	}
 	w.nodes[i].followed = true
 }

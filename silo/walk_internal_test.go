@@ -105,8 +105,10 @@ func TestATangleThroughStatelessWorkersFailsFast(t *testing.T) {
 // queued behind a busy grain: a walk to a grain that waits on nothing
 // (free), around a cycle of two and of eight grains, and through the
 // tangle of TestATangleThroughStatelessWorkersFailsFast's shape of plain
-// grains (every grain's turn calls the next five at once), with the
-// buffers an owner keeps between its walks.
+// grains (every grain's turn calls the next five at once), and through a
+// fan-out of a thousand calls (past the bound: the walk holds maxNodes
+// nodes, not a node a call), with the buffers an owner keeps between its
+// walks.
 func BenchmarkDeadlockWalk(b *testing.B) {
 	s, err := New(Config{Partitions: 2})
 	require.NoError(b, err)
@@ -133,6 +135,20 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 		}
 		return env
 	}
+	// wide makes x call t, whose turn calls n grains at once, each of
+	// which calls x: a cycle past the walk's bound (maxNodes), no verdict.
+	wide := func(n int) queues.Envelope {
+		x, t := grain.NewIntID("a", 1_000_000), grain.NewIntID("a", 1_000_001)
+		r := queues.NewRequest(ctx, nil)
+		s.waitsOf(x.Hash()).start(x, x.Hash(), r, t, t.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+		fan := &turnInfo{req: queues.NewRequest(ctx, nil)}
+		for i := range n {
+			g := grain.NewIntID("a", int64(1_000_002+i))
+			s.waitsOf(t.Hash()).start(t, t.Hash(), queues.NewRequest(ctx, nil), g, g.Hash(), false, false, nil, fan)
+			s.waitsOf(g.Hash()).start(g, g.Hash(), queues.NewRequest(ctx, nil), x, x.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+		}
+		return queues.Envelope{Target: t, Hash: t.Hash(), Request: r, Meta: &queues.Meta{Sender: x}}
+	}
 	// free: a0 calls a1, which calls a2, which waits on nothing.
 	a := []grain.ID{grain.NewIntID("a", 1), grain.NewIntID("a", 2), grain.NewIntID("a", 3)}
 	r0, r1 := queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil)
@@ -147,6 +163,7 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 		{"cycle2", ring(2, 1), true},
 		{"cycle8", ring(8, 1), true},
 		{"tangle12", ring(12, 5), true},
+		{"wide1000", wide(1000), false},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
