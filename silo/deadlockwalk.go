@@ -290,9 +290,8 @@ func (w *walk) pathBack() []grain.ID {
 	prev := w.mark(-2) // -2: not reached
 	prev[0] = -1
 	queue := append(w.queue[:0], 0)
-	for len(queue) > 0 && prev[w.own] == -2 {
-		i := queue[0]
-		queue = queue[1:]
+	for h := 0; h < len(queue) && prev[w.own] == -2; h++ {
+		i := queue[h]
 		n := &w.nodes[i]
 		next := w.dest[n.from:n.to]
 		if n.place {
@@ -305,19 +304,21 @@ func (w *walk) pathBack() []grain.ID {
 			}
 		}
 	}
+	w.queue = queue // its room, for the next walk
 	if prev[w.own] == -2 {
 		return nil // env's target is stuck on a loop of its own: none of env's doing
 	}
-	var back []grain.ID // the path's calls' targets, last first
+	back := w.queue[:0] // the path's calls' targets, last first
 	for j := w.own; j != 0; j = prev[j] {
 		if !w.nodes[prev[j]].place { // a turn's call: into another grain
-			back = append(back, w.nodes[j].at.id)
+			back = append(back, j)
 		}
 	}
 	cycle := append(make([]grain.ID, 0, len(back)+2), w.env.Sender(), w.env.Target)
 	for i := len(back) - 1; i >= 0; i-- {
-		cycle = append(cycle, back[i])
+		cycle = append(cycle, w.nodes[back[i]].at.id)
 	}
+	w.queue = back
 	return cycle
 }
 
@@ -329,6 +330,7 @@ func (w *walk) pathBack() []grain.ID {
 func (w *walk) stillStuck() bool {
 	seen := w.mark(0)
 	todo := append(w.queue[:0], w.own)
+	defer func() { w.queue = todo[:0] }() // its room, for the next walk
 	seen[w.own] = 1
 	for len(todo) > 0 {
 		n := &w.nodes[todo[len(todo)-1]]
