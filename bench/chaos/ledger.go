@@ -90,6 +90,10 @@ type flight struct {
 	parent   uint64 // the sending turn's hop; 0 for a hook's, a tick's or a client's
 	where    string
 	since    time.Time
+	// mayIn: a WithMayInterleave grain's predicate takes the hop, whatever
+	// the target's kind (the dump says so: such an ask may be let in
+	// beside a waiting turn)
+	mayIn bool
 }
 
 // asking records an ask about to be sent; the ask's end takes it off.
@@ -115,6 +119,9 @@ func (l *ledger) writeFlights(w io.Writer) {
 			state = "running in " + g
 		} else if l.handled[id] > 0 {
 			state = "ended"
+		}
+		if f.mayIn {
+			state += " (may interleave)"
 		}
 		fmt.Fprintf(w, "%d %v %s%s (%d) -> %s: %s\n", id, now.Sub(f.since).Round(time.Millisecond), f.where, f.from, f.parent, f.to, state)
 	}
