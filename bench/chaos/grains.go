@@ -158,7 +158,7 @@ func (r *run) send(ctx context.Context, rt grain.Runtime, from string, parent ui
 		}
 		return
 	}
-	r.led.asking(h.ID, flight{from: from, to: to.String(), parent: parent, where: where, since: time.Now(), mayIn: mayInterleave(h)})
+	r.led.asking(h.ID, flight{from: from, to: to.String(), parent: parent, where: where, since: time.Now(), mayIn: to.Kind() == "mayin" && mayInterleave(h)})
 	reply, err := rt.Ask(ctx, to, h)
 	if err == nil && reply != h.ID {
 		err = errors.New("chaos: a reply to another hop")

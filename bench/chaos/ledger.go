@@ -90,9 +90,9 @@ type flight struct {
 	parent   uint64 // the sending turn's hop; 0 for a hook's, a tick's or a client's
 	where    string
 	since    time.Time
-	// mayIn: a WithMayInterleave grain's predicate takes the hop, whatever
-	// the target's kind (the dump says so: such an ask may be let in
-	// beside a waiting turn)
+	// mayIn: the target is a WithMayInterleave grain whose predicate takes
+	// the hop (the dump says so: such an ask may be let in beside a
+	// waiting turn)
 	mayIn bool
 }
 
