@@ -434,6 +434,13 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	if p.dropExpired(&env) || p.staleTick(a, &env) {
 		return
 	}
+	// A stateless activation that lets an ask in (a call back on its
+	// waiting turn's chain) runs it here: a deadlock walk finds its turn by
+	// that, as it does a queued one's (takenAt). Not recorded, the ask's
+	// activation was not known, and a walk took it for one that would be
+	// answered: a tangle through it waited for its deadline (the chaos
+	// program, about one run in seventy of its defaults).
+	p.takenAt(a, &env)
 	a.Turns++
 	p.inflight++
 	if a.isWorker() {

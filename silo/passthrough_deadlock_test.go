@@ -608,3 +608,72 @@ func TestTwoCyclesThroughOneStuckFanOutBothFailFast(t *testing.T) {
 	require.NoError(t, <-fromP, "a's turn ends once m's turns have, and c's call is answered")
 	assert.Equal(t, uint64(2), s.Stats().DeadLetters[grain.ReasonDeadlock])
 }
+
+// A cycle through a call back on a chain let in by a stateless
+// activation: w's first activation waits on g; c's turn calls w (its
+// second activation), whose turn calls w again, back on its own chain —
+// let in beside that turn, on its activation — and that turn calls x,
+// whose turn (another chain) calls c. The walk from x's call finds the
+// let-in turn among its activation's and fails x's call at once. (It
+// passes on the build before partition.interleave recorded where a
+// stateless activation runs an ask it lets in, takenAt, as well: the call
+// back runs on the activation whose turn waits, which the walk reads
+// whole. The chaos program's stalls that the record is for — an ask let
+// in whose activation a walk could not find — were not made again in a
+// test.)
+func TestACycleThroughACallLetInByAStatelessActivationFailsFast(t *testing.T) {
+	in, gate := map[string]chan struct{}{}, map[string]chan struct{}{}
+	for _, k := range []string{"x", "g"} {
+		in[k], gate[k] = make(chan struct{}, 1), make(chan struct{})
+	}
+	c, w, x, g := grain.NewID("fan", "c"), grain.NewID("sw", "w"), grain.NewID("hold", "x"), grain.NewID("hold", "g")
+	s := newSilo(t, silo.Config{Partitions: 2}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "c-ok", nil
+				}
+				return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "outer")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "sw", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch msg {
+				case "hold":
+					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, g, "go")
+				case "outer": // a call back on its own chain
+					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "inner")
+				}
+				return silo.Call[string](ctx, s, x, "hi") // inner, let in
+			}
+		}, silo.WithStatelessWorker(2)))
+		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "hi", nil
+				}
+				in[id.Key()] <- struct{}{}
+				<-gate[id.Key()]
+				if id == x {
+					return silo.Call[string](ctx, s, c, "hi")
+				}
+				return "open", nil
+			}
+		}))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromX := askAsync(ctx, s, x, "go")
+	<-in["x"]
+	fromHold := askAsync(ctx, s, w, "hold") // w's first activation waits on g
+	<-in["g"]
+	fromC := askAsync(ctx, s, c, "go") // w's second activation calls w back; let in, it calls x
+	waitBacklog(t, s, 1)               // the let-in turn's call waits behind x's turn
+	close(gate["x"])                   // x calls c: the cycle closes
+	err := <-fromX
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	requireCycle(t, err, x, c, w, x)
+	require.NoError(t, <-fromC, "w's turns end once x's has")
+	close(gate["g"])
+	require.NoError(t, <-fromHold)
+}
