@@ -547,6 +547,10 @@ func (s *Silo) waitsOf(h uint64) *waitShard {
 // the calls' deadlines.
 const maxCycle = 64
 
+// walkAgain is how many times closesCycle walks while what a walk's
+// verdict rested on moves under it.
+const walkAgain = 3
+
 // closesCycle reports the cycle that env, an ask from a grain's turn about to
 // wait behind its busy target, would close — the grains in call order, from
 // its caller back to it — or nil, walked with w's buffers; at is the
@@ -581,7 +585,17 @@ func (s *Silo) closesCycle(w *walk, env *queues.Envelope, at *partition) []grain
 	if at != nil {
 		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
 	}
-	return w.run(s, env, step{id: env.Target, key: key}, shard)
+	// A second look that finds an ask of the verdict answered or given up
+	// on meanwhile — another owner failing a cycle of the same tangle —
+	// gives no verdict; but a cycle of the tangle may be left, and no
+	// event would walk again from env (a chaos storm's tangles stalled so):
+	// walk again, from the graph as it is now, a few times at most.
+	for range walkAgain {
+		if cycle := w.run(s, env, step{id: env.Target, key: key}, shard); cycle != nil || !w.moved {
+			return cycle
+		}
+	}
+	return nil
 }
 
 // step is a grain a walk reads, with the key of its wait in its shard: a

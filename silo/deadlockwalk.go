@@ -53,6 +53,9 @@ type walk struct {
 	queue   []int32
 	reads   int   // grains looked at, bounded by maxCycle
 	own     int32 // env's turn's node, or -1 until found
+	// moved: the second look found an ask of the verdict answered or
+	// given up on since the walk read it (stillStuck)
+	moved bool
 }
 
 // wnode is a place or a turn of a walk.
@@ -75,7 +78,7 @@ const freeCall = -1
 // the cycle env closes — the grains in call order, from env's caller back
 // to it — or nil.
 func (w *walk) run(s *Silo, env *queues.Envelope, root step, shard *waitShard) []grain.ID {
-	w.s, w.env, w.reads, w.own = s, env, 0, -1
+	w.s, w.env, w.reads, w.own, w.moved = s, env, 0, -1, false
 	w.nodes, w.calls, w.dest, w.members = w.nodes[:0], w.calls[:0], w.dest[:0], w.members[:0]
 	defer w.drop()
 	w.placeNode(root, shard)
@@ -96,7 +99,11 @@ func (w *walk) run(s *Silo, env *queues.Envelope, root step, shard *waitShard) [
 		return nil // env's turn may go on at another call's reply
 	}
 	path := w.pathBack()
-	if path == nil || !w.stillStuck() {
+	if path == nil {
+		return nil
+	}
+	if !w.stillStuck() {
+		w.moved = true // what it rests on moved meanwhile: closesCycle walks again
 		return nil
 	}
 	return path
