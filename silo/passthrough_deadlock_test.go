@@ -425,6 +425,31 @@ func TestAReentrantTurnsFanOutStuckOnceACallIsAnsweredFailsFast(t *testing.T) {
 	require.NoError(t, <-fromC, "c's call to a answered once a's turn had ended")
 }
 
+// gateThenCall makes a kind whose turns answer "hi" at once; any other
+// message tells in[key] the turn began, waits for gate[key], then calls
+// next[id] with call[id] ("hi" if none), or answers "open" if id has no
+// next.
+func gateThenCall(s *silo.Silo, in, gate map[string]chan struct{}, next map[grain.ID]grain.ID, call map[grain.ID]string) func(grain.ID) grain.Func {
+	return func(id grain.ID) grain.Func {
+		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+			if msg == "hi" {
+				return "hi", nil
+			}
+			in[id.Key()] <- struct{}{}
+			<-gate[id.Key()]
+			to, ok := next[id]
+			if !ok {
+				return "open", nil
+			}
+			m, ok := call[id]
+			if !ok {
+				m = "hi"
+			}
+			return silo.Call[string](ctx, s, to, m)
+		}
+	}
+}
+
 // callAtOnce calls every grain of ids with msg at once, each on a
 // goroutine of its own with the turn's ctx, and waits for all: a fan-out.
 func callAtOnce(ctx context.Context, s *silo.Silo, msg string, ids ...grain.ID) error {
@@ -546,19 +571,7 @@ func TestTwoCyclesThroughOneStuckFanOutBothFailFast(t *testing.T) {
 	next := map[grain.ID]grain.ID{p: a, y1: a, y2: p}
 	call := map[grain.ID]string{p: "go", y1: "hi", y2: "hi"} // p's call makes a's turn fan out
 	s := newSilo(t, silo.Config{}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "hi" {
-					return "hi", nil
-				}
-				in[id.Key()] <- struct{}{}
-				<-gate[id.Key()]
-				if to, ok := next[id]; ok {
-					return silo.Call[string](ctx, s, to, call[id])
-				}
-				return "open", nil
-			}
-		}))
+		require.NoError(t, silo.Register(s, "hold", gateThenCall(s, in, gate, next, call)))
 		require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
 			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
 				if msg == "hi" {
@@ -647,19 +660,7 @@ func TestACycleThroughACallLetInByAStatelessActivationFailsFast(t *testing.T) {
 				return silo.Call[string](ctx, s, x, "hi") // inner, let in
 			}
 		}, silo.WithStatelessWorker(2)))
-		require.NoError(t, silo.Register(s, "hold", func(id grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "hi" {
-					return "hi", nil
-				}
-				in[id.Key()] <- struct{}{}
-				<-gate[id.Key()]
-				if id == x {
-					return silo.Call[string](ctx, s, c, "hi")
-				}
-				return "open", nil
-			}
-		}))
+		require.NoError(t, silo.Register(s, "hold", gateThenCall(s, in, gate, map[grain.ID]grain.ID{x: c}, nil)))
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
 	defer cancel()
