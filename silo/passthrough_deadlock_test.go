@@ -631,9 +631,8 @@ func TestTwoCyclesThroughOneStuckFanOutBothFailFast(t *testing.T) {
 // passes on the build before partition.interleave recorded where a
 // stateless activation runs an ask it lets in, takenAt, as well: the call
 // back runs on the activation whose turn waits, which the walk reads
-// whole. The chaos program's stalls that the record is for — an ask let
-// in whose activation a walk could not find — were not made again in a
-// test.)
+// whole. The next test reaches a let-in call by its caller's wait instead,
+// and fails on that build.)
 func TestACycleThroughACallLetInByAStatelessActivationFailsFast(t *testing.T) {
 	in, gate := map[string]chan struct{}{}, map[string]chan struct{}{}
 	for _, k := range []string{"x", "g"} {
@@ -677,4 +676,51 @@ func TestACycleThroughACallLetInByAStatelessActivationFailsFast(t *testing.T) {
 	require.NoError(t, <-fromC, "w's turns end once x's has")
 	close(gate["g"])
 	require.NoError(t, <-fromHold)
+}
+
+// The same through two calls let in, one after the other, by a stateless
+// activation: w's turn (root) calls c, whose turn calls w back (outer,
+// let in beside root), whose turn calls w back again (inner, let in too),
+// which calls x; x's turn (another chain) calls c. The walk from x's call
+// reaches outer not through w's activation, read whole, but as the call
+// c's turn waits on: it finds outer's turn, and inner's after it, only by
+// where the activation records running them (partition.interleave,
+// takenAt). Unrecorded, outer was taken for a call that would be
+// answered, and x's call waited for its deadline.
+func TestACycleThroughCallsLetInByAStatelessActivationFailsFast(t *testing.T) {
+	in, gate := map[string]chan struct{}{"x": make(chan struct{}, 1)}, map[string]chan struct{}{"x": make(chan struct{})}
+	c, w, x := grain.NewID("fan", "c"), grain.NewID("sw", "w"), grain.NewID("hold", "x")
+	s := newSilo(t, silo.Config{Partitions: 2}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "hi" {
+					return "c-ok", nil
+				}
+				return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "outer")
+			}
+		}))
+		require.NoError(t, silo.Register(s, "sw", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch msg {
+				case "root":
+					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, c, "go")
+				case "outer": // a call back on root's chain
+					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "inner")
+				}
+				return silo.Call[string](ctx, s, x, "hi") // inner, let in
+			}
+		}, silo.WithStatelessWorker(2)))
+		require.NoError(t, silo.Register(s, "hold", gateThenCall(s, in, gate, map[grain.ID]grain.ID{x: c}, nil)))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromX := askAsync(ctx, s, x, "go")
+	<-in["x"]
+	fromW := askAsync(ctx, s, w, "root")
+	waitBacklog(t, s, 1) // inner's call waits behind x's turn
+	close(gate["x"])     // x calls c: the cycle closes
+	err := <-fromX
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	requireCycle(t, err, x, c, w, w, x)
+	require.NoError(t, <-fromW, "w's turns end once x's has")
 }
