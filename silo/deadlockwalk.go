@@ -56,6 +56,9 @@ type walk struct {
 	// moved: the second look found an ask of the verdict answered or
 	// given up on since the walk read it (stillStuck)
 	moved bool
+	// betweenLooks, nil but in tests, runs before the second look: what
+	// another owner does meanwhile, on demand.
+	betweenLooks func()
 }
 
 // wnode is a place or a turn of a walk.
@@ -102,6 +105,9 @@ func (w *walk) run(s *Silo, env *queues.Envelope, root step, shard *waitShard) [
 	if path == nil {
 		return nil
 	}
+	if w.betweenLooks != nil {
+		w.betweenLooks()
+	}
 	if !w.stillStuck() {
 		w.moved = true // what it rests on moved meanwhile: closesCycle walks again
 		return nil
@@ -118,7 +124,7 @@ func (w *walk) drop() {
 	clear(w.read[:cap(w.read)])
 	w.s, w.env = nil, nil
 	if cap(w.calls) > keptCalls || cap(w.read) > keptCalls {
-		*w = walk{}
+		*w = walk{betweenLooks: w.betweenLooks}
 	}
 }
 

@@ -101,6 +101,42 @@ func TestATangleThroughStatelessWorkersFailsFast(t *testing.T) {
 	}
 }
 
+// A second look that finds the graph moved walks again. y lets in what
+// its predicate takes, and two of its turns wait: one on a, one on b,
+// whose turns each call x, whose turn calls y — two cycles through x's
+// call, the walk's path through the first. Between the walk and its
+// second look the call to a is answered (another owner failing that
+// cycle, as in a tangle): the verdict's ground moved, but the cycle
+// through b is left, and no later event would walk again from x's call.
+// Walked again, it fails x's call with that cycle; giving up, as the walk
+// did before walkAgain, it waited for its deadline (the chaos program,
+// about one run in seventy of its defaults).
+func TestASecondLookThatFindsTheGraphMovedWalksAgain(t *testing.T) {
+	s := walkSilo(t)
+	require.NoError(t, Register(s, "m", func(grain.ID) *nopGrain { return &nopGrain{} }, WithMayInterleave(func(msg any) bool { return msg == "status" })))
+	ctx := t.Context()
+	x, y, a, b := grain.NewID("a", "x"), grain.NewID("m", "y"), grain.NewID("a", "a"), grain.NewID("a", "b")
+	call := func(from, to grain.ID, turn *turnInfo) *queues.Request {
+		r := queues.NewRequest(ctx, nil)
+		s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn)
+		return r
+	}
+	toY := call(x, y, &turnInfo{})
+	toA := call(y, a, &turnInfo{})
+	call(y, b, &turnInfo{})
+	call(a, x, &turnInfo{})
+	call(b, x, &turnInfo{})
+	env := queues.Envelope{Target: y, Hash: y.Hash(), Request: toY, Meta: &queues.Meta{Sender: x}}
+	looks := 0
+	w := &walk{betweenLooks: func() {
+		if looks++; looks == 1 {
+			toA.Resolve(nil, grain.ErrCallCycle)
+		}
+	}}
+	assert.Equal(t, []grain.ID{x, y, b, x}, s.closesCycle(w, &env, nil))
+	assert.Equal(t, 2, looks, "a walk, a second look that found the graph moved, a walk again")
+}
+
 // BenchmarkDeadlockWalk measures closesCycle, an ask from a grain's turn
 // queued behind a busy grain: a walk to a grain that waits on nothing
 // (free), around a cycle of two and of eight grains, and through the
