@@ -149,6 +149,15 @@ func (w *walk) placeNode(at step, shard *waitShard) int32 {
 	return int32(len(w.nodes) - 1)
 }
 
+// maxPlaceTurns bounds the turns of one place a walk reads. A place is
+// stuck if one of its turns is, so a turn left unread only makes the
+// place look free, never stuck; read whole, a grain with hundreds of
+// turns waiting at once (a WithMayInterleave grain's) filled the walk
+// with its turns, and none of what they wait on was read: a cycle
+// through its first turn was taken for free (BenchmarkDeadlockWalk's
+// turns1000, TestACycleThroughOneOfManyWaitingTurnsFailsFast).
+const maxPlaceTurns = maxCycle / 4
+
 // maxNodes bounds the places and turns a walk holds: a turn that fans out
 // to thousands of grains is free once past it, as a grain past maxCycle
 // is, and costs a walk a few hundred nodes, not one a call.
@@ -194,6 +203,9 @@ func (w *walk) readPlace(i int32) {
 	w.read = shard.placeCalls(at.id, at.key, w.s.holdsWhileWaiting(at.id), w.read[:0])
 	from := int32(len(w.members))
 	for j, c := range w.read {
+		if len(w.members)-int(from) == maxPlaceTurns {
+			break // the rest are none the place may be stuck in: see maxPlaceTurns
+		}
 		if slices.ContainsFunc(w.read[:j], func(d waitCall) bool { return d.turn == c.turn }) {
 			continue // that turn's node is made
 		}

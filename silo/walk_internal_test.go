@@ -137,6 +137,32 @@ func TestASecondLookThatFindsTheGraphMovedWalksAgain(t *testing.T) {
 	assert.Equal(t, 2, looks, "a walk, a second look that found the graph moved, a walk again")
 }
 
+// A cycle through one of many turns waiting at once: r lets in what its
+// predicate takes, and 200 of its turns wait, the first on x, the others
+// each on a grain of its own that waits on nothing; x's turn calls r
+// with a message the predicate does not take. Read whole, r's turns
+// filled the walk (maxNodes) before what they wait on was read, and the
+// first was taken for free: x's call waited for its deadline. A walk
+// reads the first maxPlaceTurns turns of a place, and fails it.
+func TestACycleThroughOneOfManyWaitingTurnsFailsFast(t *testing.T) {
+	s := walkSilo(t)
+	require.NoError(t, Register(s, "m", func(grain.ID) *nopGrain { return &nopGrain{} }, WithMayInterleave(func(msg any) bool { return msg == "status" })))
+	ctx := t.Context()
+	x, r := grain.NewID("a", "x"), grain.NewID("m", "r")
+	call := func(from, to grain.ID, turn *turnInfo) *queues.Request {
+		q := queues.NewRequest(ctx, nil)
+		s.waitsOf(from.Hash()).start(from, from.Hash(), q, to, to.Hash(), false, false, nil, turn)
+		return q
+	}
+	toR := call(x, r, &turnInfo{})
+	call(r, x, &turnInfo{})
+	for i := range 199 {
+		call(r, grain.NewIntID("a", int64(i)), &turnInfo{})
+	}
+	env := queues.Envelope{Target: r, Hash: r.Hash(), Request: toR, Meta: &queues.Meta{Sender: x}}
+	assert.Equal(t, []grain.ID{x, r, x}, s.closesCycle(new(walk), &env, nil))
+}
+
 // BenchmarkDeadlockWalk measures closesCycle, an ask from a grain's turn
 // queued behind a busy grain: a walk to a grain that waits on nothing
 // (free), around a cycle of two and of eight grains, and through the
@@ -185,6 +211,20 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 		}
 		return queues.Envelope{Target: t, Hash: t.Hash(), Request: r, Meta: &queues.Meta{Sender: x}}
 	}
+	// turns makes x call t, n of whose turns wait at once, each on a call
+	// to a grain of its own, which calls x: a place past the walk's bound
+	// by its turns, not one turn's calls.
+	turns := func(n int) queues.Envelope {
+		x, t := grain.NewIntID("a", 2_000_000), grain.NewIntID("a", 2_000_001)
+		r := queues.NewRequest(ctx, nil)
+		s.waitsOf(x.Hash()).start(x, x.Hash(), r, t, t.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+		for i := range n {
+			g := grain.NewIntID("a", int64(2_000_002+i))
+			s.waitsOf(t.Hash()).start(t, t.Hash(), queues.NewRequest(ctx, nil), g, g.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+			s.waitsOf(g.Hash()).start(g, g.Hash(), queues.NewRequest(ctx, nil), x, x.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+		}
+		return queues.Envelope{Target: t, Hash: t.Hash(), Request: r, Meta: &queues.Meta{Sender: x}}
+	}
 	// free: a0 calls a1, which calls a2, which waits on nothing.
 	a := []grain.ID{grain.NewIntID("a", 1), grain.NewIntID("a", 2), grain.NewIntID("a", 3)}
 	r0, r1 := queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil)
@@ -200,6 +240,7 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 		{"cycle8", ring(8, 1), true},
 		{"tangle12", ring(12, 5), true},
 		{"wide1000", wide(1000), false},
+		{"turns1000", turns(1000), true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
