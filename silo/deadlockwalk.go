@@ -22,7 +22,7 @@ import (
 // answered once that turn's calls are. Anything the walk cannot be sure
 // of is free: a call answered or given up on, an activation not known, a
 // grain whose entry two grains of one hash share, a place past maxCycle
-// grains looked at.
+// grains looked at, a place's turns past its first maxPlaceTurns.
 //
 // What is stuck is what is not free once freedom has spread as far as
 // it can (settle): a place whose turns are all free is free, a turn with
