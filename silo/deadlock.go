@@ -221,20 +221,32 @@ func (s *Silo) nextWorkerPart(id grain.ID, h uint64, cur int) (int, bool) {
 	return s.workerPart(base, i+1).idx, true
 }
 
-// rewalkBehind walks again from each ask that waits behind a, whose turn
-// is down to calls that closed no cycle (Silo.endWait), and fails those
-// that close one. At most maxCycle asks are walked: a cycle needs one.
+// rewalkBehind walks again behind a, whose turn is down to calls that
+// closed no cycle (Silo.endWait), and fails the asks waiting there that
+// close one: one walk from a finds the turns stuck on it, and an ask
+// behind a that one of them made is walked as its own (breakDeadlock).
 func (p *partition) rewalkBehind(a *act) {
-	if cur, ok := p.dir.Get(a.ID, a.ID.HashWithKind(a.k.nameHash)); !ok || cur != a || !a.busy() {
+	h := a.ID.HashWithKind(a.k.nameHash)
+	if cur, ok := p.dir.Get(a.ID, h); !ok || cur != a || !a.busy() || a.Mailbox.Len() == 0 {
+		return
+	}
+	shard, key := p.s.waitsOf(h), h
+	if a.isWorker() {
+		shard, key = &p.waits, workerWaitKey(h, p.idx)
+	}
+	stuck := p.walk.stuckBehind(p.s, step{id: a.ID, key: key}, shard, p.stuck[:0])
+	p.stuck = stuck[:0]
+	if len(stuck) == 0 {
 		return
 	}
 	var asks []queues.Envelope
 	a.Mailbox.Find(func(e *queues.Envelope) bool {
-		if e.Request != nil && len(asks) < maxCycle {
+		if e.Request != nil && slices.Contains(stuck, e.Request) {
 			asks = append(asks, *e)
 		}
 		return false
 	})
+	clear(stuck)
 	for i := range asks {
 		if p.breakDeadlock(&asks[i], a) {
 			p.popAsk(a, asks[i].Request)

@@ -56,6 +56,8 @@ type walk struct {
 	// moved: the second look found an ask of the verdict answered or
 	// given up on since the walk read it (stillStuck)
 	moved bool
+	// none is the env of a walk for no ask (stuckBehind)
+	none queues.Envelope
 	// betweenLooks, nil but in tests, runs before the second look: what
 	// another owner does meanwhile, on demand.
 	betweenLooks func()
@@ -85,15 +87,7 @@ func (w *walk) run(s *Silo, env *queues.Envelope, root step, shard *waitShard) [
 	w.nodes, w.calls, w.dest, w.members = w.nodes[:0], w.calls[:0], w.dest[:0], w.members[:0]
 	defer w.drop()
 	w.placeNode(root, shard)
-	// Breadth first: the nodes each read adds are read in turn, until none
-	// is left, or past maxCycle, whatever is left unread is free.
-	for i := 0; i < len(w.nodes); i++ {
-		if w.nodes[i].place {
-			w.readPlace(int32(i))
-		} else {
-			w.follow(int32(i))
-		}
-	}
+	w.explore()
 	if w.own < 0 {
 		return nil // the walk never came back to env's turn
 	}
@@ -115,6 +109,53 @@ func (w *walk) run(s *Silo, env *queues.Envelope, root step, shard *waitShard) [
 	return path
 }
 
+// explore reads the graph from the root, breadth first: the nodes each
+// read adds are read in turn, until none is left; past maxCycle, whatever
+// is left unread is free.
+func (w *walk) explore() {
+	for i := 0; i < len(w.nodes); i++ {
+		if w.nodes[i].place {
+			w.readPlace(int32(i))
+		} else {
+			w.follow(int32(i))
+		}
+	}
+}
+
+// stuckBehind appends to buf, and returns, the asks queued behind root —
+// a busy grain or stateless activation, whose wait is in shard — made by
+// turns stuck on root: each closes a cycle through root's stuck turn
+// (partition.rewalkBehind, which takes each one's verdict as its own ask,
+// breakDeadlock). One walk from root finds them among every ask behind
+// it, however many wait there: walked one ask at a time, up to maxCycle
+// of them, a grain with a long backlog (asks from outside, from turns no
+// one waits for) kept the ask that closed the cycle past the bound, and
+// it waited for its deadline (the chaos program, -keys 2 -fan 8 -depth 5).
+func (w *walk) stuckBehind(s *Silo, root step, shard *waitShard, buf []*queues.Request) []*queues.Request {
+	w.none = queues.Envelope{Target: root.id} // no ask of its own: no call is env's
+	w.s, w.env, w.reads, w.own, w.moved = s, &w.none, 0, -1, false
+	w.nodes, w.calls, w.dest, w.members = w.nodes[:0], w.calls[:0], w.dest[:0], w.members[:0]
+	defer w.drop()
+	w.placeNode(root, shard)
+	w.explore()
+	w.settle()
+	if w.nodes[0].free {
+		return buf
+	}
+	for i := range w.nodes {
+		n := &w.nodes[i]
+		if n.place || n.free {
+			continue
+		}
+		for k := n.from; k < n.to; k++ {
+			if w.dest[k] == 0 {
+				buf = append(buf, w.calls[k].req)
+			}
+		}
+	}
+	return buf
+}
+
 // drop lets go of what the walk read: a partition's buffers would keep
 // the requests and turns alive until its next walk. Buffers a rare walk
 // grew large (a grain with hundreds of calls out) are let go of whole.
@@ -122,7 +163,7 @@ func (w *walk) drop() {
 	clear(w.nodes)
 	clear(w.calls)
 	clear(w.read[:cap(w.read)])
-	w.s, w.env = nil, nil
+	w.s, w.env, w.none = nil, nil, queues.Envelope{}
 	if cap(w.calls) > keptCalls || cap(w.read) > keptCalls {
 		*w = walk{betweenLooks: w.betweenLooks}
 	}

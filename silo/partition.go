@@ -144,9 +144,10 @@ type partition struct {
 	// idleQuiet: at its last idle collection the partition had nothing
 	// left for the idle ticks (idleticks.go)
 	idleQuiet atomic.Bool
-	idleLen   atomic.Int64 // grains in the idle wheel at the last idle tick (memory.go)
-	waits     waitShard    // the wait-for edges of this partition's grains (deadlock.go)
-	walk      walk         // the owner's deadlock walks' buffers (deadlockwalk.go)
+	idleLen   atomic.Int64      // grains in the idle wheel at the last idle tick (memory.go)
+	waits     waitShard         // the wait-for edges of this partition's grains (deadlock.go)
+	walk      walk              // the owner's deadlock walks' buffers (deadlockwalk.go)
+	stuck     []*queues.Request // rewalkBehind's: the asks its walk found stuck
 	// firstsOut: activation turns whose factory or hook failed, handing
 	// their first message back to the owner (turnResult.firstOut); a
 	// closing partition does not stop before it has them (stopped)

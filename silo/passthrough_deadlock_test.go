@@ -724,3 +724,56 @@ func TestACycleThroughCallsLetInByAStatelessActivationFailsFast(t *testing.T) {
 	requireCycle(t, err, x, c, w, w, x)
 	require.NoError(t, <-fromW, "w's turns end once x's has")
 }
+
+// A cycle left to be found behind a grain with a long backlog: m's turn
+// calls g and y at once, and y's turn calls z, behind z's turn (another
+// chain), which — once a hundred asks from outside wait behind m — calls
+// m, while g's turn may still answer: no cycle yet. Once g answers, m's
+// turn is stuck on y, whose call runs in y: the asks behind m are walked
+// again. Walked one at a time, up to maxCycle of them, the hundred from
+// outside came first and z's never was: every call waited for its
+// deadline. One walk from m finds the turns stuck on it, z's among them,
+// and fails z's call at once.
+func TestACycleBehindALongBacklogFailsFast(t *testing.T) {
+	in, gate := map[string]chan struct{}{}, map[string]chan struct{}{}
+	for _, k := range []string{"g", "y", "z"} {
+		in[k], gate[k] = make(chan struct{}, 1), make(chan struct{})
+	}
+	close(gate["y"])
+	m, g, y, z := grain.NewID("hub", "m"), grain.NewID("hold", "g"), grain.NewID("hold", "y"), grain.NewID("hold", "z")
+	s := newSilo(t, silo.Config{Partitions: 2}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hub", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg != "fan" {
+					return "ok", nil
+				}
+				return "fanned", callAtOnce(ctx, s, "go", g, y)
+			}
+		}))
+		require.NoError(t, silo.Register(s, "hold", gateThenCall(s, in, gate, map[grain.ID]grain.ID{y: z, z: m}, map[grain.ID]string{y: "go"})))
+	})
+	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
+	defer cancel()
+	fromZ := askAsync(ctx, s, z, "go")
+	<-in["z"]
+	fromM := askAsync(ctx, s, m, "fan")
+	<-in["g"]
+	<-in["y"]
+	waitBacklog(t, s, 1) // y's call waits behind z's turn
+	const behind = 100
+	waiting := make([]<-chan error, behind)
+	for i := range waiting {
+		waiting[i] = askAsync(ctx, s, m, "q")
+	}
+	waitBacklog(t, s, 1+behind)
+	close(gate["z"]) // z calls m, behind the hundred
+	waitBacklog(t, s, 2+behind)
+	close(gate["g"]) // g answers: m's turn waits on y alone
+	err := <-fromZ
+	require.NotErrorIs(t, err, context.DeadlineExceeded)
+	requireCycle(t, err, z, m, y, z)
+	require.ErrorIs(t, <-fromM, grain.ErrCallCycle, "z's failure passed on through y")
+	for _, w := range waiting {
+		require.NoError(t, <-w)
+	}
+}
