@@ -227,8 +227,11 @@ func (s *Silo) nextWorkerPart(id grain.ID, h uint64, cur int) (int, bool) {
 // behind a that one of them made is walked as its own (breakDeadlock).
 func (p *partition) rewalkBehind(a *act) {
 	h := a.ID.HashWithKind(a.k.nameHash)
-	if cur, ok := p.dir.Get(a.ID, h); !ok || cur != a || !a.busy() || a.Mailbox.Len() == 0 {
+	if cur, ok := p.dir.Get(a.ID, h); !ok || cur != a || !a.busy() {
 		return
+	}
+	if a.Mailbox.Find(func(e *queues.Envelope) bool { return e.Request != nil && !e.Sender().IsZero() }) == nil {
+		return // no ask behind a from a turn: none closes a cycle, and no walk is needed
 	}
 	shard, key := p.s.waitsOf(h), h
 	if a.isWorker() {
