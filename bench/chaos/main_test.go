@@ -13,7 +13,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // graph of calls: every tell handled or a dead letter, nothing handled
 // twice. An ask left to its deadline — a deadlock the silo's walk did not
 // fail (docs/chaos.md says which it still misses) — is reported, not
-// failed on: the defaults met none in 260 runs of this build, but
+// failed on: the defaults met none in 100 runs of this build, but
 // a test that fails on a rare timing would make CI cry wolf.
 func TestAStormLosesAndDoublesNothing(t *testing.T) {
 	cfg := defaults()
