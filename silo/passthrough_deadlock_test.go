@@ -640,25 +640,7 @@ func TestACycleThroughACallLetInByAStatelessActivationFailsFast(t *testing.T) {
 	}
 	c, w, x, g := grain.NewID("fan", "c"), grain.NewID("sw", "w"), grain.NewID("hold", "x"), grain.NewID("hold", "g")
 	s := newSilo(t, silo.Config{Partitions: 2}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "hi" {
-					return "c-ok", nil
-				}
-				return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "outer")
-			}
-		}))
-		require.NoError(t, silo.Register(s, "sw", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				switch msg {
-				case "hold":
-					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, g, "go")
-				case "outer": // a call back on its own chain
-					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "inner")
-				}
-				return silo.Call[string](ctx, s, x, "hi") // inner, let in
-			}
-		}, silo.WithStatelessWorker(2)))
+		registerLetInChain(t, s, w, x, "hold", g)
 		require.NoError(t, silo.Register(s, "hold", gateThenCall(s, in, gate, map[grain.ID]grain.ID{x: c}, nil)))
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)
@@ -678,6 +660,33 @@ func TestACycleThroughACallLetInByAStatelessActivationFailsFast(t *testing.T) {
 	require.NoError(t, <-fromHold)
 }
 
+// registerLetInChain registers the kinds of the two tests above: "fan",
+// whose turns call w "outer" on their chain; and "sw", w's, a stateless
+// worker of two activations whose turn for start calls next "go" on its
+// chain, whose "outer" calls w back ("inner", on its own chain: let in),
+// and whose "inner" calls x.
+func registerLetInChain(t *testing.T, s *silo.Silo, w, x grain.ID, start string, next grain.ID) {
+	require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
+		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+			if msg == "hi" {
+				return "c-ok", nil
+			}
+			return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "outer")
+		}
+	}))
+	require.NoError(t, silo.Register(s, "sw", func(grain.ID) grain.Func {
+		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+			switch msg {
+			case start:
+				return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, next, "go")
+			case "outer": // a call back on its own chain
+				return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "inner")
+			}
+			return silo.Call[string](ctx, s, x, "hi") // inner, let in
+		}
+	}, silo.WithStatelessWorker(2)))
+}
+
 // The same through two calls let in, one after the other, by a stateless
 // activation: w's turn (root) calls c, whose turn calls w back (outer,
 // let in beside root), whose turn calls w back again (inner, let in too),
@@ -691,25 +700,7 @@ func TestACycleThroughCallsLetInByAStatelessActivationFailsFast(t *testing.T) {
 	in, gate := map[string]chan struct{}{"x": make(chan struct{}, 1)}, map[string]chan struct{}{"x": make(chan struct{})}
 	c, w, x := grain.NewID("fan", "c"), grain.NewID("sw", "w"), grain.NewID("hold", "x")
 	s := newSilo(t, silo.Config{Partitions: 2}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "fan", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "hi" {
-					return "c-ok", nil
-				}
-				return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "outer")
-			}
-		}))
-		require.NoError(t, silo.Register(s, "sw", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				switch msg {
-				case "root":
-					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, c, "go")
-				case "outer": // a call back on root's chain
-					return silo.Call[string](silo.AllowCallChainReentrancy(ctx), s, w, "inner")
-				}
-				return silo.Call[string](ctx, s, x, "hi") // inner, let in
-			}
-		}, silo.WithStatelessWorker(2)))
+		registerLetInChain(t, s, w, x, "root", c)
 		require.NoError(t, silo.Register(s, "hold", gateThenCall(s, in, gate, map[grain.ID]grain.ID{x: c}, nil)))
 	})
 	ctx, cancel := context.WithTimeout(ctxT(t), 5*time.Second)

@@ -1,6 +1,7 @@
 package silo
 
 import (
+	"context"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -25,11 +26,7 @@ func TestADeadlockWalkBackIntoTheCallersTurnLetInIsALoop(t *testing.T) {
 	s := walkSilo(t)
 	ctx := t.Context()
 	x, y, z, w := grain.NewID("a", "x"), grain.NewID("a", "y"), grain.NewID("a", "z"), grain.NewID("a", "w")
-	call := func(from, to grain.ID, turn *turnInfo) *queues.Request {
-		r := queues.NewRequest(ctx, nil)
-		s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn)
-		return r
-	}
+	call := caller(s, ctx)
 	call(x, y, &turnInfo{})
 	back := call(y, x, &turnInfo{})
 	back.Interleave = true // a call back on x's chain: let in
@@ -41,6 +38,16 @@ func TestADeadlockWalkBackIntoTheCallersTurnLetInIsALoop(t *testing.T) {
 	assert.Equal(t, []grain.ID{x, z, y, x}, s.closesCycle(new(walk), &env, nil))
 	env = queues.Envelope{Target: w, Hash: w.Hash(), Request: toW, Meta: &queues.Meta{Sender: x}}
 	assert.Equal(t, []grain.ID{x, w, y, x}, s.closesCycle(new(walk), &env, nil))
+}
+
+// caller returns a func that records a call from a turn of from to to,
+// queued behind to, in from's shard, and returns its request.
+func caller(s *Silo, ctx context.Context) func(from, to grain.ID, turn *turnInfo) *queues.Request {
+	return func(from, to grain.ID, turn *turnInfo) *queues.Request {
+		r := queues.NewRequest(ctx, nil)
+		s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn)
+		return r
+	}
 }
 
 // A tangle through stateless workers' activations: four plain grains and
@@ -116,11 +123,7 @@ func TestASecondLookThatFindsTheGraphMovedWalksAgain(t *testing.T) {
 	require.NoError(t, Register(s, "m", func(grain.ID) *nopGrain { return &nopGrain{} }, WithMayInterleave(func(msg any) bool { return msg == "status" })))
 	ctx := t.Context()
 	x, y, a, b := grain.NewID("a", "x"), grain.NewID("m", "y"), grain.NewID("a", "a"), grain.NewID("a", "b")
-	call := func(from, to grain.ID, turn *turnInfo) *queues.Request {
-		r := queues.NewRequest(ctx, nil)
-		s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn)
-		return r
-	}
+	call := caller(s, ctx)
 	toY := call(x, y, &turnInfo{})
 	toA := call(y, a, &turnInfo{})
 	call(y, b, &turnInfo{})
@@ -149,11 +152,7 @@ func TestACycleThroughOneOfManyWaitingTurnsFailsFast(t *testing.T) {
 	require.NoError(t, Register(s, "m", func(grain.ID) *nopGrain { return &nopGrain{} }, WithMayInterleave(func(msg any) bool { return msg == "status" })))
 	ctx := t.Context()
 	x, r := grain.NewID("a", "x"), grain.NewID("m", "r")
-	call := func(from, to grain.ID, turn *turnInfo) *queues.Request {
-		q := queues.NewRequest(ctx, nil)
-		s.waitsOf(from.Hash()).start(from, from.Hash(), q, to, to.Hash(), false, false, nil, turn)
-		return q
-	}
+	call := caller(s, ctx)
 	toR := call(x, r, &turnInfo{})
 	call(r, x, &turnInfo{})
 	for i := range 199 {
