@@ -2,6 +2,7 @@ package silo
 
 import (
 	"slices"
+	"unsafe"
 
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -49,10 +50,18 @@ type walk struct {
 	// members: every place's turns, a range each
 	members []int32
 	read    []waitCall // what a shard read returned
-	marks   []int32    // pathBack's and stillStuck's, a mark a node
-	queue   []int32
-	reads   int   // grains looked at, bounded by maxCycle
-	own     int32 // env's turn's node, or -1 until found
+	// index finds a node by what it is (nodeKey): looked up for every call
+	// followed, a scan of the nodes made a walk of a few hundred nodes
+	// cost their square
+	index map[uint64]int32 // by nodeKey.hash
+	// slot and order: readPlace's, each call read's turn among the place's
+	// first maxPlaceTurns (or -1), and the calls read in order of it
+	slot  []int8
+	order []waitCall
+	marks []int32 // pathBack's and stillStuck's, a mark a node
+	queue []int32
+	reads int   // grains looked at, bounded by maxCycle
+	own   int32 // env's turn's node, or -1 until found
 	// moved: the second look found an ask of the verdict answered or
 	// given up on since the walk read it (stillStuck)
 	moved bool
@@ -74,6 +83,30 @@ type wnode struct {
 	read, followed bool
 	free           bool
 	from, to       int32 // a place's turns in members; a turn's calls in calls
+}
+
+// nodeKey is what a node is: the key of its grain's wait, and its turn
+// (nil for a place). A turn with no turnInfo (a tell's, a tick's) is no
+// key: it is found from its place only, once. The index keeps the first
+// node of a hash (two grains whose waits share a key, two keys whose
+// hashes meet), and a lookup checks the node, scanning them all on the
+// rare miss.
+type nodeKey struct {
+	key   uint64
+	turn  *turnInfo
+	place bool
+}
+
+// hash mixes k into one word: a map of words hashes far faster than one
+// of structs with a pointer in them, which cost a walk of a few hundred
+// nodes a fifth of its time. (The turn's address names it while the
+// walk holds it: the heap does not move.)
+func (k nodeKey) hash() uint64 {
+	h := k.key ^ uint64(uintptr(unsafe.Pointer(k.turn)))*0x9e3779b97f4a7c15
+	if k.place {
+		h = ^h
+	}
+	return h
 }
 
 // freeCall is the destination of a call that may be answered.
@@ -163,8 +196,11 @@ func (w *walk) drop() {
 	clear(w.nodes)
 	clear(w.calls)
 	clear(w.read[:cap(w.read)])
+	if len(w.nodes) > scanNodes {
+		clear(w.index)
+	}
 	w.s, w.env, w.none = nil, nil, queues.Envelope{}
-	if cap(w.calls) > keptCalls || cap(w.read) > keptCalls {
+	if cap(w.calls) > keptCalls || cap(w.read) > keptCalls || cap(w.order) > keptCalls {
 		*w = walk{betweenLooks: w.betweenLooks}
 	}
 }
@@ -178,17 +214,68 @@ const keptCalls = 1024
 // placeNode returns the node of the place at, whose wait is in shard,
 // adding it unread if the walk has none.
 func (w *walk) placeNode(at step, shard *waitShard) int32 {
-	for i := range w.nodes {
-		if n := &w.nodes[i]; n.at.key == at.key && n.place && n.at.id == at.id { // the hash first: IDs compare strings
-			return int32(i)
-		}
+	if i, ok := w.find(at, nodeKey{key: at.key, place: true}); ok {
+		return i
 	}
 	if len(w.nodes) >= maxNodes {
 		return freeCall // past the bound: free
 	}
-	w.nodes = append(w.nodes, wnode{at: at, shard: shard, place: true})
+	w.add(wnode{at: at, shard: shard, place: true})
 	return int32(len(w.nodes) - 1)
 }
+
+// find returns the node of at that k says, if the walk has it: by a scan
+// while the walk is small, by its index once it is not.
+func (w *walk) find(at step, k nodeKey) (int32, bool) {
+	if len(w.nodes) > scanNodes {
+		i, ok := w.index[k.hash()]
+		if !ok {
+			return 0, false
+		}
+		if n := &w.nodes[i]; n.at.key == k.key && n.place == k.place && n.turn == k.turn && n.at.id == at.id {
+			return i, true
+		}
+		// another node of k's hash holds the entry (rare): scan
+	}
+	for i := range w.nodes {
+		if n := &w.nodes[i]; n.at.key == k.key && n.place == k.place && n.turn == k.turn && n.at.id == at.id { // the hash first: IDs compare strings
+			return int32(i), true
+		}
+	}
+	return 0, false
+}
+
+// add appends n to the walk's nodes, and to its index once the walk is
+// past scanNodes.
+func (w *walk) add(n wnode) {
+	w.nodes = append(w.nodes, n)
+	switch {
+	case len(w.nodes) < scanNodes+1:
+	case len(w.nodes) == scanNodes+1:
+		if w.index == nil {
+			w.index = make(map[uint64]int32, maxNodes)
+		}
+		for i := range w.nodes {
+			w.indexNode(int32(i))
+		}
+	default:
+		w.indexNode(int32(len(w.nodes) - 1))
+	}
+}
+
+// indexNode puts node i in the index, unless it is a turn with no
+// turnInfo, or its key's entry is another's.
+func (w *walk) indexNode(i int32) {
+	n := &w.nodes[i]
+	k := nodeKey{key: n.at.key, turn: n.turn, place: n.place}.hash()
+	if _, ok := w.index[k]; !ok && (n.place || n.turn != nil) {
+		w.index[k] = i
+	}
+}
+
+// scanNodes is the most nodes a walk finds one among by a scan: most
+// walks are this small, and a map cleared each walk costs them more.
+const scanNodes = 32
 
 // maxPlaceTurns bounds the turns of one place a walk reads. A place is
 // stuck if one of its turns is, so a turn left unread only makes the
@@ -210,10 +297,8 @@ const maxNodes = 2 * maxCycle
 // ask let in that it handles: one node for both.
 func (w *walk) turnNode(at step, shard *waitShard, turn *turnInfo, calls []waitCall) int32 {
 	if turn != nil {
-		for i := range w.nodes {
-			if n := &w.nodes[i]; n.turn == turn && n.at.key == at.key && !n.place && n.at.id == at.id {
-				return int32(i)
-			}
+		if i, ok := w.find(at, nodeKey{key: at.key, turn: turn}); ok {
+			return i
 		}
 	}
 	if len(w.nodes) >= maxNodes {
@@ -230,30 +315,61 @@ func (w *walk) turnNode(at step, shard *waitShard, turn *turnInfo, calls []waitC
 		w.calls = append(w.calls, c)
 		w.dest = append(w.dest, freeCall)
 	}
-	w.nodes = append(w.nodes, wnode{at: at, shard: shard, turn: turn, from: from, to: int32(len(w.calls))})
+	w.add(wnode{at: at, shard: shard, turn: turn, from: from, to: int32(len(w.calls))})
 	return int32(len(w.nodes) - 1)
 }
 
 // readPlace reads the calls out of place i, a node for each of its
-// turns.
+// turns: the first maxPlaceTurns of them, whose calls it gathers in one
+// pass over what it read (a grain with a thousand calls out costs the
+// walk a pass, not a pass a turn).
 func (w *walk) readPlace(i int32) {
 	if w.reads++; w.reads > maxCycle {
 		return // unread: free
 	}
 	at, shard := w.nodes[i].at, w.nodes[i].shard
 	w.read = shard.placeCalls(at.id, at.key, w.s.holdsWhileWaiting(at.id), w.read[:0])
+	// Each call's turn among the place's first maxPlaceTurns (-1 past
+	// them), and then the calls in order of it, counted into place.
+	var turns [maxPlaceTurns]*turnInfo
+	var ends [maxPlaceTurns + 1]int32 // turn k's calls, gathered: order[ends[k]:ends[k+1]]
+	nt := 0
+	w.slot = slices.Grow(w.slot[:0], len(w.read))[:len(w.read)]
+	for j := range w.read {
+		k := slices.Index(turns[:nt], w.read[j].turn)
+		if k < 0 && nt < maxPlaceTurns {
+			turns[nt], k = w.read[j].turn, nt
+			nt++
+		}
+		w.slot[j] = int8(k) // -1: a turn none the place may be stuck in: see maxPlaceTurns
+		if k >= 0 {
+			ends[k+1]++
+		}
+	}
+	if nt > 1 { // else one turn's, all of them (a fan-out): no gathering
+		for k := range nt {
+			ends[k+1] += ends[k]
+		}
+		w.order = slices.Grow(w.order[:0], int(ends[nt]))[:ends[nt]]
+		next := ends
+		for j, k := range w.slot {
+			if k >= 0 {
+				w.order[next[k]] = w.read[j]
+				next[k]++
+			}
+		}
+	}
 	from := int32(len(w.members))
-	for j, c := range w.read {
-		if len(w.members)-int(from) == maxPlaceTurns {
-			break // the rest are none the place may be stuck in: see maxPlaceTurns
+	for k := range nt {
+		calls := w.read
+		if nt > 1 {
+			calls = w.order[ends[k]:ends[k+1]]
 		}
-		if slices.ContainsFunc(w.read[:j], func(d waitCall) bool { return d.turn == c.turn }) {
-			continue // that turn's node is made
-		}
-		if t := w.turnNode(at, shard, c.turn, w.read[j:]); t != freeCall {
+		if t := w.turnNode(at, shard, turns[k], calls); t != freeCall {
 			w.members = append(w.members, t) // else past the bound: a turn not known is none the place may be stuck in
 		}
 	}
+	clear(w.order) // the walk keeps its own copies, in calls
 	n := &w.nodes[i]
 	n.read, n.from, n.to = true, from, int32(len(w.members))
 }

@@ -162,6 +162,36 @@ func TestACycleThroughOneOfManyWaitingTurnsFailsFast(t *testing.T) {
 	assert.Equal(t, []grain.ID{x, r, x}, s.closesCycle(new(walk), &env, nil))
 }
 
+// A walk past the nodes it finds by a scan finds them by its index, by
+// the key of a grain's wait and a turn; two grains whose waits share a
+// key (a hash two identities share: their entry in a shard gives no
+// calls, and each is a node of its own, taken for free) and a grain's
+// place and its turns are nodes apart, each found again as itself.
+func TestAWalkTellsNodesOfOneKeyApart(t *testing.T) {
+	var w walk
+	w.env = &queues.Envelope{}
+	for i := range scanNodes + 4 {
+		w.placeNode(step{id: grain.NewIntID("a", int64(i)), key: uint64(1000 + i)}, nil)
+	}
+	require.Greater(t, len(w.nodes), scanNodes)
+	a, b := step{id: grain.NewIntID("a", -1), key: 7}, step{id: grain.NewIntID("a", -2), key: 7}
+	ta, tb := &turnInfo{}, &turnInfo{}
+	nodes := []int32{
+		w.placeNode(a, nil), w.placeNode(b, nil),
+		w.turnNode(a, nil, ta, nil), w.turnNode(b, nil, tb, nil), w.turnNode(a, nil, tb, nil),
+	}
+	for k, i := range nodes {
+		require.Equal(t, int32(scanNodes+4+k), i, "node %d is new", k)
+	}
+	again := []int32{
+		w.placeNode(a, nil), w.placeNode(b, nil),
+		w.turnNode(a, nil, ta, nil), w.turnNode(b, nil, tb, nil), w.turnNode(a, nil, tb, nil),
+	}
+	require.Equal(t, nodes, again)
+	require.Equal(t, int32(3), w.placeNode(step{id: grain.NewIntID("a", 3), key: 1003}, nil))
+	w.drop()
+}
+
 // BenchmarkDeadlockWalk measures closesCycle, an ask from a grain's turn
 // queued behind a busy grain: a walk to a grain that waits on nothing
 // (free), around a cycle of two and of eight grains, and through the
@@ -270,7 +300,10 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 // calls the next from a stuck turn. (The walk along routes, even with
 // memos, gave no verdict on the second graph, and with no stateless
 // activations on the 524th; 180,000 graphs of other seeds agreed with the
-// walk that settles.)
+// walk that settles.) The last graphs are larger, of 14 to 29 places,
+// for walks past the nodes found by a scan (scanNodes) to find them by
+// the walk's index; a walk that gives no verdict past its bounds
+// (maxCycle, maxNodes) is none to check.
 func TestTheWalkAgreesWithAReferenceOnRandomGraphs(t *testing.T) {
 	s := walkSilo(t)
 	ctx := t.Context()
@@ -287,10 +320,13 @@ func TestTheWalkAgreesWithAReferenceOnRandomGraphs(t *testing.T) {
 		calls []call
 	}
 	var w walk
-	cycles, letIns := 0, 0
-	for g := range 3000 {
+	cycles, letIns, indexed, bounded := 0, 0, 0, 0
+	for g := range 3600 {
 		// places: a plain grain's (part -1), or a stateless activation's
 		n := 2 + rng.IntN(12)
+		if g >= 3000 {
+			n = 14 + rng.IntN(16)
+		}
 		ids, parts := make([]grain.ID, n), make([]int, n)
 		for i := 0; i < n; i++ {
 			if i+1 < n && rng.IntN(3) == 0 {
@@ -430,6 +466,13 @@ func TestTheWalkAgreesWithAReferenceOnRandomGraphs(t *testing.T) {
 			at = s.parts[parts[c0.to]]
 		}
 		got := s.closesCycle(&w, &env, at)
+		if len(w.nodes) > scanNodes {
+			indexed++
+		}
+		if want && got == nil && (w.reads > maxCycle || len(w.nodes) >= maxNodes) {
+			bounded++
+			want = false // past its bounds the walk takes what is left for free
+		}
 		if want != (got != nil) { // the graph, to read the failure by
 			for i := range n {
 				t.Logf("place %d: %v part %d", i, ids[i], parts[i])
@@ -460,6 +503,7 @@ func TestTheWalkAgreesWithAReferenceOnRandomGraphs(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d cycles found, %d calls let in", cycles, letIns)
+	t.Logf("%d cycles found, %d calls let in, %d walks past %d nodes, %d past a bound", cycles, letIns, indexed, scanNodes, bounded)
 	require.NotZero(t, cycles)
+	require.NotZero(t, indexed)
 }
