@@ -525,14 +525,14 @@ func (s *Silo) blocksWhileWaiting(id grain.ID) bool {
 // waits on a call (unless its WithMayInterleave predicate takes the ask):
 // it is not reentrant. A reentrant grain never closes a deadlock.
 func (s *Silo) holdsWhileWaiting(id grain.ID) bool {
-	k := s.kinds[id.Kind()]
+	k, _ := s.kindOf.get(kindName(&id), s.kinds) // a walk asks for each call it follows
 	return k != nil && !k.reentrant
 }
 
 // isWorker reports whether id is a stateless worker's, whose activations
 // share it: their waits are edges under keys of their own (workerWaitKey).
 func (s *Silo) isWorker(id grain.ID) bool {
-	k := s.kinds[id.Kind()]
+	k, _ := s.kindOf.get(kindName(&id), s.kinds)
 	return k != nil && k.workers > 1
 }
 

@@ -50,10 +50,11 @@ type walk struct {
 	// members: every place's turns, a range each
 	members []int32
 	read    []waitCall // what a shard read returned
-	// index finds a node by what it is (nodeKey): looked up for every call
-	// followed, a scan of the nodes made a walk of a few hundred nodes
-	// cost their square
-	index map[uint64]int32 // by nodeKey.hash
+	// index finds a node by what it is (nodeKey), once the walk is past
+	// scanNodes: looked up for every call followed, a scan of the nodes
+	// made a walk of a few hundred nodes cost their square. A table of
+	// node+1 (0: empty) from nodeKey.slot on.
+	index []int32
 	// slot and order: readPlace's, each call read's turn among the place's
 	// first maxPlaceTurns (or -1), and the calls read in order of it
 	slot  []int8
@@ -87,27 +88,33 @@ type wnode struct {
 
 // nodeKey is what a node is: the key of its grain's wait, and its turn
 // (nil for a place). A turn with no turnInfo (a tell's, a tick's) is no
-// key: it is found from its place only, once. The index keeps the first
-// node of a hash (two grains whose waits share a key, two keys whose
-// hashes meet), and a lookup checks the node, scanning them all on the
-// rare miss.
+// key: it is found from its place only, once. Two grains whose waits
+// share a key (a hash two identities share) are two nodes, told apart by
+// their grains.
 type nodeKey struct {
 	key   uint64
 	turn  *turnInfo
 	place bool
 }
 
-// hash mixes k into one word: a map of words hashes far faster than one
-// of structs with a pointer in them, which cost a walk of a few hundred
-// nodes a fifth of its time. (The turn's address names it while the
-// walk holds it: the heap does not move.)
-func (k nodeKey) hash() uint64 {
+// slot returns where the index's probe for k begins. (The turn's
+// address names it while the walk holds it: the heap does not move.)
+func (k nodeKey) slot() int {
 	h := k.key ^ uint64(uintptr(unsafe.Pointer(k.turn)))*0x9e3779b97f4a7c15
 	if k.place {
 		h = ^h
 	}
-	return h
+	return int((h ^ h>>32) & (indexSize - 1))
 }
+
+// is reports whether n is the node k says, of the grain at.
+func (k nodeKey) is(n *wnode, at step) bool {
+	return n.at.key == k.key && n.place == k.place && n.turn == k.turn && n.at.id == at.id // the hash first: IDs compare strings
+}
+
+// indexSize is the size of a walk's index: a power of two, four slots a
+// node, so that probes are short.
+const indexSize = 4 * maxNodes
 
 // freeCall is the destination of a call that may be answered.
 const freeCall = -1
@@ -228,17 +235,15 @@ func (w *walk) placeNode(at step, shard *waitShard) int32 {
 // while the walk is small, by its index once it is not.
 func (w *walk) find(at step, k nodeKey) (int32, bool) {
 	if len(w.nodes) > scanNodes {
-		i, ok := w.index[k.hash()]
-		if !ok {
-			return 0, false
+		for j := k.slot(); w.index[j] != 0; j = (j + 1) & (indexSize - 1) {
+			if i := w.index[j] - 1; k.is(&w.nodes[i], at) {
+				return i, true
+			}
 		}
-		if n := &w.nodes[i]; n.at.key == k.key && n.place == k.place && n.turn == k.turn && n.at.id == at.id {
-			return i, true
-		}
-		// another node of k's hash holds the entry (rare): scan
+		return 0, false
 	}
 	for i := range w.nodes {
-		if n := &w.nodes[i]; n.at.key == k.key && n.place == k.place && n.turn == k.turn && n.at.id == at.id { // the hash first: IDs compare strings
+		if k.is(&w.nodes[i], at) {
 			return int32(i), true
 		}
 	}
@@ -253,7 +258,7 @@ func (w *walk) add(n wnode) {
 	case len(w.nodes) < scanNodes+1:
 	case len(w.nodes) == scanNodes+1:
 		if w.index == nil {
-			w.index = make(map[uint64]int32, maxNodes)
+			w.index = make([]int32, indexSize)
 		}
 		for i := range w.nodes {
 			w.indexNode(int32(i))
@@ -264,18 +269,27 @@ func (w *walk) add(n wnode) {
 }
 
 // indexNode puts node i in the index, unless it is a turn with no
-// turnInfo, or its key's entry is another's.
+// turnInfo (found from its place only).
 func (w *walk) indexNode(i int32) {
 	n := &w.nodes[i]
-	k := nodeKey{key: n.at.key, turn: n.turn, place: n.place}.hash()
-	if _, ok := w.index[k]; !ok && (n.place || n.turn != nil) {
-		w.index[k] = i
+	if !n.place && n.turn == nil {
+		return
 	}
+	j := nodeKey{key: n.at.key, turn: n.turn, place: n.place}.slot()
+	for w.index[j] != 0 {
+		j = (j + 1) & (indexSize - 1)
+	}
+	w.index[j] = i + 1
 }
 
 // scanNodes is the most nodes a walk finds one among by a scan: most
 // walks are this small, and a map cleared each walk costs them more.
 const scanNodes = 32
+
+// turnSlot returns where readPlace's probe for turn begins.
+func turnSlot(turn *turnInfo) int {
+	return int(uint64(uintptr(unsafe.Pointer(turn))) * 0x9e3779b97f4a7c15 >> 40 % (2 * maxPlaceTurns))
+}
 
 // maxPlaceTurns bounds the turns of one place a walk reads. A place is
 // stuck if one of its turns is, so a turn left unread only makes the
@@ -332,14 +346,28 @@ func (w *walk) readPlace(i int32) {
 	// Each call's turn among the place's first maxPlaceTurns (-1 past
 	// them), and then the calls in order of it, counted into place.
 	var turns [maxPlaceTurns]*turnInfo
+	var seen [2 * maxPlaceTurns]int16 // k+1 of turns[k], by its address (turnSlot), probed on
 	var ends [maxPlaceTurns + 1]int32 // turn k's calls, gathered: order[ends[k]:ends[k+1]]
 	nt := 0
 	w.slot = slices.Grow(w.slot[:0], len(w.read))[:len(w.read)]
 	for j := range w.read {
-		k := slices.Index(turns[:nt], w.read[j].turn)
-		if k < 0 && nt < maxPlaceTurns {
-			turns[nt], k = w.read[j].turn, nt
-			nt++
+		t, k := w.read[j].turn, -1
+		if j > 0 && t == w.read[j-1].turn {
+			k = int(w.slot[j-1]) // a fan-out's calls are mostly side by side
+		} else {
+			for h := turnSlot(t); ; h = (h + 1) % len(seen) {
+				if seen[h] == 0 {
+					if nt < maxPlaceTurns {
+						turns[nt], seen[h], k = t, int16(nt+1), nt
+						nt++
+					}
+					break
+				}
+				if turns[seen[h]-1] == t {
+					k = int(seen[h] - 1)
+					break
+				}
+			}
 		}
 		w.slot[j] = int8(k) // -1: a turn none the place may be stuck in: see maxPlaceTurns
 		if k >= 0 {
