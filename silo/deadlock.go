@@ -559,8 +559,11 @@ func (s *Silo) waitsOf(h uint64) *waitShard {
 
 // maxCycle bounds the walk, in grains looked at (walk.reads): a grain
 // past it is taken for free, and a cycle that runs through one is left to
-// the calls' deadlines.
-const maxCycle = 64
+// the calls' deadlines. It is what bounds a walk's cost: at 128, a walk
+// through a fan-out of a thousand calls (BenchmarkDeadlockWalk/wide1000)
+// costs what it did at 64 before a walk found its nodes by an index
+// (walk.find), and one at 256 costs twice that.
+const maxCycle = 128
 
 // walkAgain is how many times closesCycle walks while what a walk's
 // verdict rested on moves under it.

@@ -300,6 +300,10 @@ func turnSlot(turn *turnInfo) int {
 // turns1000, TestACycleThroughOneOfManyWaitingTurnsFailsFast).
 const maxPlaceTurns = maxCycle / 4
 
+// A turn's place among its grain's is an int8 (walk.slot): this does not
+// compile if maxPlaceTurns outgrows it.
+const _ uint8 = 128 - maxPlaceTurns
+
 // maxNodes bounds the places and turns a walk holds: a turn that fans out
 // to thousands of grains is free once past it, as a grain past maxCycle
 // is, and costs a walk a few hundred nodes, not one a call.
