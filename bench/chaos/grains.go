@@ -163,7 +163,11 @@ func (r *run) send(ctx context.Context, rt grain.Runtime, from string, parent ui
 	if err == nil && reply != h.ID {
 		err = errors.New("chaos: a reply to another hop")
 	}
-	r.led.ended(h.ID, where+outcome(err))
+	out := outcome(err)
+	if out == outcomeTimeout {
+		r.dumpOnce(fmt.Sprintf("hop %d timed out", h.ID)) // before its end takes it off the asks under way
+	}
+	r.led.ended(h.ID, where+out)
 }
 
 // outcome names how an ask ended.

@@ -28,6 +28,11 @@ type ledger struct {
 	out     map[string]int     // how asks ended, by outcome
 	flying  map[uint64]flight  // asks under way, by hop ID
 	running map[uint64]string  // turns under way: hop ID to grain
+	// slowest: the longest an ask under a client's deadline (a hop's, not
+	// a hook's or a tick's) took that ended other than at that deadline —
+	// one near it says the timeouts of a run may be asks as slow, not
+	// stuck (rerun with a longer -deadline: a deadlock never ends)
+	slowest time.Duration
 
 	progress atomic.Uint64 // turns run and asks ended: a stall is none for a while
 }
@@ -148,6 +153,9 @@ func (l *ledger) deadLetter(id uint64) {
 // ended records how ask id ended.
 func (l *ledger) ended(id uint64, outcome string) {
 	l.mu.Lock()
+	if f, ok := l.flying[id]; ok && f.where == "" && outcome != outcomeTimeout {
+		l.slowest = max(l.slowest, time.Since(f.since))
+	}
 	delete(l.flying, id)
 	l.out[outcome]++
 	l.mu.Unlock()
@@ -161,12 +169,13 @@ type verdict struct {
 	nLost, nDoubled   int
 	outcomes          map[string]int
 	timeouts, handled int
+	slowest           time.Duration // the longest an ask took that did not time out
 }
 
 func (l *ledger) verdict() verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := verdict{hops: len(l.sent), outcomes: make(map[string]int, len(l.out))}
+	v := verdict{hops: len(l.sent), outcomes: make(map[string]int, len(l.out)), slowest: l.slowest}
 	maps.Copy(v.outcomes, l.out)
 	for k, n := range l.out {
 		if strings.HasSuffix(k, outcomeTimeout) {
@@ -206,7 +215,8 @@ func (v verdict) String() string {
 	}
 	sort.Strings(keys)
 	var b strings.Builder
-	fmt.Fprintf(&b, "hops %d (tells %d), turns %d, lost %d, doubled %d, asks timed out %d; asks ended:", v.hops, v.tells, v.handled, v.nLost, v.nDoubled, v.timeouts)
+	fmt.Fprintf(&b, "hops %d (tells %d), turns %d, lost %d, doubled %d, asks timed out %d (slowest of the rest %v); asks ended:",
+		v.hops, v.tells, v.handled, v.nLost, v.nDoubled, v.timeouts, v.slowest.Round(time.Millisecond))
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s %d", k, v.outcomes[k])
 	}

@@ -11,8 +11,9 @@
 //	cd bench && go run ./chaos [-keys 4] [-fan 8] [-panic 30] [-hookcall 3] ...
 //
 // It prints one line of what became of the run's messages and exits 1 if a
-// promise was broken. When nothing moves for -dumpafter, it writes every
-// goroutine's stack to a file, once, to show where the run is stuck.
+// promise was broken. When an ask first times out, or nothing moves for
+// -dumpafter, it writes the asks under way and every goroutine's stack to
+// a file, once, to show where the run is stuck.
 package main
 
 import (
@@ -29,6 +30,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/granary-go/granary/silo"
@@ -91,8 +93,8 @@ func main() {
 	flag.BoolVar(&cfg.shed, "shed", cfg.shed, "shed activations at every idle tick, as under memory pressure")
 	flag.DurationVar(&cfg.idle, "idle", cfg.idle, "the kinds' idle timeout")
 	flag.DurationVar(&cfg.hookTimeout, "hooktimeout", cfg.hookTimeout, "Config.DeactivationTimeout: a hook's call still out when it ends counts as an ask left to its deadline (deactivate:timeout), so keep it well above how long a call takes in the storm")
-	flag.DurationVar(&cfg.deadline, "deadline", cfg.deadline, "each ask's deadline: one that passes is a deadlock nothing failed")
-	flag.DurationVar(&cfg.dumpAfter, "dumpafter", cfg.dumpAfter, "write every goroutine's stack after this long without progress")
+	flag.DurationVar(&cfg.deadline, "deadline", cfg.deadline, "each ask's deadline: one that passes is a deadlock nothing failed, or an ask that slow (the summary's slowest of the rest near it says so; a deadlock outlasts any deadline)")
+	flag.DurationVar(&cfg.dumpAfter, "dumpafter", cfg.dumpAfter, "write the asks under way and every goroutine's stack after this long without progress (or at the first ask timed out, whichever is first)")
 	flag.StringVar(&cfg.dumpTo, "dump", filepath.Join(os.TempDir(), "chaos_dump.txt"), "where to write them")
 	flag.BoolVar(&cfg.logs, "logs", cfg.logs, "the silo's log lines to stderr")
 	flag.StringVar(&cfg.kinds, "kinds", cfg.kinds, "the kinds the run registers and calls, a comma-separated list of "+allKinds)
@@ -112,9 +114,11 @@ func main() {
 
 // run is one chaos run: its settings and its ledger.
 type run struct {
-	cfg   config
-	kinds []string
-	led   *ledger
+	cfg    config
+	kinds  []string
+	led    *ledger
+	log    io.Writer
+	dumped atomic.Bool // the dump is written once: at a stall, or the first ask timed out
 }
 
 // runChaos runs one storm on a silo of its own and gives the ledger's
@@ -125,7 +129,7 @@ func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 {
 		return verdict{}, errors.New("-keys, -clients, -tell and -fan must be at least 1, -depth at least 0")
 	}
-	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger()}
+	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {
 		if !slices.Contains(strings.Split(allKinds, ","), k) {
 			return verdict{}, fmt.Errorf("-kinds: no kind %q; the kinds are %s", k, allKinds)
@@ -243,14 +247,22 @@ func (r *run) watch(stop <-chan struct{}, log io.Writer) {
 			if now.Sub(since) < r.cfg.dumpAfter {
 				continue
 			}
-			if err := r.dump(); err != nil {
-				fmt.Fprintln(log, "chaos: a stall; its dump:", err)
-			} else {
-				fmt.Fprintf(log, "chaos: nothing moved for %v; every goroutine's stack: %s\n", r.cfg.dumpAfter, r.cfg.dumpTo)
-			}
+			r.dumpOnce(fmt.Sprintf("nothing moved for %v", r.cfg.dumpAfter))
 			return
 		}
 	}
+}
+
+// dumpOnce writes the dump, why saying what for, unless it was written.
+func (r *run) dumpOnce(why string) {
+	if !r.dumped.CompareAndSwap(false, true) {
+		return
+	}
+	if err := r.dump(); err != nil {
+		fmt.Fprintf(r.log, "chaos: %s; its dump: %v\n", why, err)
+		return
+	}
+	fmt.Fprintf(r.log, "chaos: %s; the asks under way and every goroutine's stack: %s\n", why, r.cfg.dumpTo)
 }
 
 // dump writes the asks under way, then every goroutine's stack.
