@@ -162,6 +162,41 @@ func TestACycleThroughOneOfManyWaitingTurnsFailsFast(t *testing.T) {
 	assert.Equal(t, []grain.ID{x, r, x}, s.closesCycle(new(walk), &env, nil))
 }
 
+// A cycle across a hundred grains' call chains — each grain's turn, on a
+// chain of its own, waiting on the next grain — gets its verdict: the
+// walk reads a hundred places and a hundred turns, past the 64 grains
+// its bound was until its cost grew with its nodes rather than their
+// square (the index, walk.find); one of three hundred is past the bound
+// of 128, and no verdict is given (the calls wait for their deadlines).
+func TestACycleOfAHundredGrainsGetsAVerdict(t *testing.T) {
+	s := walkSilo(t)
+	ctx := t.Context()
+	ring := func(n int) queues.Envelope {
+		ids := make([]grain.ID, n)
+		for i := range ids {
+			ids[i] = grain.NewIntID("a", int64(10_000*n+i))
+		}
+		var env queues.Envelope
+		for i, from := range ids {
+			to := ids[(i+1)%n]
+			r := queues.NewRequest(ctx, nil)
+			s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+			if i == 0 {
+				env = queues.Envelope{Target: to, Hash: to.Hash(), Request: r, Meta: &queues.Meta{Sender: from}}
+			}
+		}
+		return env
+	}
+	var w walk
+	env := ring(100)
+	cycle := s.closesCycle(&w, &env, nil)
+	require.Len(t, cycle, 101, "the hundred grains, from the caller back to it")
+	assert.Equal(t, cycle[0], cycle[100])
+	assert.Greater(t, len(w.nodes), scanNodes, "found by the index")
+	env = ring(300)
+	assert.Nil(t, s.closesCycle(&w, &env, nil), "past the walk's bound")
+}
+
 // A walk past the nodes it finds by a scan finds them by its index, by
 // the key of a grain's wait and a turn; two grains whose waits share a
 // key (a hash two identities share: their entry in a shard gives no
