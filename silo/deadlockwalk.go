@@ -283,7 +283,8 @@ func (w *walk) indexNode(i int32) {
 }
 
 // scanNodes is the most nodes a walk finds one among by a scan: most
-// walks are this small, and a map cleared each walk costs them more.
+// walks are this small, and an index filled and cleared each walk would
+// cost them more than it saves.
 const scanNodes = 32
 
 // turnSlot returns where readPlace's probe for turn begins.
