@@ -35,6 +35,11 @@ import (
 // is stuck and a path of stuck nodes leads from its target back to it;
 // a target stuck only in a loop of its own is none of env's doing.
 //
+// A node is found again by a scan in a small walk and by an index in a
+// large one (find), and a grain's calls are read in one pass (readPlace):
+// a walk's cost grows with its nodes, not their square, which is what
+// lets its bound be maxCycle grains.
+//
 // A walk is made by one goroutine: an owner keeps one between its walks
 // (partition.walk), whose buffers keep their room, so that a walk
 // allocates nothing once they have grown.
