@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestAStormLosesAndDoublesNothing(t *testing.T) {
 	cfg := defaults()
 	cfg.msgs, cfg.deadline, cfg.dumpAfter = 1000, 10*time.Second, time.Hour
+	cfg.dumpTo = filepath.Join(t.TempDir(), "dump.txt") // written at a first timeout, if one comes
 	v, err := runChaos(t.Context(), cfg, t.Output())
 	if err != nil {
 		t.Fatal(err)
@@ -46,5 +48,28 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		if _, err := runChaos(t.Context(), cfg, t.Output()); err == nil {
 			t.Errorf("%+v: no error", cfg)
 		}
+	}
+}
+
+// The slowest ask the summary gives is one under a client's deadline
+// that ended other than at it: one timed out, and a hook's or a tick's
+// (under deadlines of their own), are not counted.
+func TestTheSlowestAskIsOneThatDidNotTimeOut(t *testing.T) {
+	l := newLedger()
+	now := time.Now()
+	l.asking(1, flight{since: now.Add(-3 * time.Second)})
+	l.asking(2, flight{since: now.Add(-9 * time.Second)})
+	l.asking(3, flight{since: now.Add(-7 * time.Second), where: "tick:"})
+	l.asking(4, flight{since: now.Add(-time.Second)})
+	l.ended(1, "ok")
+	l.ended(2, outcomeTimeout)
+	l.ended(3, "tick:ok")
+	l.ended(4, "cycle")
+	v := l.verdict()
+	if v.slowest < 3*time.Second || v.slowest >= 4*time.Second {
+		t.Fatalf("slowest %v, want hop 1's 3 s", v.slowest)
+	}
+	if v.timeouts != 1 || v.ok() {
+		t.Fatalf("%d timeouts, ok %v: want hop 2's, and not ok", v.timeouts, v.ok())
 	}
 }
