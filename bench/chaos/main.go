@@ -171,7 +171,7 @@ func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 		}
 	})
 	stop := make(chan struct{})
-	readers.Go(func() { r.watch(stop, log) })
+	readers.Go(func() { r.watch(stop) })
 
 	r.storm(ctx, s)
 
@@ -229,9 +229,9 @@ func (r *run) storm(ctx context.Context, s *silo.Silo) {
 	wg.Wait()
 }
 
-// watch writes every goroutine's stack to cfg.dumpTo, once, when nothing
-// has moved for cfg.dumpAfter, until stop closes.
-func (r *run) watch(stop <-chan struct{}, log io.Writer) {
+// watch writes the dump (dumpOnce), unless a timeout wrote it first, when
+// nothing has moved for cfg.dumpAfter, until stop closes.
+func (r *run) watch(stop <-chan struct{}) {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	last, since := r.led.progress.Load(), time.Now()
