@@ -58,6 +58,7 @@ func (g *chaosGrain) Receive(ctx context.Context, c *grain.Context, msg any) (an
 		if d := g.r.cfg.deactEvery; d > 0 && rng.IntN(d) == 0 {
 			c.DeactivateOnIdle()
 		}
+		g.r.control(ctx, rng)
 		if m.Depth > 0 {
 			g.r.out(ctx, c.Silo(), g.id, m.ID, rng, m.Depth-1, "")
 		}
@@ -142,6 +143,20 @@ func (r *run) out(ctx context.Context, rt grain.Runtime, from grain.ID, parent u
 		cancel()
 	}
 	wg.Wait()
+}
+
+// control stops a random grain (-stop) or deactivates one from outside it
+// (-deactout), each one time in so many, and records how the call ended;
+// both return at once, whoever calls them, a turn of the grain they name
+// included. With neither set it draws nothing from rng, so a seed's run
+// is the one it was before the flags.
+func (r *run) control(ctx context.Context, rng *rand.Rand) {
+	if e := r.cfg.stopEvery; e > 0 && rng.IntN(e) == 0 {
+		r.led.controlled("stop", r.s.Stop(ctx, r.pick(rng)))
+	}
+	if e := r.cfg.deactOutEvery; e > 0 && rng.IntN(e) == 0 {
+		r.led.controlled("deactivate", r.s.Deactivate(ctx, r.pick(rng)))
+	}
 }
 
 // pick chooses a grain of any kind.

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -10,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/granary-go/granary/silo"
 )
 
 // ledger keeps what became of every message the run sent: each hop is
@@ -28,6 +32,9 @@ type ledger struct {
 	out     map[string]int     // how asks ended, by outcome
 	flying  map[uint64]flight  // asks under way, by hop ID
 	running map[uint64]string  // turns under way: hop ID to grain
+	// controls: how the Stops and Deactivates of -stop and -deactout
+	// ended, by call and outcome ("stop:ok")
+	controls map[string]int
 	// slowest: the longest an ask under a client's deadline (a hop's, not
 	// a hook's or a tick's) took that ended other than at that deadline —
 	// one near it says the timeouts of a run may be asks as slow, not
@@ -45,12 +52,13 @@ type sentHop struct {
 
 func newLedger() *ledger {
 	return &ledger{
-		sent:    make(map[uint64]sentHop),
-		handled: make(map[uint64]int),
-		dead:    make(map[uint64]int),
-		out:     make(map[string]int),
-		flying:  make(map[uint64]flight),
-		running: make(map[uint64]string),
+		sent:     make(map[uint64]sentHop),
+		handled:  make(map[uint64]int),
+		dead:     make(map[uint64]int),
+		out:      make(map[string]int),
+		flying:   make(map[uint64]flight),
+		running:  make(map[uint64]string),
+		controls: make(map[string]int),
 	}
 }
 
@@ -150,6 +158,27 @@ func (l *ledger) deadLetter(id uint64) {
 	l.mu.Unlock()
 }
 
+// controlled records how a Stop or a Deactivate (what) ended: nil, the
+// silo closed under it (a turn's, as the silo shuts down), or its ctx
+// ended first (a turn's whose caller gave up, or whose fan-out took its
+// first reply), as a Tell's would; any other error breaks a promise — both
+// take any grain of a registered kind.
+func (l *ledger) controlled(what string, err error) {
+	out := "ok"
+	switch {
+	case err == nil:
+	case errors.Is(err, silo.ErrSiloClosed):
+		out = "closed"
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		out = "cancelled"
+	default:
+		out = "failed: " + err.Error()
+	}
+	l.mu.Lock()
+	l.controls[what+":"+out]++
+	l.mu.Unlock()
+}
+
 // ended records how ask id ended.
 func (l *ledger) ended(id uint64, outcome string) {
 	l.mu.Lock()
@@ -170,13 +199,20 @@ type verdict struct {
 	outcomes          map[string]int
 	timeouts, handled int
 	slowest           time.Duration // the longest an ask took that did not time out
+	controls          map[string]int
+	badControls       int // Stops and Deactivates that failed but for a closed silo
 }
 
 func (l *ledger) verdict() verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := verdict{hops: len(l.sent), outcomes: make(map[string]int, len(l.out)), slowest: l.slowest}
+	v := verdict{hops: len(l.sent), outcomes: make(map[string]int, len(l.out)), slowest: l.slowest, controls: maps.Clone(l.controls)}
 	maps.Copy(v.outcomes, l.out)
+	for k, n := range l.controls {
+		if strings.Contains(k, ":failed") {
+			v.badControls += n
+		}
+	}
 	for k, n := range l.out {
 		if strings.HasSuffix(k, outcomeTimeout) {
 			v.timeouts += n // a hook's or a tick's call left to its deadline too
@@ -205,8 +241,10 @@ func (l *ledger) verdict() verdict {
 }
 
 // ok says whether the run kept every promise: nothing lost, nothing
-// doubled, no ask left to its deadline.
-func (v verdict) ok() bool { return v.nLost == 0 && v.nDoubled == 0 && v.timeouts == 0 }
+// doubled, no ask left to its deadline, no Stop or Deactivate refused.
+func (v verdict) ok() bool {
+	return v.nLost == 0 && v.nDoubled == 0 && v.timeouts == 0 && v.badControls == 0
+}
 
 func (v verdict) String() string {
 	keys := make([]string, 0, len(v.outcomes))
@@ -219,6 +257,12 @@ func (v verdict) String() string {
 		v.hops, v.tells, v.handled, v.nLost, v.nDoubled, v.timeouts, v.slowest.Round(time.Millisecond))
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s %d", k, v.outcomes[k])
+	}
+	if len(v.controls) > 0 {
+		b.WriteString("; from outside:")
+		for _, k := range slices.Sorted(maps.Keys(v.controls)) {
+			fmt.Fprintf(&b, " %s %d", k, v.controls[k])
+		}
 	}
 	for _, s := range v.lost {
 		fmt.Fprintf(&b, "\n  lost: %s", s)

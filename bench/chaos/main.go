@@ -51,6 +51,8 @@ type config struct {
 	actCallEvery  int           // an OnActivate calls out one time in this many
 	tickEvery     int           // an activation starts a timer one time in this many
 	tickPeriod    time.Duration // its period
+	stopEvery     int           // a hop's turn, or a client before its hop, stops a random grain (Silo.Stop) one time in this many (0: never)
+	deactOutEvery int           // the same with Silo.Deactivate
 	partitions    int
 	maxActs       int           // Config.MaxActivations
 	shed          bool          // memory shedding at every idle tick
@@ -88,6 +90,8 @@ func main() {
 	flag.IntVar(&cfg.actCallEvery, "actcall", cfg.actCallEvery, "an OnActivate calls other grains one time in this many (0: never)")
 	flag.IntVar(&cfg.tickEvery, "tickcall", cfg.tickEvery, "an activation starts a timer whose ticks call other grains one time in this many (0: never)")
 	flag.DurationVar(&cfg.tickPeriod, "tickperiod", cfg.tickPeriod, "the timers' period")
+	flag.IntVar(&cfg.stopEvery, "stop", cfg.stopEvery, "a hop's turn, or a client before sending a hop, stops a random grain (Silo.Stop) one time in this many (0: never)")
+	flag.IntVar(&cfg.deactOutEvery, "deactout", cfg.deactOutEvery, "a hop's turn, or a client before sending a hop, deactivates a random grain from outside it (Silo.Deactivate) one time in this many (0: never)")
 	flag.IntVar(&cfg.partitions, "partitions", cfg.partitions, "Config.Partitions")
 	flag.IntVar(&cfg.maxActs, "cap", cfg.maxActs, "Config.MaxActivations (0: no cap)")
 	flag.BoolVar(&cfg.shed, "shed", cfg.shed, "shed activations at every idle tick, as under memory pressure")
@@ -117,6 +121,7 @@ type run struct {
 	cfg    config
 	kinds  []string
 	led    *ledger
+	s      *silo.Silo // for Stop and Deactivate, which a grain's Runtime does not offer
 	log    io.Writer
 	dumped atomic.Bool // the dump is written once: at a stall, or the first ask timed out
 }
@@ -126,8 +131,8 @@ type run struct {
 // set up or shut down. log gets the silo's lines with cfg.logs, and a
 // stall's dump's path.
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
-	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 {
-		return verdict{}, errors.New("-keys, -clients, -tell and -fan must be at least 1, -depth at least 0")
+	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 || cfg.stopEvery < 0 || cfg.deactOutEvery < 0 {
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan must be at least 1, -depth, -stop and -deactout at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {
@@ -155,6 +160,7 @@ func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 		return verdict{}, err
 	}
 	defer s.Close()
+	r.s = s
 	if err := r.register(s); err != nil {
 		return verdict{}, err
 	}
@@ -217,6 +223,7 @@ func (r *run) storm(ctx context.Context, s *silo.Silo) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(r.cfg.seed, uint64(c)+1<<32))
 			for range n {
+				r.control(ctx, rng)
 				to := r.pick(rng)
 				tell := rng.IntN(r.cfg.tellEvery) == 0
 				h := hop{ID: r.led.send(tell, "client (0) -> "+to.String()), Depth: rng.IntN(r.cfg.depth + 1), Seed: rng.Uint64()}

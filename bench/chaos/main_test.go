@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
 	"go.uber.org/goleak"
 )
 
@@ -36,12 +40,53 @@ func TestAStormLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// A storm in which turns and clients also stop and deactivate grains from
+// outside them keeps the same promises: what a Stop draws its line under
+// becomes a dead letter (stopped), never lost, and neither call is refused.
+func TestAStormWithStopsAndDeactivatesLosesAndDoublesNothing(t *testing.T) {
+	cfg := defaults()
+	cfg.msgs, cfg.deadline, cfg.dumpAfter = 1000, 10*time.Second, time.Hour
+	cfg.stopEvery, cfg.deactOutEvery = 10, 10
+	cfg.dumpTo = filepath.Join(t.TempDir(), "dump.txt")
+	v, err := runChaos(t.Context(), cfg, t.Output())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(v)
+	if v.nLost != 0 || v.nDoubled != 0 || v.badControls != 0 {
+		t.Fatalf("lost %d, doubled %d, Stops or Deactivates refused %d: %v", v.nLost, v.nDoubled, v.badControls, v)
+	}
+	if v.controls["stop:ok"] == 0 || v.controls["deactivate:ok"] == 0 {
+		t.Fatalf("no Stop or no Deactivate made: %v", v)
+	}
+	if v.timeouts > 0 {
+		t.Logf("%d asks waited for their deadline: deadlocks the walk missed", v.timeouts)
+	}
+}
+
+// A Stop or Deactivate that fails for any reason but a closed silo or its
+// caller's ended ctx breaks the run's promises.
+func TestARefusedControlFailsTheRun(t *testing.T) {
+	l := newLedger()
+	l.controlled("stop", nil)
+	l.controlled("stop", fmt.Errorf("at shutdown: %w", silo.ErrSiloClosed))
+	l.controlled("deactivate", context.Canceled)
+	if v := l.verdict(); !v.ok() || v.controls["stop:ok"] != 1 || v.controls["stop:closed"] != 1 || v.controls["deactivate:cancelled"] != 1 {
+		t.Fatalf("%v: want ok, one of each", v)
+	}
+	l.controlled("deactivate", grain.ErrUnknownKind)
+	if v := l.verdict(); v.ok() || v.badControls != 1 {
+		t.Fatalf("%v: want not ok, one refused", v)
+	}
+}
+
 // Settings the run cannot take are refused before a silo starts.
 func TestBadSettingsAreRefused(t *testing.T) {
 	for _, c := range []func(*config){
 		func(c *config) { c.keys = 0 },
 		func(c *config) { c.fan = 0 },
 		func(c *config) { c.kinds = "plain,nosuch" },
+		func(c *config) { c.stopEvery = -1 },
 	} {
 		cfg := defaults()
 		c(&cfg)
