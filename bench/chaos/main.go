@@ -53,6 +53,7 @@ type config struct {
 	tickPeriod    time.Duration // its period
 	stopEvery     int           // a hop's turn, or a client before its hop, stops a random grain (Silo.Stop) one time in this many (0: never)
 	deactOutEvery int           // the same with Silo.Deactivate
+	shutdownAt    int           // Shutdown once this many hops were sent from outside, the clients still sending (0: once they are done)
 	partitions    int
 	maxActs       int           // Config.MaxActivations
 	shed          bool          // memory shedding at every idle tick
@@ -91,6 +92,7 @@ func main() {
 	flag.IntVar(&cfg.tickEvery, "tickcall", cfg.tickEvery, "an activation starts a timer whose ticks call other grains one time in this many (0: never)")
 	flag.DurationVar(&cfg.tickPeriod, "tickperiod", cfg.tickPeriod, "the timers' period")
 	flag.IntVar(&cfg.stopEvery, "stop", cfg.stopEvery, "a hop's turn, or a client before sending a hop, stops a random grain (Silo.Stop) one time in this many (0: never)")
+	flag.IntVar(&cfg.shutdownAt, "shutdownat", cfg.shutdownAt, "shut the silo down once this many hops were sent from outside, its clients still sending: what it took must be handled or be dead letters, what comes after is refused (0: once the storm is done)")
 	flag.IntVar(&cfg.deactOutEvery, "deactout", cfg.deactOutEvery, "a hop's turn, or a client before sending a hop, deactivates a random grain from outside it (Silo.Deactivate) one time in this many (0: never)")
 	flag.IntVar(&cfg.partitions, "partitions", cfg.partitions, "Config.Partitions")
 	flag.IntVar(&cfg.maxActs, "cap", cfg.maxActs, "Config.MaxActivations (0: no cap)")
@@ -118,12 +120,18 @@ func main() {
 
 // run is one chaos run: its settings and its ledger.
 type run struct {
-	cfg    config
-	kinds  []string
-	led    *ledger
-	s      *silo.Silo // for Stop and Deactivate, which a grain's Runtime does not offer
-	log    io.Writer
-	dumped atomic.Bool // the dump is written once: at a stall, or the first ask timed out
+	cfg   config
+	kinds []string
+	led   *ledger
+	s     *silo.Silo // for Stop and Deactivate, which a grain's Runtime does not offer
+	// sent counts the hops sent from outside; the one numbered
+	// cfg.shutdownAt begins the Shutdown (or the storm's end does), whose
+	// result comes on shut
+	sent      atomic.Int64
+	beginShut func()
+	shut      chan error
+	log       io.Writer
+	dumped    atomic.Bool // the dump is written once: at a stall, or the first ask timed out
 }
 
 // runChaos runs one storm on a silo of its own and gives the ledger's
@@ -131,8 +139,8 @@ type run struct {
 // set up or shut down. log gets the silo's lines with cfg.logs, and a
 // stall's dump's path.
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
-	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 || cfg.stopEvery < 0 || cfg.deactOutEvery < 0 {
-		return verdict{}, errors.New("-keys, -clients, -tell and -fan must be at least 1, -depth, -stop and -deactout at least 0")
+	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 || cfg.stopEvery < 0 || cfg.deactOutEvery < 0 || cfg.shutdownAt < 0 {
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan must be at least 1, -depth, -stop, -deactout and -shutdownat at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {
@@ -179,11 +187,15 @@ func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 	stop := make(chan struct{})
 	readers.Go(func() { r.watch(stop) })
 
-	r.storm(ctx, s)
-
 	sctx, cancel := context.WithTimeout(ctx, 2*cfg.hookTimeout+10*time.Second)
 	defer cancel()
-	serr := s.Shutdown(sctx)
+	r.shut = make(chan error, 1)
+	r.beginShut = sync.OnceFunc(func() { go func() { r.shut <- s.Shutdown(sctx) }() })
+
+	r.storm(ctx, s)
+
+	r.beginShut() // if -shutdownat has not
+	serr := <-r.shut
 	close(stop)
 	readers.Wait() // dl.C closes once the silo has stopped
 	if serr != nil {
@@ -223,6 +235,9 @@ func (r *run) storm(ctx context.Context, s *silo.Silo) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(r.cfg.seed, uint64(c)+1<<32))
 			for range n {
+				if r.sent.Add(1) == int64(r.cfg.shutdownAt) {
+					r.beginShut() // the clients go on sending
+				}
 				r.control(ctx, rng)
 				to := r.pick(rng)
 				tell := rng.IntN(r.cfg.tellEvery) == 0

@@ -64,6 +64,29 @@ func TestAStormWithStopsAndDeactivatesLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// A silo shut down while its clients still send keeps the promises too:
+// what it had taken is handled or becomes a dead letter (shutdown), what
+// comes after is refused at once (ErrSiloClosed).
+func TestAStormShutDownUnderWayLosesAndDoublesNothing(t *testing.T) {
+	cfg := defaults()
+	cfg.msgs, cfg.shutdownAt, cfg.deadline, cfg.dumpAfter = 1000, 300, 10*time.Second, time.Hour
+	cfg.dumpTo = filepath.Join(t.TempDir(), "dump.txt")
+	v, err := runChaos(t.Context(), cfg, t.Output())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(v)
+	if v.nLost != 0 || v.nDoubled != 0 {
+		t.Fatalf("lost %d, doubled %d: %v", v.nLost, v.nDoubled, v)
+	}
+	if v.timeouts > 0 {
+		t.Logf("%d asks waited for their deadline", v.timeouts)
+	}
+	if v.outcomes["closed"] == 0 {
+		t.Fatalf("no ask refused by the shutdown: it did not come while the clients sent: %v", v)
+	}
+}
+
 // A Stop or Deactivate that fails for any reason but a closed silo or its
 // caller's ended ctx breaks the run's promises.
 func TestARefusedControlFailsTheRun(t *testing.T) {
@@ -87,6 +110,7 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		func(c *config) { c.fan = 0 },
 		func(c *config) { c.kinds = "plain,nosuch" },
 		func(c *config) { c.stopEvery = -1 },
+		func(c *config) { c.shutdownAt = -1 },
 	} {
 		cfg := defaults()
 		c(&cfg)
