@@ -118,8 +118,7 @@ func (r *run) out(ctx context.Context, rt grain.Runtime, from grain.ID, parent u
 	}
 	calls := make([]call, n)
 	for i := range calls {
-		to := r.pick(rng)
-		tell := rng.IntN(r.cfg.tellEvery) == 0
+		to, tell := r.target(rng)
 		calls[i] = call{to: to, tell: tell, h: hop{ID: r.led.send(tell, fmt.Sprintf("%s%s (%d) -> %s", where, from, parent, to)), Depth: depth, Seed: rng.Uint64()}}
 	}
 	if n == 1 {
@@ -159,6 +158,16 @@ func (r *run) control(ctx context.Context, rng *rand.Rand) {
 	}
 }
 
+// target chooses what a hop goes to and whether it is a tell: with
+// -observers, an observer one time in -obsevery (a tell: an observer takes
+// no asks), else a grain of any kind.
+func (r *run) target(rng *rand.Rand) (grain.ID, bool) {
+	if len(r.obs) > 0 && rng.IntN(r.cfg.obsEvery) == 0 {
+		return r.obs[rng.IntN(len(r.obs))].ID(), true
+	}
+	return r.pick(rng), rng.IntN(r.cfg.tellEvery) == 0
+}
+
 // pick chooses a grain of any kind.
 func (r *run) pick(rng *rand.Rand) grain.ID {
 	return grain.NewIntID(r.kinds[rng.IntN(len(r.kinds))], rng.Int64N(int64(r.cfg.keys)))
@@ -168,8 +177,8 @@ func (r *run) pick(rng *rand.Rand) grain.ID {
 func (r *run) send(ctx context.Context, rt grain.Runtime, from string, parent uint64, to grain.ID, h hop, tell bool, where string) {
 	if tell {
 		err := rt.Tell(ctx, to, h)
-		if err != nil && !errors.Is(err, silo.ErrOverloaded) {
-			r.led.deadLetter(h.ID) // refused, nothing sent; an overloaded grain's is a dead letter of its own
+		if err != nil && !errors.Is(err, silo.ErrOverloaded) && !errors.Is(err, grain.ErrObserverClosed) {
+			r.led.deadLetter(h.ID, "refused") // refused, nothing sent; an overloaded grain's, or a closed observer's, is a dead letter of its own
 		}
 		return
 	}

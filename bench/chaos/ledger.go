@@ -29,9 +29,12 @@ type ledger struct {
 	sent    map[uint64]sentHop // every hop sent, by ID
 	handled map[uint64]int     // turns run per hop
 	dead    map[uint64]int     // dead letters per hop
+	deadBy  map[string]int     // dead letters by reason
 	out     map[string]int     // how asks ended, by outcome
 	flying  map[uint64]flight  // asks under way, by hop ID
 	running map[uint64]string  // turns under way: hop ID to grain
+	// nObserved: hops read by observers, each also counted in handled
+	nObserved int
 	// controls: how the Stops and Deactivates of -stop and -deactout
 	// ended, by call and outcome ("stop:ok")
 	controls map[string]int
@@ -55,6 +58,7 @@ func newLedger() *ledger {
 		sent:     make(map[uint64]sentHop),
 		handled:  make(map[uint64]int),
 		dead:     make(map[uint64]int),
+		deadBy:   make(map[string]int),
 		out:      make(map[string]int),
 		flying:   make(map[uint64]flight),
 		running:  make(map[uint64]string),
@@ -76,6 +80,15 @@ func (l *ledger) turn(id uint64, g string) {
 	l.mu.Lock()
 	l.handled[id]++
 	l.running[id] = g
+	l.mu.Unlock()
+	l.progress.Add(1)
+}
+
+// observed records hop id read by an observer: handled, by no grain.
+func (l *ledger) observed(id uint64) {
+	l.mu.Lock()
+	l.handled[id]++
+	l.nObserved++
 	l.mu.Unlock()
 	l.progress.Add(1)
 }
@@ -151,10 +164,12 @@ func (l *ledger) writeFlights(w io.Writer) {
 	}
 }
 
-// deadLetter records a dead letter of hop id.
-func (l *ledger) deadLetter(id uint64) {
+// deadLetter records a dead letter of hop id, why being its reason (or
+// "refused": a tell refused at its send, which is none).
+func (l *ledger) deadLetter(id uint64, why string) {
 	l.mu.Lock()
 	l.dead[id]++
+	l.deadBy[why]++
 	l.mu.Unlock()
 }
 
@@ -200,14 +215,17 @@ type verdict struct {
 	timeouts, handled int
 	slowest           time.Duration // the longest an ask took that did not time out
 	controls          map[string]int
-	badControls       int // Stops and Deactivates that failed but for a closed silo
+	badControls       int            // Stops and Deactivates that failed but for a closed silo
+	deadBy            map[string]int // dead letters by reason
+	observed          int            // hops read by observers
 }
 
 func (l *ledger) verdict() verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := verdict{hops: len(l.sent), outcomes: make(map[string]int, len(l.out)), slowest: l.slowest, controls: maps.Clone(l.controls)}
+	v := verdict{hops: len(l.sent), outcomes: make(map[string]int, len(l.out)), slowest: l.slowest, controls: maps.Clone(l.controls), deadBy: maps.Clone(l.deadBy)}
 	maps.Copy(v.outcomes, l.out)
+	v.observed = l.nObserved
 	for k, n := range l.controls {
 		if strings.Contains(k, ":failed") {
 			v.badControls += n
@@ -257,6 +275,15 @@ func (v verdict) String() string {
 		v.hops, v.tells, v.handled, v.nLost, v.nDoubled, v.timeouts, v.slowest.Round(time.Millisecond))
 	for _, k := range keys {
 		fmt.Fprintf(&b, " %s %d", k, v.outcomes[k])
+	}
+	if len(v.deadBy) > 0 {
+		b.WriteString("; dead letters:")
+		for _, k := range slices.Sorted(maps.Keys(v.deadBy)) {
+			fmt.Fprintf(&b, " %s %d", k, v.deadBy[k])
+		}
+	}
+	if v.observed > 0 {
+		fmt.Fprintf(&b, "; read by observers %d", v.observed)
 	}
 	if len(v.controls) > 0 {
 		b.WriteString("; from outside:")

@@ -54,6 +54,9 @@ type config struct {
 	stopEvery     int           // a hop's turn, or a client before its hop, stops a random grain (Silo.Stop) one time in this many (0: never)
 	deactOutEvery int           // the same with Silo.Deactivate
 	shutdownAt    int           // Shutdown once this many hops were sent from outside, the clients still sending (0: once they are done)
+	observers     int           // observers the hops may go to (0: none), the first closed halfway through the clients' hops
+	obsEvery      int           // a hop goes to an observer one time in this many
+	obsBuffer     int           // each observer's buffer
 	partitions    int
 	maxActs       int           // Config.MaxActivations
 	shed          bool          // memory shedding at every idle tick
@@ -73,6 +76,7 @@ func defaults() config {
 		hookCallEvery: 3, actCallEvery: 4, tickEvery: 3, tickPeriod: 2 * time.Millisecond,
 		partitions: 2, idle: 20 * time.Millisecond, hookTimeout: 5 * time.Second,
 		deadline: 10 * time.Second, dumpAfter: 8 * time.Second, kinds: allKinds,
+		obsEvery: 8, obsBuffer: 8,
 	}
 }
 
@@ -93,6 +97,9 @@ func main() {
 	flag.DurationVar(&cfg.tickPeriod, "tickperiod", cfg.tickPeriod, "the timers' period")
 	flag.IntVar(&cfg.stopEvery, "stop", cfg.stopEvery, "a hop's turn, or a client before sending a hop, stops a random grain (Silo.Stop) one time in this many (0: never)")
 	flag.IntVar(&cfg.shutdownAt, "shutdownat", cfg.shutdownAt, "shut the silo down once this many hops were sent from outside, its clients still sending: what it took must be handled or be dead letters, what comes after is refused (0: once the storm is done)")
+	flag.IntVar(&cfg.observers, "observers", cfg.observers, "observers (Silo.NewObserver) the hops may be told to, each read by a goroutine of its own; the first is closed halfway through the clients' hops (0: none)")
+	flag.IntVar(&cfg.obsEvery, "obsevery", cfg.obsEvery, "with -observers, a hop is a tell to an observer one time in this many")
+	flag.IntVar(&cfg.obsBuffer, "obsbuffer", cfg.obsBuffer, "with -observers, each observer's buffer: a tell to a full one is refused, a dead letter")
 	flag.IntVar(&cfg.deactOutEvery, "deactout", cfg.deactOutEvery, "a hop's turn, or a client before sending a hop, deactivates a random grain from outside it (Silo.Deactivate) one time in this many (0: never)")
 	flag.IntVar(&cfg.partitions, "partitions", cfg.partitions, "Config.Partitions")
 	flag.IntVar(&cfg.maxActs, "cap", cfg.maxActs, "Config.MaxActivations (0: no cap)")
@@ -123,7 +130,8 @@ type run struct {
 	cfg   config
 	kinds []string
 	led   *ledger
-	s     *silo.Silo // for Stop and Deactivate, which a grain's Runtime does not offer
+	s     *silo.Silo       // for Stop and Deactivate, which a grain's Runtime does not offer
+	obs   []*silo.Observer // with -observers
 	// sent counts the hops sent from outside; the one numbered
 	// cfg.shutdownAt begins the Shutdown (or the storm's end does), whose
 	// result comes on shut
@@ -139,8 +147,9 @@ type run struct {
 // set up or shut down. log gets the silo's lines with cfg.logs, and a
 // stall's dump's path.
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
-	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 || cfg.stopEvery < 0 || cfg.deactOutEvery < 0 || cfg.shutdownAt < 0 {
-		return verdict{}, errors.New("-keys, -clients, -tell and -fan must be at least 1, -depth, -stop, -deactout and -shutdownat at least 0")
+	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 || cfg.stopEvery < 0 || cfg.deactOutEvery < 0 || cfg.shutdownAt < 0 ||
+		cfg.observers < 0 || (cfg.observers > 0 && cfg.obsEvery < 1) {
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers) must be at least 1, -depth, -stop, -deactout, -shutdownat and -observers at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {
@@ -172,15 +181,31 @@ func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 	if err := r.register(s); err != nil {
 		return verdict{}, err
 	}
+	for range cfg.observers {
+		o, err := s.NewObserver(cfg.obsBuffer)
+		if err != nil {
+			return verdict{}, err
+		}
+		r.obs = append(r.obs, o)
+	}
 	dl := s.SubscribeDeadLetters(silo.MaxDeadLetterBuffer)
 	if err := s.Start(); err != nil {
 		return verdict{}, err
 	}
 	var readers sync.WaitGroup
+	for _, o := range r.obs {
+		readers.Go(func() {
+			for n := range o.C() { // closed once o is, or the silo has stopped, and read out
+				if h, ok := n.Msg.(hop); ok {
+					r.led.observed(h.ID)
+				}
+			}
+		})
+	}
 	readers.Go(func() {
 		for d := range dl.C {
 			if h, ok := d.Msg.(hop); ok {
-				r.led.deadLetter(h.ID)
+				r.led.deadLetter(h.ID, d.Reason.String())
 			}
 		}
 	})
@@ -235,12 +260,15 @@ func (r *run) storm(ctx context.Context, s *silo.Silo) {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(r.cfg.seed, uint64(c)+1<<32))
 			for range n {
-				if r.sent.Add(1) == int64(r.cfg.shutdownAt) {
+				sent := r.sent.Add(1)
+				if sent == int64(r.cfg.shutdownAt) {
 					r.beginShut() // the clients go on sending
 				}
+				if sent == int64(r.cfg.msgs/2) && len(r.obs) > 0 {
+					r.obs[0].Close() // a client gone: what it held, and what comes for it, are dead letters
+				}
 				r.control(ctx, rng)
-				to := r.pick(rng)
-				tell := rng.IntN(r.cfg.tellEvery) == 0
+				to, tell := r.target(rng)
 				h := hop{ID: r.led.send(tell, "client (0) -> "+to.String()), Depth: rng.IntN(r.cfg.depth + 1), Seed: rng.Uint64()}
 				actx, cancel := context.WithTimeout(ctx, r.cfg.deadline)
 				r.send(actx, s, "client", 0, to, h, tell, "")

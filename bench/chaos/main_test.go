@@ -87,6 +87,27 @@ func TestAStormShutDownUnderWayLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// Hops told to observers — one of them closed halfway, all with a buffer of
+// one — are read or become dead letters (overload, observer closed), like
+// any tell: none lost, none counted twice.
+func TestAStormWithObserversLosesAndDoublesNothing(t *testing.T) {
+	cfg := defaults()
+	cfg.msgs, cfg.deadline, cfg.dumpAfter = 1000, 10*time.Second, time.Hour
+	cfg.observers, cfg.obsEvery, cfg.obsBuffer = 3, 3, 1
+	cfg.dumpTo = filepath.Join(t.TempDir(), "dump.txt")
+	v, err := runChaos(t.Context(), cfg, t.Output())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(v)
+	if v.nLost != 0 || v.nDoubled != 0 {
+		t.Fatalf("lost %d, doubled %d: %v", v.nLost, v.nDoubled, v)
+	}
+	if v.observed == 0 || v.deadBy[grain.ReasonObserverClosed.String()] == 0 {
+		t.Fatalf("no hop read by an observer, or none told to the closed one: %v", v)
+	}
+}
+
 // A Stop or Deactivate that fails for any reason but a closed silo or its
 // caller's ended ctx breaks the run's promises.
 func TestARefusedControlFailsTheRun(t *testing.T) {
@@ -111,6 +132,7 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		func(c *config) { c.kinds = "plain,nosuch" },
 		func(c *config) { c.stopEvery = -1 },
 		func(c *config) { c.shutdownAt = -1 },
+		func(c *config) { c.observers, c.obsEvery = 2, 0 },
 	} {
 		cfg := defaults()
 		c(&cfg)
