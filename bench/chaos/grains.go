@@ -72,8 +72,14 @@ func (g *chaosGrain) Receive(ctx context.Context, c *grain.Context, msg any) (an
 	return nil, errors.New("chaos: unknown message")
 }
 
+// errPlannedActivation is what OnActivate returns with -actfail.
+var errPlannedActivation = errors.New("chaos: a planned activation failure")
+
 func (g *chaosGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 	cfg := &g.r.cfg
+	if cfg.actFailEvery > 0 && g.rng.IntN(cfg.actFailEvery) == 0 {
+		return errPlannedActivation // storage down, say: the messages waiting fail with it
+	}
 	if cfg.tickEvery > 0 && g.rng.IntN(cfg.tickEvery) == 0 {
 		if err := c.StartTimer("tick", cfg.tickPeriod, cfg.tickPeriod, tick{}); err != nil {
 			return err
@@ -210,6 +216,8 @@ func outcome(err error) string {
 		return "too-deep"
 	case errors.As(err, &pe):
 		return "panic"
+	case errors.Is(err, grain.ErrActivation):
+		return "activation-failed"
 	case errors.As(err, &dl):
 		return "dead-letter:" + dl.Reason.String()
 	case errors.Is(err, context.Canceled):

@@ -54,6 +54,7 @@ type config struct {
 	stopEvery     int           // a hop's turn, or a client before its hop, stops a random grain (Silo.Stop) one time in this many (0: never)
 	deactOutEvery int           // the same with Silo.Deactivate
 	shutdownAt    int           // Shutdown once this many hops were sent from outside, the clients still sending (0: once they are done)
+	actFailEvery  int           // an OnActivate fails one time in this many (0: never)
 	observers     int           // observers the hops may go to (0: none), the first closed halfway through the clients' hops
 	obsEvery      int           // a hop goes to an observer one time in this many
 	obsBuffer     int           // each observer's buffer
@@ -97,6 +98,7 @@ func main() {
 	flag.DurationVar(&cfg.tickPeriod, "tickperiod", cfg.tickPeriod, "the timers' period")
 	flag.IntVar(&cfg.stopEvery, "stop", cfg.stopEvery, "a hop's turn, or a client before sending a hop, stops a random grain (Silo.Stop) one time in this many (0: never)")
 	flag.IntVar(&cfg.shutdownAt, "shutdownat", cfg.shutdownAt, "shut the silo down once this many hops were sent from outside, its clients still sending: what it took must be handled or be dead letters, what comes after is refused (0: once the storm is done)")
+	flag.IntVar(&cfg.actFailEvery, "actfail", cfg.actFailEvery, "an OnActivate returns an error one time in this many, as with its storage down (0: never)")
 	flag.IntVar(&cfg.observers, "observers", cfg.observers, "observers (Silo.NewObserver) the hops may be told to, each read by a goroutine of its own; the first is closed halfway through the clients' hops (0: none)")
 	flag.IntVar(&cfg.obsEvery, "obsevery", cfg.obsEvery, "with -observers, a hop is a tell to an observer one time in this many")
 	flag.IntVar(&cfg.obsBuffer, "obsbuffer", cfg.obsBuffer, "with -observers, each observer's buffer: a tell to a full one is refused, a dead letter")
@@ -147,9 +149,9 @@ type run struct {
 // set up or shut down. log gets the silo's lines with cfg.logs, and a
 // stall's dump's path.
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
-	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 || cfg.stopEvery < 0 || cfg.deactOutEvery < 0 || cfg.shutdownAt < 0 ||
+	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 || cfg.stopEvery < 0 || cfg.deactOutEvery < 0 || cfg.shutdownAt < 0 || cfg.actFailEvery < 0 ||
 		cfg.observers < 0 || (cfg.observers > 0 && cfg.obsEvery < 1) {
-		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers) must be at least 1, -depth, -stop, -deactout, -shutdownat and -observers at least 0")
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail and -observers at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {

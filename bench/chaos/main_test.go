@@ -108,6 +108,27 @@ func TestAStormWithObserversLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// Activations that fail (OnActivate returning an error, as with storage
+// down) fail the messages that waited for them — asks with the activation's
+// error, tells as dead letters — and lose none.
+func TestAStormWithFailingActivationsLosesAndDoublesNothing(t *testing.T) {
+	cfg := defaults()
+	cfg.msgs, cfg.deadline, cfg.dumpAfter = 1000, 10*time.Second, time.Hour
+	cfg.actFailEvery = 5
+	cfg.dumpTo = filepath.Join(t.TempDir(), "dump.txt")
+	v, err := runChaos(t.Context(), cfg, t.Output())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(v)
+	if v.nLost != 0 || v.nDoubled != 0 {
+		t.Fatalf("lost %d, doubled %d: %v", v.nLost, v.nDoubled, v)
+	}
+	if v.outcomes["activation-failed"] == 0 || v.deadBy[grain.ReasonActivationFailed.String()] == 0 {
+		t.Fatalf("no ask failed by a failed activation, or no dead letter of one: %v", v)
+	}
+}
+
 // A Stop or Deactivate that fails for any reason but a closed silo or its
 // caller's ended ctx breaks the run's promises.
 func TestARefusedControlFailsTheRun(t *testing.T) {
@@ -133,6 +154,7 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		func(c *config) { c.stopEvery = -1 },
 		func(c *config) { c.shutdownAt = -1 },
 		func(c *config) { c.observers, c.obsEvery = 2, 0 },
+		func(c *config) { c.actFailEvery = -1 },
 	} {
 		cfg := defaults()
 		c(&cfg)
