@@ -33,6 +33,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -55,6 +57,7 @@ type config struct {
 	deactOutEvery int           // the same with Silo.Deactivate
 	shutdownAt    int           // Shutdown once this many hops were sent from outside, the clients still sending (0: once they are done)
 	actFailEvery  int           // an OnActivate fails one time in this many (0: never)
+	supervise     string        // the kinds' failure policy: restart, resume, stop or strict
 	observers     int           // observers the hops may go to (0: none), the first closed halfway through the clients' hops
 	obsEvery      int           // a hop goes to an observer one time in this many
 	obsBuffer     int           // each observer's buffer
@@ -77,7 +80,7 @@ func defaults() config {
 		hookCallEvery: 3, actCallEvery: 4, tickEvery: 3, tickPeriod: 2 * time.Millisecond,
 		partitions: 2, idle: 20 * time.Millisecond, hookTimeout: 5 * time.Second,
 		deadline: 10 * time.Second, dumpAfter: 8 * time.Second, kinds: allKinds,
-		obsEvery: 8, obsBuffer: 8,
+		obsEvery: 8, obsBuffer: 8, supervise: "restart",
 	}
 }
 
@@ -99,6 +102,7 @@ func main() {
 	flag.IntVar(&cfg.stopEvery, "stop", cfg.stopEvery, "a hop's turn, or a client before sending a hop, stops a random grain (Silo.Stop) one time in this many (0: never)")
 	flag.IntVar(&cfg.shutdownAt, "shutdownat", cfg.shutdownAt, "shut the silo down once this many hops were sent from outside, its clients still sending: what it took must be handled or be dead letters, what comes after is refused (0: once the storm is done)")
 	flag.IntVar(&cfg.actFailEvery, "actfail", cfg.actFailEvery, "an OnActivate returns an error one time in this many, as with its storage down (0: never)")
+	flag.StringVar(&cfg.supervise, "supervise", cfg.supervise, "the kinds' failure policy after a panic or a failed activation: restart (the library's defaults), resume, stop (quarantined 50 ms), strict (no restart: the first failure stops)")
 	flag.IntVar(&cfg.observers, "observers", cfg.observers, "observers (Silo.NewObserver) the hops may be told to, each read by a goroutine of its own; the first is closed halfway through the clients' hops (0: none)")
 	flag.IntVar(&cfg.obsEvery, "obsevery", cfg.obsEvery, "with -observers, a hop is a tell to an observer one time in this many")
 	flag.IntVar(&cfg.obsBuffer, "obsbuffer", cfg.obsBuffer, "with -observers, each observer's buffer: a tell to a full one is refused, a dead letter")
@@ -241,12 +245,38 @@ func (r *run) register(s *silo.Silo) error {
 		"mayin": {silo.WithMayInterleave(mayInterleave)},
 		"sw":    {silo.WithStatelessWorker(0)},
 	}
+	sup, err := supervision(r.cfg.supervise)
+	if err != nil {
+		return err
+	}
 	for _, k := range r.kinds {
-		if err := silo.Register(s, k, r.newGrain, opts[k]...); err != nil {
+		if err := silo.Register(s, k, r.newGrain, append(opts[k], sup...)...); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// supervision is the kinds' failure policy for -supervise: the library's
+// defaults (restart, at most 10 in 10 s), resume (a failed turn leaves the
+// grain as it was), stop (quarantined for 50 ms: the storm goes on around
+// it) or strict (the first failure's restart stops it, as stop does).
+func supervision(mode string) ([]silo.KindOption, error) {
+	const quarantine = 50 * time.Millisecond
+	decide := func(d activation.Directive) activation.Decider {
+		return activation.DeciderFunc(func(grain.ID, error) activation.Directive { return d })
+	}
+	switch mode {
+	case "restart":
+		return nil, nil
+	case "resume":
+		return []silo.KindOption{silo.WithSupervision(activation.Supervision{Decider: decide(activation.Resume)})}, nil
+	case "stop":
+		return []silo.KindOption{silo.WithSupervision(activation.Supervision{Decider: decide(activation.Stop), Quarantine: quarantine})}, nil
+	case "strict":
+		return []silo.KindOption{silo.WithSupervision(activation.Supervision{MaxRestarts: -1, Quarantine: quarantine})}, nil
+	}
+	return nil, fmt.Errorf("-supervise: no mode %q; the modes are restart, resume, stop and strict", mode)
 }
 
 // storm sends cfg.msgs hops from outside, from cfg.clients goroutines,

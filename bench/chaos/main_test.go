@@ -90,6 +90,20 @@ func TestAStormWithFailingActivationsLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// Under each failure policy the messages a failure strands — queued for a
+// grain stopped and quarantined, or for one whose restart waits — are
+// dead letters or run, never lost.
+func TestAStormUnderEachFailurePolicyLosesAndDoublesNothing(t *testing.T) {
+	for _, mode := range []string{"resume", "stop", "strict"} {
+		t.Run(mode, func(t *testing.T) {
+			v := storm(t, func(c *config) { c.supervise, c.panicEvery = mode, 10 })
+			if q := v.deadBy[grain.ReasonQuarantined.String()]; (mode == "resume") != (q == 0) {
+				t.Fatalf("%d dead letters quarantined under %s: %v", q, mode, v)
+			}
+		})
+	}
+}
+
 // A Stop or Deactivate that fails for any reason but a closed silo or its
 // caller's ended ctx breaks the run's promises.
 func TestARefusedControlFailsTheRun(t *testing.T) {
@@ -116,6 +130,7 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		func(c *config) { c.shutdownAt = -1 },
 		func(c *config) { c.observers, c.obsEvery = 2, 0 },
 		func(c *config) { c.actFailEvery = -1 },
+		func(c *config) { c.supervise = "sometimes" },
 	} {
 		cfg := defaults()
 		c(&cfg)
