@@ -153,8 +153,8 @@ type run struct {
 // set up or shut down. log gets the silo's lines with cfg.logs, and a
 // stall's dump's path.
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
-	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || cfg.depth < 0 || cfg.stopEvery < 0 || cfg.deactOutEvery < 0 || cfg.shutdownAt < 0 || cfg.actFailEvery < 0 ||
-		cfg.observers < 0 || (cfg.observers > 0 && cfg.obsEvery < 1) {
+	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || (cfg.observers > 0 && cfg.obsEvery < 1) ||
+		min(cfg.depth, cfg.stopEvery, cfg.deactOutEvery, cfg.shutdownAt, cfg.actFailEvery, cfg.observers) < 0 {
 		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail and -observers at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
