@@ -7,7 +7,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,7 +36,8 @@ type ledger struct {
 	nObserved int
 	// controls: how the Stops and Deactivates of -stop and -deactout
 	// ended, by call and outcome ("stop:ok")
-	controls map[string]int
+	controls       map[string]int
+	failedControls int // of those, the ones that broke a promise
 	// slowest: the longest an ask under a client's deadline (a hop's, not
 	// a hook's or a tick's) took that ended other than at that deadline —
 	// one near it says the timeouts of a run may be asks as slow, not
@@ -179,7 +179,7 @@ func (l *ledger) deadLetter(id uint64, why string) {
 // first reply), as a Tell's would; any other error breaks a promise — both
 // take any grain of a registered kind.
 func (l *ledger) controlled(what string, err error) {
-	out := "ok"
+	out, failed := "ok", false
 	switch {
 	case err == nil:
 	case errors.Is(err, silo.ErrSiloClosed):
@@ -187,10 +187,13 @@ func (l *ledger) controlled(what string, err error) {
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		out = "cancelled"
 	default:
-		out = "failed: " + err.Error()
+		out, failed = "failed: "+err.Error(), true
 	}
 	l.mu.Lock()
 	l.controls[what+":"+out]++
+	if failed {
+		l.failedControls++
+	}
 	l.mu.Unlock()
 }
 
@@ -215,7 +218,7 @@ type verdict struct {
 	timeouts, handled int
 	slowest           time.Duration // the longest an ask took that did not time out
 	controls          map[string]int
-	badControls       int            // Stops and Deactivates that failed but for a closed silo
+	badControls       int            // Stops and Deactivates that failed but for a closed silo or an ended ctx
 	deadBy            map[string]int // dead letters by reason
 	observed          int            // hops read by observers
 }
@@ -223,14 +226,8 @@ type verdict struct {
 func (l *ledger) verdict() verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	v := verdict{hops: len(l.sent), outcomes: make(map[string]int, len(l.out)), slowest: l.slowest, controls: maps.Clone(l.controls), deadBy: maps.Clone(l.deadBy)}
-	maps.Copy(v.outcomes, l.out)
-	v.observed = l.nObserved
-	for k, n := range l.controls {
-		if strings.Contains(k, ":failed") {
-			v.badControls += n
-		}
-	}
+	v := verdict{hops: len(l.sent), outcomes: maps.Clone(l.out), slowest: l.slowest,
+		controls: maps.Clone(l.controls), badControls: l.failedControls, deadBy: maps.Clone(l.deadBy), observed: l.nObserved}
 	for k, n := range l.out {
 		if strings.HasSuffix(k, outcomeTimeout) {
 			v.timeouts += n // a hook's or a tick's call left to its deadline too
@@ -265,31 +262,20 @@ func (v verdict) ok() bool {
 }
 
 func (v verdict) String() string {
-	keys := make([]string, 0, len(v.outcomes))
-	for k := range v.outcomes {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
 	var b strings.Builder
 	fmt.Fprintf(&b, "hops %d (tells %d), turns %d, lost %d, doubled %d, asks timed out %d (slowest of the rest %v); asks ended:",
 		v.hops, v.tells, v.handled, v.nLost, v.nDoubled, v.timeouts, v.slowest.Round(time.Millisecond))
-	for _, k := range keys {
-		fmt.Fprintf(&b, " %s %d", k, v.outcomes[k])
-	}
+	writeCounts(&b, v.outcomes)
 	if len(v.deadBy) > 0 {
 		b.WriteString("; dead letters:")
-		for _, k := range slices.Sorted(maps.Keys(v.deadBy)) {
-			fmt.Fprintf(&b, " %s %d", k, v.deadBy[k])
-		}
+		writeCounts(&b, v.deadBy)
 	}
 	if v.observed > 0 {
 		fmt.Fprintf(&b, "; read by observers %d", v.observed)
 	}
 	if len(v.controls) > 0 {
 		b.WriteString("; from outside:")
-		for _, k := range slices.Sorted(maps.Keys(v.controls)) {
-			fmt.Fprintf(&b, " %s %d", k, v.controls[k])
-		}
+		writeCounts(&b, v.controls)
 	}
 	for _, s := range v.lost {
 		fmt.Fprintf(&b, "\n  lost: %s", s)
@@ -298,4 +284,11 @@ func (v verdict) String() string {
 		fmt.Fprintf(&b, "\n  doubled: %s", s)
 	}
 	return b.String()
+}
+
+// writeCounts writes m's counts, " key n" each, its keys in order.
+func writeCounts(b *strings.Builder, m map[string]int) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		fmt.Fprintf(b, " %s %d", k, m[k])
+	}
 }
