@@ -193,11 +193,23 @@ func (r *run) send(ctx context.Context, rt grain.Runtime, from string, parent ui
 	if err == nil && reply != h.ID {
 		err = errors.New("chaos: a reply to another hop")
 	}
-	out := outcome(err)
+	out := askOutcome(ctx, err, where)
 	if out == outcomeTimeout {
 		r.dumpOnce(fmt.Sprintf("hop %d timed out", h.ID)) // before its end takes it off the asks under way
 	}
 	r.led.ended(h.ID, where+out)
+}
+
+// askOutcome names how an ask made with ctx from where ended: as outcome
+// does, but for an OnDeactivate's call cut off when the hook's own time
+// ran out (Config.DeactivationTimeout, -hooktimeout) — the silo kept its
+// word to the hook, and the call was not left to hang.
+func askOutcome(ctx context.Context, err error, where string) string {
+	out := outcome(err)
+	if out == outcomeTimeout && where == "deactivate:" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return outcomeHookBound
+	}
+	return out
 }
 
 // outcome names how an ask ended.
@@ -229,3 +241,7 @@ func outcome(err error) string {
 }
 
 const outcomeTimeout = "timeout"
+
+// outcomeHookBound is an OnDeactivate's call cut off when the hook's own
+// time ran out (-hooktimeout): counted, but no ask left to its deadline.
+const outcomeHookBound = "hook-bound"

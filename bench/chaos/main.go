@@ -111,7 +111,7 @@ func main() {
 	flag.IntVar(&cfg.maxActs, "cap", cfg.maxActs, "Config.MaxActivations (0: no cap)")
 	flag.BoolVar(&cfg.shed, "shed", cfg.shed, "shed activations at every idle tick, as under memory pressure")
 	flag.DurationVar(&cfg.idle, "idle", cfg.idle, "the kinds' idle timeout")
-	flag.DurationVar(&cfg.hookTimeout, "hooktimeout", cfg.hookTimeout, "Config.DeactivationTimeout: a hook's call still out when it ends counts as an ask left to its deadline (deactivate:timeout), so keep it well above how long a call takes in the storm")
+	flag.DurationVar(&cfg.hookTimeout, "hooktimeout", cfg.hookTimeout, "Config.DeactivationTimeout: a hook's call still out when it ends is cut off with it, counted apart (deactivate:hook-bound), not as an ask left to its deadline")
 	flag.DurationVar(&cfg.deadline, "deadline", cfg.deadline, "each ask's deadline: one that passes is a deadlock nothing failed, or an ask that slow (the summary's slowest of the rest near it says so; a deadlock outlasts any deadline)")
 	flag.DurationVar(&cfg.dumpAfter, "dumpafter", cfg.dumpAfter, "write the asks under way and every goroutine's stack after this long without progress (or at the first ask timed out, whichever is first)")
 	flag.StringVar(&cfg.dumpTo, "dump", filepath.Join(os.TempDir(), "chaos_dump.txt"), "where to write them")

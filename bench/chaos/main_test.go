@@ -162,3 +162,29 @@ func TestTheSlowestAskIsOneThatDidNotTimeOut(t *testing.T) {
 		t.Fatalf("%d timeouts, ok %v: want hop 2's, and not ok", v.timeouts, v.ok())
 	}
 }
+
+// An OnDeactivate's call cut off by the hook's own deadline is counted
+// apart, not as an ask left to its deadline; a turn's call that timed out,
+// or a hook's whose ctx had not ended, still is.
+func TestAHooksCallCutOffByItsDeadlineIsNoTimeout(t *testing.T) {
+	ended, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
+	defer cancel()
+	te := &grain.TimeoutError{}
+	for _, c := range []struct {
+		ctx   context.Context
+		err   error
+		where string
+		want  string
+	}{
+		{ended, te, "deactivate:", outcomeHookBound},
+		{ended, context.DeadlineExceeded, "deactivate:", outcomeHookBound},
+		{t.Context(), te, "deactivate:", outcomeTimeout},
+		{ended, te, "", outcomeTimeout},
+		{ended, te, "tick:", outcomeTimeout},
+		{ended, nil, "deactivate:", "ok"},
+	} {
+		if got := askOutcome(c.ctx, c.err, c.where); got != c.want {
+			t.Errorf("askOutcome(ctx ended %v, %v, %q) = %q, want %q", c.ctx.Err() != nil, c.err, c.where, got, c.want)
+		}
+	}
+}
