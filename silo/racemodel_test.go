@@ -1,0 +1,390 @@
+package silo_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// TestAgainstAModel (model_test.go) settles a grain — an ask that waits
+// for what was told it — before each Deactivate, Stop and idle round, so
+// that its model knows every state exactly. This test leaves out the
+// settling: it sends what a program sends to its grains — tells, asks,
+// panics, a grain deactivating itself, Deactivate and Stop from outside,
+// time passing on a manual clock — from one goroutine, in random order,
+// with tells still on their way when a Deactivate, a Stop or an idle
+// collection comes, and the clock stopped near a grain's idle timeout as
+// well as past it. Each answer is checked against what the silo promises
+// (docs/lifecycle.md): a grain's messages in the order they were sent, its
+// state kept until it deactivates and gone after, one activation of a key
+// live at a time, each gone (OnDeactivate) before the next began,
+// deactivation once idle a tick past its timeout and never before the
+// timeout, and at the end every tell handled once or a dead letter, never
+// both. Where the promise leaves the outcome open — a Deactivate ahead of
+// tells still queued, an idle collection racing a tell — the model takes
+// any outcome the promise allows and no other: the state a later
+// activation holds must be what came after some point of the sequence,
+// never a reordering, a gap or a repeat. rapid draws the sequences and
+// shrinks one that fails to a short one.
+
+const (
+	raceIdle    = 10 * time.Second
+	raceQuantum = time.Second
+	raceWindow  = time.Millisecond // the restart window: a Boom after the clock moved past it restarts at once
+)
+
+type (
+	rAdd   struct{ ID uint64 } // tell: the grain appends ID to what it has seen
+	rGet   struct{}            // ask: the grain answers an rState
+	rBoom  struct{}            // ask: the grain panics; it restarts afresh
+	rLeave struct{}            // tell: the grain deactivates after this turn
+	rState struct {
+		Inst int      // which activation of its key answered (1, 2, ...)
+		Seen []uint64 // the rAdds this activation handled, in order
+	}
+)
+
+// raceSilo is what the grains share with the test: the activations, the
+// tells handled and the deactivations seen. Safe for concurrent use.
+type raceSilo struct {
+	mu        sync.Mutex
+	insts     map[string]int  // activations of each key so far
+	live      map[string]bool // a key's activation is between OnActivate and OnDeactivate
+	handled   map[uint64]int
+	violation []string
+	deact     chan raceDeact
+}
+
+type raceDeact struct {
+	key    string
+	inst   int
+	reason grain.DeactivationReason
+}
+
+type raceGrain struct {
+	m    *raceSilo
+	key  string
+	inst int
+	seen []uint64
+}
+
+func (g *raceGrain) OnActivate(context.Context, *grain.Context) error {
+	g.m.mu.Lock()
+	defer g.m.mu.Unlock()
+	if g.m.live[g.key] {
+		g.m.violation = append(g.m.violation, fmt.Sprintf("%s activated while an activation of it was live", g.key))
+	}
+	g.m.live[g.key] = true
+	g.m.insts[g.key]++
+	g.inst = g.m.insts[g.key]
+	return nil
+}
+
+func (g *raceGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
+	g.m.mu.Lock()
+	if !g.m.live[g.key] {
+		g.m.violation = append(g.m.violation, fmt.Sprintf("%s #%d deactivated while not live", g.key, g.inst))
+	}
+	g.m.live[g.key] = false
+	g.m.mu.Unlock()
+	g.m.deact <- raceDeact{g.key, g.inst, c.DeactivationReason()}
+	return nil
+}
+
+func (g *raceGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case rAdd:
+		g.seen = append(g.seen, m.ID)
+		g.m.mu.Lock()
+		g.m.handled[m.ID]++
+		g.m.mu.Unlock()
+	case rGet:
+		return rState{g.inst, slices.Clone(g.seen)}, nil
+	case rBoom:
+		panic("race model: boom")
+	case rLeave:
+		c.DeactivateOnIdle()
+	}
+	return nil, nil
+}
+
+// raceKey is the model of one key: what its grain must answer an rGet.
+type raceKey struct {
+	inst    int      // the last activation observed (0: none yet)
+	seen    []uint64 // the rAdds sent since the last point its state was known, in order
+	known   int      // how many of seen the activation inst has surely handled
+	fresh   bool     // a reset surely happened since: the next answer comes from a later activation
+	mayCut  bool     // a reset may have happened after the first known of seen
+	active  bool     // inst is surely live (nothing since its last answer could end it)
+	pending bool     // messages sent since its last answer
+	touched time.Duration
+	unsure  []uint64 // rAdds sent since its last answer: a Stop may make any of them a dead letter
+}
+
+// reset is a reset that surely happened after every rAdd sent so far.
+func (k *raceKey) reset() {
+	k.seen, k.known, k.fresh, k.mayCut, k.active = nil, 0, true, false, false
+}
+
+// check compares an rGet's answer with what the model allows.
+func (k *raceKey) check(st rState) error {
+	switch {
+	case st.Inst < k.inst, k.fresh && st.Inst == k.inst:
+		return fmt.Errorf("answered by activation %d; want later than %d (fresh %v)", st.Inst, k.inst, k.fresh)
+	case st.Inst == k.inst && !slices.Equal(st.Seen, k.seen):
+		return fmt.Errorf("activation %d has seen %v; want %v", st.Inst, st.Seen, k.seen)
+	case st.Inst == k.inst:
+		return nil
+	case !k.mayCut && !slices.Equal(st.Seen, k.seen):
+		return fmt.Errorf("activation %d (after %d) has seen %v; want %v", st.Inst, k.inst, st.Seen, k.seen)
+	case !k.fresh && !k.mayCut:
+		return fmt.Errorf("answered by activation %d; want %d: nothing could have deactivated it", st.Inst, k.inst)
+	}
+	for j := k.known; j <= len(k.seen); j++ {
+		if slices.Equal(st.Seen, k.seen[j:]) {
+			return nil
+		}
+	}
+	return fmt.Errorf("activation %d (after %d) has seen %v; want a suffix of %v past its first %d", st.Inst, k.inst, st.Seen, k.seen, k.known)
+}
+
+type raceRun struct {
+	t       *rapid.T
+	ctx     context.Context
+	s       *silo.Silo
+	clk     *clock.Manual
+	start   time.Time
+	m       *raceSilo
+	keys    map[string]*raceKey
+	deacts  map[string][]int // instances deactivated, per key, in the order seen
+	nextID  uint64
+	sent    []uint64
+	boomed  map[string]time.Duration // when each key's last restart was
+	stopped map[uint64]bool          // rAdds that may be stopped dead letters
+}
+
+func (r *raceRun) now() time.Duration { return r.clk.Now().Sub(r.start) }
+
+func (r *raceRun) id(key string) grain.ID { return grain.NewID("m", key) }
+
+// drain takes the deactivations the grains have reported so far.
+func (r *raceRun) drain() {
+	for {
+		select {
+		case d := <-r.m.deact:
+			r.deacts[d.key] = append(r.deacts[d.key], d.inst)
+		default:
+			return
+		}
+	}
+}
+
+// waitDeact waits for key's activation inst to report its deactivation.
+func (r *raceRun) waitDeact(key string, inst int) {
+	timeout := time.After(10 * time.Second) // bounds a failing run only
+	for !slices.Contains(r.deacts[key], inst) {
+		select {
+		case d := <-r.m.deact:
+			r.deacts[d.key] = append(r.deacts[d.key], d.inst)
+		case <-timeout:
+			r.t.Fatalf("%s #%d idle %v past its timeout: not deactivated", key, inst, r.now()-r.keys[key].touched)
+		}
+	}
+}
+
+func (r *raceRun) add(t *rapid.T) {
+	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	r.nextID++
+	if err := r.s.Tell(r.ctx, r.id(key), rAdd{r.nextID}); err != nil {
+		t.Fatalf("Tell: %v", err)
+	}
+	k := r.keys[key]
+	k.seen = append(k.seen, r.nextID)
+	k.unsure = append(k.unsure, r.nextID)
+	k.pending = true
+	r.sent = append(r.sent, r.nextID)
+}
+
+func (r *raceRun) get(t *rapid.T) {
+	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rGet{})
+	if err != nil {
+		t.Fatalf("Call %s: %v", key, err)
+	}
+	k := r.keys[key]
+	if err := k.check(st); err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	// Its activation st.Inst is live: every one before it has gone, and
+	// said so in OnDeactivate before the next began.
+	r.drain()
+	if want := upTo(st.Inst - 1); !slices.Equal(slices.Sorted(slices.Values(r.deacts[key])), want) {
+		t.Fatalf("%s answered by activation %d; deactivations seen %v, want %v", key, st.Inst, r.deacts[key], want)
+	}
+	k.inst, k.seen, k.known = st.Inst, st.Seen, len(st.Seen)
+	k.fresh, k.mayCut, k.active, k.pending, k.touched, k.unsure = false, false, true, false, r.now(), nil
+}
+
+func (r *raceRun) boom(t *rapid.T) {
+	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	if at, ok := r.boomed[key]; ok && r.now()-at <= raceWindow {
+		r.advance(2 * raceWindow) // the first restart in a window is immediate; a later one would wait out a backoff
+	}
+	_, err := r.s.Ask(r.ctx, r.id(key), rBoom{})
+	var pe *grain.PanicError
+	if !errors.As(err, &pe) || pe.Value != "race model: boom" {
+		t.Fatalf("Ask %s rBoom: %v; want a *grain.PanicError", key, err)
+	}
+	r.boomed[key] = r.now()
+	r.keys[key].reset() // every rAdd before it was handled: the Boom is an ask behind them
+}
+
+func (r *raceRun) leave(t *rapid.T) {
+	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	if err := r.s.Tell(r.ctx, r.id(key), rLeave{}); err != nil {
+		t.Fatalf("Tell %s rLeave: %v", key, err)
+	}
+	k := r.keys[key]
+	k.reset() // in line behind the rAdds before it, ahead of those after
+	k.pending = true
+}
+
+func (r *raceRun) deactivate(t *rapid.T) {
+	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	if err := r.s.Deactivate(r.ctx, r.id(key)); err != nil {
+		t.Fatalf("Deactivate %s: %v", key, err)
+	}
+	k := r.keys[key]
+	switch {
+	case k.pending:
+		k.mayCut = true // ahead of what is still queued: those go to the next activation
+	case k.active:
+		k.reset()
+	}
+}
+
+func (r *raceRun) stop(t *rapid.T) {
+	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	if err := r.s.Stop(r.ctx, r.id(key)); err != nil {
+		t.Fatalf("Stop %s: %v", key, err)
+	}
+	k := r.keys[key]
+	for _, id := range k.unsure {
+		r.stopped[id] = true // handled before the Stop, or a dead letter
+	}
+	k.reset()
+}
+
+func (r *raceRun) advanceBy(t *rapid.T) {
+	d := rapid.SampledFrom([]time.Duration{100 * time.Millisecond, time.Second, 5 * time.Second,
+		raceIdle - time.Second, raceIdle, raceIdle + raceQuantum, 3 * raceIdle}).Draw(t, "by")
+	r.advance(d)
+}
+
+// advance moves the clock on and checks what idle collection must do.
+func (r *raceRun) advance(d time.Duration) {
+	r.clk.Advance(d)
+	now := r.now()
+	for _, key := range []string{"a", "b", "c"} {
+		k := r.keys[key]
+		idle := now - k.touched
+		switch {
+		case k.pending || !k.active:
+			// Not known to be live, or a message on its way that may or
+			// may not reach it before a collection does.
+			k.mayCut = true
+		case idle >= raceIdle+raceQuantum:
+			r.waitDeact(key, k.inst)
+			k.reset()
+		case idle >= raceIdle:
+			k.mayCut = true // within a tick of its timeout
+		}
+	}
+}
+
+func upTo(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i + 1
+	}
+	return s
+}
+
+func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		start := time.Unix(1_700_000_000, 0)
+		clk := clock.NewManual(start)
+		m := &raceSilo{insts: map[string]int{}, live: map[string]bool{}, handled: map[uint64]int{}, deact: make(chan raceDeact, 4096)}
+		s, err := silo.New(silo.Config{
+			Partitions:  rapid.IntRange(1, 4).Draw(rt, "partitions"),
+			Clock:       clk,
+			IdleTimeout: raceIdle,
+			IdleQuantum: raceQuantum,
+			Logger:      slog.New(slog.DiscardHandler), // the panics' lines
+		})
+		if err != nil {
+			rt.Fatal(err)
+		}
+		defer s.Close()
+		sup := activation.Supervision{MaxRestarts: 1 << 20, Window: raceWindow}
+		if err := silo.Register(s, "m", func(id grain.ID) *raceGrain { return &raceGrain{m: m, key: id.Key()} }, silo.WithSupervision(sup)); err != nil {
+			rt.Fatal(err)
+		}
+		dl := s.SubscribeDeadLetters(silo.MaxDeadLetterBuffer)
+		if err := s.Start(); err != nil {
+			rt.Fatal(err)
+		}
+		r := &raceRun{t: rt, ctx: ctx, s: s, clk: clk, start: start, m: m,
+			keys: map[string]*raceKey{"a": {fresh: true}, "b": {fresh: true}, "c": {fresh: true}}, deacts: map[string][]int{},
+			boomed: map[string]time.Duration{}, stopped: map[uint64]bool{}}
+		rt.Repeat(map[string]func(*rapid.T){
+			"add":        r.add,
+			"get":        r.get,
+			"boom":       r.boom,
+			"leave":      r.leave,
+			"deactivate": r.deactivate,
+			"stop":       r.stop,
+			"advance":    r.advanceBy,
+		})
+		if err := s.Shutdown(ctx); err != nil {
+			rt.Fatalf("Shutdown: %v", err)
+		}
+		// Every tell handled once or, if a Stop may have drawn its line
+		// under it, a stopped dead letter — never both, never neither.
+		dead := map[uint64]int{}
+		for d := range dl.C {
+			if _, leave := d.Msg.(rLeave); leave && d.Reason == grain.ReasonStopped {
+				continue // a Stop came while it was on its way: it was to deactivate the grain anyway
+			}
+			a, ok := d.Msg.(rAdd)
+			if !ok || d.Reason != grain.ReasonStopped || !r.stopped[a.ID] {
+				rt.Fatalf("dead letter %v (%v): none but a stopped rAdd or rLeave sent before its Stop", d.Msg, d.Reason)
+			}
+			dead[a.ID]++
+		}
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		for _, id := range r.sent {
+			if n := m.handled[id] + dead[id]; n != 1 {
+				rt.Fatalf("rAdd %d: handled %d times, %d dead letters; want one in all", id, m.handled[id], dead[id])
+			}
+		}
+		if len(m.violation) > 0 {
+			rt.Fatalf("%v", m.violation)
+		}
+	})
+}
