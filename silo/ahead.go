@@ -16,7 +16,9 @@ import (
 // same grain: each grain still sees its messages in the order they were
 // pushed, whoever sent them (a client's "joined" before the "moved" its
 // next call made a player send); only two grains' messages, which no
-// order was ever promised between, may trade places. `relay` at 40,000
+// order was ever promised between, may trade places. Nor does a message
+// for a grain being stopped leave its place at all: a Stop draws its line
+// by places (stoppingFor). `relay` at 40,000
 // calls a second, in three sets of alternating runs: the median 404 →
 // 322, 394 → 331 and 355 → 263 µs, the p99 even (docs/performance-log.md,
 // item 81).
@@ -84,15 +86,33 @@ func (p *partition) runAhead(w *worker) bool {
 		}
 		word, bit := env.Hash>>62, uint64(1)<<(env.Hash>>56&63)
 		if sc.seen[word]&bit == 0 && sentByTurn(env) {
-			e := *env // the slot is emptied before the turn: a new owner skips it
-			env.Msg = nil
-			owns = p.deliverGuessed(w, &e, p.dir.Guess(e.Hash))
-			return owns
+			if a, stopping := p.stoppingFor(env); !stopping {
+				e := *env // the slot is emptied before the turn: a new owner skips it
+				env.Msg = nil
+				owns = p.deliverGuessed(w, &e, a)
+				return owns
+			}
 		}
 		sc.seen[word] |= bit
 		return true
 	})
 	return owns
+}
+
+// stoppingFor returns env's grain's activation, if the guess finds it, and
+// whether it is being stopped. A message for a grain being stopped keeps
+// its place: a Stop read with this batch draws its line by the messages'
+// places (stopRequested), and one run ahead would be judged by the place
+// of the message delivered last — a call sent after the Stop, from a turn,
+// taken for one sent before it and failed as stopped.
+func (p *partition) stoppingFor(env *queues.Envelope) (*act, bool) {
+	a := p.dir.Guess(env.Hash)
+	if a != nil && !a.ID.Equal(&env.Target) { // another identity of the same hash
+		a, _ = p.dir.Get(env.Target, env.Hash)
+	}
+	// Not active, a is nil: a Stop's line for such a grain is stopsAhead's,
+	// and runAhead runs nothing while there is one.
+	return a, a != nil && a.isStopping()
 }
 
 // batchLeft returns how many messages the current batch has left to

@@ -22,8 +22,9 @@ import (
 // for what was told it — before each Deactivate, Stop and idle round, so
 // that its model knows every state exactly. This test leaves out the
 // settling: it sends what a program sends to its grains — tells, asks,
-// panics, a grain deactivating itself, Deactivate and Stop from outside,
-// time passing on a manual clock — from one goroutine, in random order,
+// panics, a grain deactivating itself, a grain telling or asking another
+// (or itself) from its turn, Deactivate and Stop from outside, time
+// passing on a manual clock — from one goroutine, in random order,
 // with tells still on their way when a Deactivate, a Stop or an idle
 // collection comes, and the clock stopped near a grain's idle timeout as
 // well as past it. Each answer is checked against what the silo promises
@@ -50,9 +51,15 @@ type (
 	rGet   struct{}            // ask: the grain answers an rState
 	rBoom  struct{}            // ask: the grain panics; it restarts afresh
 	rLeave struct{}            // tell: the grain deactivates after this turn
+	rFwd   struct {            // ask: the grain sends rAdd{ID} to key To, told or asked, and answers an rState
+		To  string
+		ID  uint64
+		Ask bool
+	}
 	rState struct {
 		Inst int      // which activation of its key answered (1, 2, ...)
 		Seen []uint64 // the rAdds this activation handled, in order
+		Err  error    // an rFwd's send's
 	}
 )
 
@@ -103,7 +110,7 @@ func (g *raceGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
 	return nil
 }
 
-func (g *raceGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, error) {
+func (g *raceGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
 	switch m := msg.(type) {
 	case rAdd:
 		g.seen = append(g.seen, m.ID)
@@ -111,7 +118,16 @@ func (g *raceGrain) Receive(_ context.Context, c *grain.Context, msg any) (any, 
 		g.m.handled[m.ID]++
 		g.m.mu.Unlock()
 	case rGet:
-		return rState{g.inst, slices.Clone(g.seen)}, nil
+		return rState{Inst: g.inst, Seen: slices.Clone(g.seen)}, nil
+	case rFwd:
+		st := rState{Inst: g.inst, Seen: slices.Clone(g.seen)}
+		to := grain.NewID("m", m.To)
+		if m.Ask {
+			_, st.Err = c.Silo().Ask(ctx, to, rAdd{m.ID})
+		} else {
+			st.Err = c.Silo().Tell(ctx, to, rAdd{m.ID})
+		}
+		return st, nil
 	case rBoom:
 		panic("race model: boom")
 	case rLeave:
@@ -223,6 +239,41 @@ func (r *raceRun) get(t *rapid.T) {
 	if err != nil {
 		t.Fatalf("Call %s: %v", key, err)
 	}
+	r.answered(t, key, st)
+}
+
+// fwd has a grain send an rAdd to another, or to itself, from its turn:
+// told, it goes in line behind what was sent the target before (the turn
+// ran after those were pushed); asked, it is handled before the answer —
+// and asked of the grain itself, it is a call cycle.
+func (r *raceRun) fwd(t *rapid.T) {
+	from := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "from")
+	to := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "to")
+	ask := rapid.Bool().Draw(t, "ask")
+	r.nextID++
+	st, err := silo.Call[rState](r.ctx, r.s, r.id(from), rFwd{To: to, ID: r.nextID, Ask: ask})
+	if err != nil {
+		t.Fatalf("Call %s: %v", from, err)
+	}
+	r.answered(t, from, st)
+	if ask && to == from {
+		if !errors.Is(st.Err, grain.ErrCallCycle) {
+			t.Fatalf("%s asked itself from its turn: %v; want ErrCallCycle", from, st.Err)
+		}
+		return
+	}
+	if st.Err != nil {
+		t.Fatalf("%s sent %s an rAdd: %v", from, to, st.Err)
+	}
+	k := r.keys[to]
+	k.seen = append(k.seen, r.nextID)
+	k.unsure = append(k.unsure, r.nextID)
+	k.pending = true
+	r.sent = append(r.sent, r.nextID)
+}
+
+// answered checks key's answer st and takes what it says as known.
+func (r *raceRun) answered(t *rapid.T, key string, st rState) {
 	k := r.keys[key]
 	if err := k.check(st); err != nil {
 		t.Fatalf("%s: %v", key, err)
@@ -354,6 +405,7 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 		rt.Repeat(map[string]func(*rapid.T){
 			"add":        r.add,
 			"get":        r.get,
+			"fwd":        r.fwd,
 			"boom":       r.boom,
 			"leave":      r.leave,
 			"deactivate": r.deactivate,
