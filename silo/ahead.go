@@ -69,7 +69,14 @@ func (p *partition) runAhead(w *worker) bool {
 		// places; a silo shutting down handles what it has as it comes.
 		return true
 	}
-	p.q.DrainAppend(&p.batch) // false: a placed item waits; the batch as it is
+	if p.q.DrainAppend(&p.batch) && !p.s.realClk { // false: a placed item waits; the batch as it is
+		// What it took was sent after the round read the clock, and a
+		// test's clock may have moved since by any span: read it again,
+		// or a quarantine, an idle clock, a timer set by these messages
+		// would count from before they were sent. (The real clock's
+		// reading lags by at most a HandoffThreshold: tick.)
+		p.now = p.s.since()
+	}
 	at, sc := p.batch.Taken(), &p.ahead
 	if sc.seq != p.batch.Seq() || sc.to <= at {
 		*sc = aheadScan{seq: p.batch.Seq(), to: at}

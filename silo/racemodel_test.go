@@ -41,20 +41,28 @@ import (
 // shrinks one that fails to a short one.
 
 const (
-	raceIdle    = 10 * time.Second
-	raceQuantum = time.Second
-	raceWindow  = time.Millisecond // the restart window: a Boom after the clock moved past it restarts at once
+	raceIdle       = 10 * time.Second
+	raceQuantum    = time.Second
+	raceWindow     = time.Millisecond // the restart window: a Boom after the clock moved past it restarts at once
+	raceQuarantine = 3 * time.Second  // after an rFatal
 )
+
+var errRaceFatal = errors.New("race model: fatal")
 
 type (
 	rAdd   struct{ ID uint64 } // tell: the grain appends ID to what it has seen
 	rGet   struct{}            // ask: the grain answers an rState
 	rBoom  struct{}            // ask: the grain panics; it restarts afresh
 	rLeave struct{}            // tell: the grain deactivates after this turn
-	rFwd   struct {            // ask: the grain sends rAdd{ID} to key To, told or asked, and answers an rState
-		To  string
-		ID  uint64
-		Ask bool
+	rFatal struct{}            // ask: the grain fails with errRaceFatal; its supervision stops and quarantines it
+	rKeep  struct {            // ask: DelayDeactivation(D); the grain answers an rState
+		D time.Duration
+	}
+	rFwd struct { // ask: the grain sends rAdd{ID} to key To, told or asked, and answers an rState
+		To    string
+		ID    uint64
+		Ask   bool
+		Chain bool // asked with silo.AllowCallChainReentrancy
 	}
 	rState struct {
 		Inst int      // which activation of its key answered (1, 2, ...)
@@ -121,7 +129,10 @@ func (g *raceGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any
 		return rState{Inst: g.inst, Seen: slices.Clone(g.seen)}, nil
 	case rFwd:
 		st := rState{Inst: g.inst, Seen: slices.Clone(g.seen)}
-		to := grain.NewID("m", m.To)
+		to := raceID(m.To)
+		if m.Chain {
+			ctx = silo.AllowCallChainReentrancy(ctx)
+		}
 		if m.Ask {
 			_, st.Err = c.Silo().Ask(ctx, to, rAdd{m.ID})
 		} else {
@@ -132,6 +143,11 @@ func (g *raceGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any
 		panic("race model: boom")
 	case rLeave:
 		c.DeactivateOnIdle()
+	case rFatal:
+		return nil, errRaceFatal
+	case rKeep:
+		c.DelayDeactivation(m.D)
+		return rState{Inst: g.inst, Seen: slices.Clone(g.seen)}, nil
 	}
 	return nil, nil
 }
@@ -146,12 +162,14 @@ type raceKey struct {
 	active  bool     // inst is surely live (nothing since its last answer could end it)
 	pending bool     // messages sent since its last answer
 	touched time.Duration
-	unsure  []uint64 // rAdds sent since its last answer: a Stop may make any of them a dead letter
+	unsure  []uint64      // rAdds sent since its last answer: a Stop may make any of them a dead letter
+	keep    time.Duration // DelayDeactivation holds activation inst until then
+	quar    time.Duration // quarantined until then, by an rFatal
 }
 
 // reset is a reset that surely happened after every rAdd sent so far.
 func (k *raceKey) reset() {
-	k.seen, k.known, k.fresh, k.mayCut, k.active = nil, 0, true, false, false
+	k.seen, k.known, k.fresh, k.mayCut, k.active, k.keep = nil, 0, true, false, false, 0
 }
 
 // check compares an rGet's answer with what the model allows.
@@ -189,11 +207,40 @@ type raceRun struct {
 	sent    []uint64
 	boomed  map[string]time.Duration // when each key's last restart was
 	stopped map[uint64]bool          // rAdds that may be stopped dead letters
+	quarOK  map[uint64]bool          // rAdds sent during their grain's quarantine: each handled or a quarantined dead letter
+}
+
+// quarantined reports whether key's grain is in its quarantine now: an ask
+// sent now is refused, since it is delivered now; a tell may be delivered
+// after the clock moves on.
+func (r *raceRun) quarantined(key string) bool { return r.now() < r.keys[key].quar }
+
+// refused checks that an ask to key in its quarantine failed as one, and
+// takes what that says: what was sent it before, in the quarantine too,
+// was refused as well.
+func (r *raceRun) refused(t *rapid.T, key, op string, err error) {
+	var dl *grain.DeadLetterError
+	if !errors.As(err, &dl) || dl.Reason != grain.ReasonQuarantined || !errors.Is(err, grain.ErrGrainStopped) {
+		t.Fatalf("%s asked (%s) in its quarantine, until %v, now %v: %v; want a quarantined dead letter", key, op, r.keys[key].quar, r.now(), err)
+	}
+	k := r.keys[key]
+	k.seen, k.known, k.mayCut = nil, 0, false
 }
 
 func (r *raceRun) now() time.Duration { return r.clk.Now().Sub(r.start) }
 
-func (r *raceRun) id(key string) grain.ID { return grain.NewID("m", key) }
+func (r *raceRun) id(key string) grain.ID { return raceID(key) }
+
+// raceKeys are the keys a run sends to: "d" is of a reentrant kind, the
+// others of a kind that is not.
+var raceKeys = []string{"a", "b", "c", "d"}
+
+func raceID(key string) grain.ID {
+	if key == "d" {
+		return grain.NewID("re", key)
+	}
+	return grain.NewID("m", key)
+}
 
 // drain takes the deactivations the grains have reported so far.
 func (r *raceRun) drain() {
@@ -215,31 +262,82 @@ func (r *raceRun) waitDeact(key string, inst int) {
 		case d := <-r.m.deact:
 			r.deacts[d.key] = append(r.deacts[d.key], d.inst)
 		case <-timeout:
-			r.t.Fatalf("%s #%d idle %v past its timeout: not deactivated", key, inst, r.now()-r.keys[key].touched)
+			r.t.Fatalf("%s #%d idle since %v (kept until %v), now %v: not deactivated", key, inst, r.keys[key].touched, r.keys[key].keep, r.now())
 		}
 	}
 }
 
 func (r *raceRun) add(t *rapid.T) {
-	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
 	r.nextID++
 	if err := r.s.Tell(r.ctx, r.id(key), rAdd{r.nextID}); err != nil {
 		t.Fatalf("Tell: %v", err)
 	}
+	r.told(key, r.nextID)
+}
+
+// told takes an rAdd sent to key.
+func (r *raceRun) told(key string, id uint64) {
 	k := r.keys[key]
-	k.seen = append(k.seen, r.nextID)
-	k.unsure = append(k.unsure, r.nextID)
+	k.seen = append(k.seen, id)
+	k.unsure = append(k.unsure, id)
 	k.pending = true
-	r.sent = append(r.sent, r.nextID)
+	r.sent = append(r.sent, id)
+	if r.quarantined(key) {
+		r.quarOK[id] = true // refused if delivered in the quarantine; those after it come through
+		k.mayCut = true
+	}
 }
 
 func (r *raceRun) get(t *rapid.T) {
-	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
 	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rGet{})
+	if r.quarantined(key) {
+		r.refused(t, key, "get", err)
+		return
+	}
 	if err != nil {
 		t.Fatalf("Call %s: %v", key, err)
 	}
 	r.answered(t, key, st)
+}
+
+// keep has a grain put off its deactivation, or cancel that (D <= 0).
+func (r *raceRun) keepAlive(t *rapid.T) {
+	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	d := rapid.SampledFrom([]time.Duration{-1, time.Second, raceIdle, 2 * raceIdle}).Draw(t, "d")
+	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rKeep{d})
+	if r.quarantined(key) {
+		r.refused(t, key, "keep", err)
+		return
+	}
+	if err != nil {
+		t.Fatalf("Call %s: %v", key, err)
+	}
+	r.answered(t, key, st)
+	k := r.keys[key]
+	if d <= 0 {
+		k.keep = 0
+	} else {
+		k.keep = max(k.keep, r.now()+d)
+	}
+}
+
+// fatal fails a grain's turn with an error its supervision stops it for:
+// it is quarantined, and then a fresh instance takes its messages.
+func (r *raceRun) fatal(t *rapid.T) {
+	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	_, err := r.s.Ask(r.ctx, r.id(key), rFatal{})
+	if r.quarantined(key) {
+		r.refused(t, key, "fatal", err)
+		return
+	}
+	if !errors.Is(err, errRaceFatal) {
+		t.Fatalf("Ask %s rFatal: %v; want errRaceFatal", key, err)
+	}
+	k := r.keys[key]
+	k.reset() // every rAdd before it was handled: it is an ask behind them
+	k.quar = r.now() + raceQuarantine
 }
 
 // fwd has a grain send an rAdd to another, or to itself, from its turn:
@@ -247,29 +345,36 @@ func (r *raceRun) get(t *rapid.T) {
 // ran after those were pushed); asked, it is handled before the answer —
 // and asked of the grain itself, it is a call cycle.
 func (r *raceRun) fwd(t *rapid.T) {
-	from := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "from")
-	to := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "to")
+	from := rapid.SampledFrom(raceKeys).Draw(t, "from")
+	to := rapid.SampledFrom(raceKeys).Draw(t, "to")
 	ask := rapid.Bool().Draw(t, "ask")
+	chain := ask && to == from && rapid.Bool().Draw(t, "chain")
 	r.nextID++
-	st, err := silo.Call[rState](r.ctx, r.s, r.id(from), rFwd{To: to, ID: r.nextID, Ask: ask})
+	st, err := silo.Call[rState](r.ctx, r.s, r.id(from), rFwd{To: to, ID: r.nextID, Ask: ask, Chain: chain})
+	if r.quarantined(from) {
+		r.refused(t, from, "fwd from", err)
+		return
+	}
 	if err != nil {
 		t.Fatalf("Call %s: %v", from, err)
 	}
 	r.answered(t, from, st)
-	if ask && to == from {
+	if ask && to == from && !chain && r.id(from).Kind() != "re" {
 		if !errors.Is(st.Err, grain.ErrCallCycle) {
 			t.Fatalf("%s asked itself from its turn: %v; want ErrCallCycle", from, st.Err)
 		}
 		return
 	}
+	// Asked of itself by a reentrant grain, or on a chain that allows it,
+	// the rAdd ran while the turn waited, after its answer's state was read.
+	if ask && r.quarantined(to) {
+		r.refused(t, to, "fwd to from "+from, st.Err)
+		return
+	}
 	if st.Err != nil {
 		t.Fatalf("%s sent %s an rAdd: %v", from, to, st.Err)
 	}
-	k := r.keys[to]
-	k.seen = append(k.seen, r.nextID)
-	k.unsure = append(k.unsure, r.nextID)
-	k.pending = true
-	r.sent = append(r.sent, r.nextID)
+	r.told(to, r.nextID)
 }
 
 // answered checks key's answer st and takes what it says as known.
@@ -284,16 +389,23 @@ func (r *raceRun) answered(t *rapid.T, key string, st rState) {
 	if want := upTo(st.Inst - 1); !slices.Equal(slices.Sorted(slices.Values(r.deacts[key])), want) {
 		t.Fatalf("%s answered by activation %d; deactivations seen %v, want %v", key, st.Inst, r.deacts[key], want)
 	}
+	if st.Inst != k.inst {
+		k.keep = 0 // a DelayDeactivation was the instance's that went
+	}
 	k.inst, k.seen, k.known = st.Inst, st.Seen, len(st.Seen)
 	k.fresh, k.mayCut, k.active, k.pending, k.touched, k.unsure = false, false, true, false, r.now(), nil
 }
 
 func (r *raceRun) boom(t *rapid.T) {
-	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
 	if at, ok := r.boomed[key]; ok && r.now()-at <= raceWindow {
 		r.advance(2 * raceWindow) // the first restart in a window is immediate; a later one would wait out a backoff
 	}
 	_, err := r.s.Ask(r.ctx, r.id(key), rBoom{})
+	if r.quarantined(key) {
+		r.refused(t, key, "boom", err)
+		return
+	}
 	var pe *grain.PanicError
 	if !errors.As(err, &pe) || pe.Value != "race model: boom" {
 		t.Fatalf("Ask %s rBoom: %v; want a *grain.PanicError", key, err)
@@ -303,17 +415,23 @@ func (r *raceRun) boom(t *rapid.T) {
 }
 
 func (r *raceRun) leave(t *rapid.T) {
-	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
 	if err := r.s.Tell(r.ctx, r.id(key), rLeave{}); err != nil {
 		t.Fatalf("Tell %s rLeave: %v", key, err)
 	}
 	k := r.keys[key]
 	k.reset() // in line behind the rAdds before it, ahead of those after
 	k.pending = true
+	if r.quarantined(key) {
+		// Refused if delivered in the quarantine, and so then was every
+		// rAdd before it: what comes after is what a later activation
+		// may have, as if it had been handled.
+		k.mayCut = true
+	}
 }
 
 func (r *raceRun) deactivate(t *rapid.T) {
-	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
 	if err := r.s.Deactivate(r.ctx, r.id(key)); err != nil {
 		t.Fatalf("Deactivate %s: %v", key, err)
 	}
@@ -327,7 +445,7 @@ func (r *raceRun) deactivate(t *rapid.T) {
 }
 
 func (r *raceRun) stop(t *rapid.T) {
-	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
+	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
 	if err := r.s.Stop(r.ctx, r.id(key)); err != nil {
 		t.Fatalf("Stop %s: %v", key, err)
 	}
@@ -348,18 +466,18 @@ func (r *raceRun) advanceBy(t *rapid.T) {
 func (r *raceRun) advance(d time.Duration) {
 	r.clk.Advance(d)
 	now := r.now()
-	for _, key := range []string{"a", "b", "c"} {
+	for _, key := range raceKeys {
 		k := r.keys[key]
-		idle := now - k.touched
+		due := max(k.touched+raceIdle, k.keep) // idle from then
 		switch {
 		case k.pending || !k.active:
 			// Not known to be live, or a message on its way that may or
 			// may not reach it before a collection does.
 			k.mayCut = true
-		case idle >= raceIdle+raceQuantum:
+		case now >= due+raceQuantum:
 			r.waitDeact(key, k.inst)
 			k.reset()
-		case idle >= raceIdle:
+		case now >= due:
 			k.mayCut = true // within a tick of its timeout
 		}
 	}
@@ -391,8 +509,18 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 			rt.Fatal(err)
 		}
 		defer s.Close()
-		sup := activation.Supervision{MaxRestarts: 1 << 20, Window: raceWindow}
-		if err := silo.Register(s, "m", func(id grain.ID) *raceGrain { return &raceGrain{m: m, key: id.Key()} }, silo.WithSupervision(sup)); err != nil {
+		sup := activation.Supervision{MaxRestarts: 1 << 20, Window: raceWindow, Quarantine: raceQuarantine,
+			Decider: activation.DeciderFunc(func(id grain.ID, err error) activation.Directive {
+				if errors.Is(err, errRaceFatal) {
+					return activation.Stop
+				}
+				return activation.DefaultDecider(id, err)
+			})}
+		newGrain := func(id grain.ID) *raceGrain { return &raceGrain{m: m, key: id.Key()} }
+		if err := silo.Register(s, "m", newGrain, silo.WithSupervision(sup)); err != nil {
+			rt.Fatal(err)
+		}
+		if err := silo.Register(s, "re", newGrain, silo.WithSupervision(sup), silo.WithReentrant()); err != nil {
 			rt.Fatal(err)
 		}
 		dl := s.SubscribeDeadLetters(silo.MaxDeadLetterBuffer)
@@ -400,12 +528,14 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 			rt.Fatal(err)
 		}
 		r := &raceRun{t: rt, ctx: ctx, s: s, clk: clk, start: start, m: m,
-			keys: map[string]*raceKey{"a": {fresh: true}, "b": {fresh: true}, "c": {fresh: true}}, deacts: map[string][]int{},
-			boomed: map[string]time.Duration{}, stopped: map[uint64]bool{}}
+			keys: map[string]*raceKey{"a": {fresh: true}, "b": {fresh: true}, "c": {fresh: true}, "d": {fresh: true}}, deacts: map[string][]int{},
+			boomed: map[string]time.Duration{}, stopped: map[uint64]bool{}, quarOK: map[uint64]bool{}}
 		rt.Repeat(map[string]func(*rapid.T){
 			"add":        r.add,
 			"get":        r.get,
 			"fwd":        r.fwd,
+			"keep":       r.keepAlive,
+			"fatal":      r.fatal,
 			"boom":       r.boom,
 			"leave":      r.leave,
 			"deactivate": r.deactivate,
@@ -419,12 +549,16 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 		// under it, a stopped dead letter — never both, never neither.
 		dead := map[uint64]int{}
 		for d := range dl.C {
-			if _, leave := d.Msg.(rLeave); leave && d.Reason == grain.ReasonStopped {
-				continue // a Stop came while it was on its way: it was to deactivate the grain anyway
+			stopped, quarantined := d.Reason == grain.ReasonStopped, d.Reason == grain.ReasonQuarantined
+			if _, leave := d.Msg.(rLeave); leave && (stopped || quarantined) {
+				continue // it was to deactivate the grain anyway
+			}
+			if d.Ask && quarantined {
+				continue // an ask refused in a quarantine: its caller checked the error
 			}
 			a, ok := d.Msg.(rAdd)
-			if !ok || d.Reason != grain.ReasonStopped || !r.stopped[a.ID] {
-				rt.Fatalf("dead letter %v (%v): none but a stopped rAdd or rLeave sent before its Stop", d.Msg, d.Reason)
+			if !ok || !(stopped && r.stopped[a.ID] || quarantined && r.quarOK[a.ID]) {
+				rt.Fatalf("dead letter %v (%v): none but a stopped rAdd or rLeave sent before its Stop, or one sent in its quarantine", d.Msg, d.Reason)
 			}
 			dead[a.ID]++
 		}
