@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,18 +23,20 @@ import (
 // for what was told it — before each Deactivate, Stop and idle round, so
 // that its model knows every state exactly. This test leaves out the
 // settling: it sends what a program sends to its grains — tells, asks,
-// panics, a grain deactivating itself, a grain telling or asking another
-// (or itself) from its turn, Deactivate and Stop from outside, time
-// passing on a manual clock — from one goroutine, in random order,
-// with tells still on their way when a Deactivate, a Stop or an idle
-// collection comes, and the clock stopped near a grain's idle timeout as
-// well as past it. Each answer is checked against what the silo promises
+// panics, errors that stop a grain (then a quarantine), activations that
+// fail, DelayDeactivation, a grain deactivating itself, a grain telling or
+// asking another (or itself, reentrant or not) from its turn, Deactivate
+// and Stop from outside, time passing on a manual clock — from one
+// goroutine, in random order, with tells still on their way when a
+// Deactivate, a Stop, an idle collection, a quarantine or a failing
+// activation comes, and the clock stopped near a timeout as well as past
+// it. Each answer is checked against what the silo promises
 // (docs/lifecycle.md): a grain's messages in the order they were sent, its
 // state kept until it deactivates and gone after, one activation of a key
 // live at a time, each gone (OnDeactivate) before the next began,
 // deactivation once idle a tick past its timeout and never before the
-// timeout, and at the end every tell handled once or a dead letter, never
-// both. Where the promise leaves the outcome open — a Deactivate ahead of
+// timeout, asks refused through a quarantine and answered after it, and
+// at the end every tell handled once or a dead letter, never both. Where the promise leaves the outcome open — a Deactivate ahead of
 // tells still queued, an idle collection racing a tell — the model takes
 // any outcome the promise allows and no other: the state a later
 // activation holds must be what came after some point of the sequence,
@@ -47,7 +50,10 @@ const (
 	raceQuarantine = 3 * time.Second  // after an rFatal
 )
 
-var errRaceFatal = errors.New("race model: fatal")
+var (
+	errRaceFatal  = errors.New("race model: fatal")
+	errRacePoison = errors.New("race model: poisoned activation")
+)
 
 type (
 	rAdd   struct{ ID uint64 } // tell: the grain appends ID to what it has seen
@@ -78,6 +84,7 @@ type raceSilo struct {
 	insts     map[string]int  // activations of each key so far
 	live      map[string]bool // a key's activation is between OnActivate and OnDeactivate
 	handled   map[uint64]int
+	poison    map[string]bool // keys whose next OnActivate fails
 	violation []string
 	deact     chan raceDeact
 }
@@ -98,6 +105,10 @@ type raceGrain struct {
 func (g *raceGrain) OnActivate(context.Context, *grain.Context) error {
 	g.m.mu.Lock()
 	defer g.m.mu.Unlock()
+	if g.m.poison[g.key] {
+		delete(g.m.poison, g.key)
+		return errRacePoison // its store down, say: the messages waiting fail with it
+	}
 	if g.m.live[g.key] {
 		g.m.violation = append(g.m.violation, fmt.Sprintf("%s activated while an activation of it was live", g.key))
 	}
@@ -165,6 +176,11 @@ type raceKey struct {
 	unsure  []uint64      // rAdds sent since its last answer: a Stop may make any of them a dead letter
 	keep    time.Duration // DelayDeactivation holds activation inst until then
 	quar    time.Duration // quarantined until then, by an rFatal
+	// poisoned: its next activation fails (OnActivate returns
+	// errRacePoison), and the messages waiting for it with it.
+	poisoned   bool
+	rebuilding bool // a restart's fresh instance may not be built yet
+
 }
 
 // reset is a reset that surely happened after every rAdd sent so far.
@@ -205,9 +221,65 @@ type raceRun struct {
 	deacts  map[string][]int // instances deactivated, per key, in the order seen
 	nextID  uint64
 	sent    []uint64
-	boomed  map[string]time.Duration // when each key's last restart was
-	stopped map[uint64]bool          // rAdds that may be stopped dead letters
-	quarOK  map[uint64]bool          // rAdds sent during their grain's quarantine: each handled or a quarantined dead letter
+	stopped map[uint64]bool // rAdds that may be stopped dead letters
+	quarOK  map[uint64]bool // rAdds sent during their grain's quarantine: each handled or a quarantined dead letter
+	failOK  map[uint64]bool // rAdds sent while their grain's next activation was to fail: each handled or a dead letter of it
+	ops     []string        // what the run did, for a failure to show
+}
+
+// poison makes key's next activation fail.
+func (r *raceRun) poison(t *rapid.T) {
+	key := r.pick(t, "key")
+	if k := r.keys[key]; k.poisoned || k.pending || k.rebuilding {
+		// Armed still, or a message on its way (or a restart's rebuild)
+		// that may activate the grain: a partition stamps what it does
+		// with its round's reading of the clock, which may be from before
+		// apart moved it, and a failure so stamped in one restart window
+		// with the last would back off — on a clock moved only by hand.
+		t.Skip("an activation may be under way")
+	}
+	r.apart()
+	r.m.mu.Lock()
+	r.m.poison[key] = true
+	r.m.mu.Unlock()
+	k := r.keys[key]
+	k.poisoned = true
+	for _, id := range k.unsure {
+		r.failOK[id] = true // still on its way, it may be what activates the grain
+	}
+	if k.pending {
+		k.mayCut = true
+	}
+}
+
+// apart moves the clock past the restart window before something that may
+// fail a grain: an activation's failure counts as a restart does, and a
+// failure alone in its window is retried at once, where a second would
+// wait out a backoff on a clock that moves only by hand.
+func (r *raceRun) apart() { r.advance(2 * raceWindow) }
+
+// activationFailed reports whether err is the failure of key's poisoned
+// activation and, if so, takes what it says: every message sent key before
+// waited for that activation or went with an instance gone since, and the
+// next message activates afresh.
+func (r *raceRun) activationFailed(t *rapid.T, key string, err error) bool {
+	k := r.keys[key]
+	if !k.poisoned || !errors.Is(err, grain.ErrActivation) || !errors.Is(err, errRacePoison) {
+		return false
+	}
+	k.seen, k.known, k.mayCut, k.fresh, k.active, k.keep = nil, 0, false, true, false, 0
+	r.syncPoison(t, key)
+	if k.poisoned {
+		r.fatalf(t, "%s: an activation failed with its poison still armed", key)
+	}
+	return true
+}
+
+// syncPoison reads whether key's poisoned activation has been tried.
+func (r *raceRun) syncPoison(_ *rapid.T, key string) {
+	r.m.mu.Lock()
+	defer r.m.mu.Unlock()
+	r.keys[key].poisoned = r.m.poison[key]
 }
 
 // quarantined reports whether key's grain is in its quarantine now: an ask
@@ -221,13 +293,29 @@ func (r *raceRun) quarantined(key string) bool { return r.now() < r.keys[key].qu
 func (r *raceRun) refused(t *rapid.T, key, op string, err error) {
 	var dl *grain.DeadLetterError
 	if !errors.As(err, &dl) || dl.Reason != grain.ReasonQuarantined || !errors.Is(err, grain.ErrGrainStopped) {
-		t.Fatalf("%s asked (%s) in its quarantine, until %v, now %v: %v; want a quarantined dead letter", key, op, r.keys[key].quar, r.now(), err)
+		r.fatalf(t, "%s asked (%s) in its quarantine, until %v, now %v: %v; want a quarantined dead letter", key, op, r.keys[key].quar, r.now(), err)
 	}
 	k := r.keys[key]
 	k.seen, k.known, k.mayCut = nil, 0, false
 }
 
 func (r *raceRun) now() time.Duration { return r.clk.Now().Sub(r.start) }
+
+// pick draws a key, noting it in the run's log.
+func (r *raceRun) pick(t *rapid.T, label string) string {
+	key := rapid.SampledFrom(raceKeys).Draw(t, label)
+	r.ops[len(r.ops)-1] += " " + label + "=" + key
+	return key
+}
+
+// fatalf fails the run with the ops that led to it: rapid prints a failing
+// run's draws only if a run of the same draws fails again, and a run's
+// outcome may hang on timing.
+func (r *raceRun) fatalf(t *rapid.T, format string, args ...any) {
+	t.Helper()
+	ops := r.ops[max(0, len(r.ops)-80):]
+	t.Fatalf(format+"\nthe run's last ops: %s", append(args, strings.Join(ops, "; "))...)
+}
 
 func (r *raceRun) id(key string) grain.ID { return raceID(key) }
 
@@ -262,16 +350,16 @@ func (r *raceRun) waitDeact(key string, inst int) {
 		case d := <-r.m.deact:
 			r.deacts[d.key] = append(r.deacts[d.key], d.inst)
 		case <-timeout:
-			r.t.Fatalf("%s #%d idle since %v (kept until %v), now %v: not deactivated", key, inst, r.keys[key].touched, r.keys[key].keep, r.now())
+			r.fatalf(r.t, "%s #%d idle since %v (kept until %v), now %v: not deactivated", key, inst, r.keys[key].touched, r.keys[key].keep, r.now())
 		}
 	}
 }
 
 func (r *raceRun) add(t *rapid.T) {
-	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	key := r.pick(t, "key")
 	r.nextID++
 	if err := r.s.Tell(r.ctx, r.id(key), rAdd{r.nextID}); err != nil {
-		t.Fatalf("Tell: %v", err)
+		r.fatalf(t, "Tell: %v", err)
 	}
 	r.told(key, r.nextID)
 }
@@ -287,32 +375,43 @@ func (r *raceRun) told(key string, id uint64) {
 		r.quarOK[id] = true // refused if delivered in the quarantine; those after it come through
 		k.mayCut = true
 	}
+	if k.poisoned {
+		r.failOK[id] = true // failed with the poisoned activation if it waited for it
+		k.mayCut = true
+	}
 }
 
 func (r *raceRun) get(t *rapid.T) {
-	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	key := r.pick(t, "key")
 	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rGet{})
 	if r.quarantined(key) {
 		r.refused(t, key, "get", err)
 		return
 	}
+	if r.activationFailed(t, key, err) {
+		return
+	}
 	if err != nil {
-		t.Fatalf("Call %s: %v", key, err)
+		r.fatalf(t, "Call %s: %v", key, err)
 	}
 	r.answered(t, key, st)
 }
 
 // keep has a grain put off its deactivation, or cancel that (D <= 0).
 func (r *raceRun) keepAlive(t *rapid.T) {
-	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	key := r.pick(t, "key")
 	d := rapid.SampledFrom([]time.Duration{-1, time.Second, raceIdle, 2 * raceIdle}).Draw(t, "d")
+	r.ops[len(r.ops)-1] += fmt.Sprint(" d=", d)
 	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rKeep{d})
 	if r.quarantined(key) {
 		r.refused(t, key, "keep", err)
 		return
 	}
+	if r.activationFailed(t, key, err) {
+		return
+	}
 	if err != nil {
-		t.Fatalf("Call %s: %v", key, err)
+		r.fatalf(t, "Call %s: %v", key, err)
 	}
 	r.answered(t, key, st)
 	k := r.keys[key]
@@ -326,18 +425,22 @@ func (r *raceRun) keepAlive(t *rapid.T) {
 // fatal fails a grain's turn with an error its supervision stops it for:
 // it is quarantined, and then a fresh instance takes its messages.
 func (r *raceRun) fatal(t *rapid.T) {
-	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	key := r.pick(t, "key")
 	_, err := r.s.Ask(r.ctx, r.id(key), rFatal{})
 	if r.quarantined(key) {
 		r.refused(t, key, "fatal", err)
 		return
 	}
+	if r.activationFailed(t, key, err) {
+		return
+	}
 	if !errors.Is(err, errRaceFatal) {
-		t.Fatalf("Ask %s rFatal: %v; want errRaceFatal", key, err)
+		r.fatalf(t, "Ask %s rFatal: %v; want errRaceFatal", key, err)
 	}
 	k := r.keys[key]
 	k.reset() // every rAdd before it was handled: it is an ask behind them
 	k.quar = r.now() + raceQuarantine
+	r.syncPoison(t, key)
 }
 
 // fwd has a grain send an rAdd to another, or to itself, from its turn:
@@ -345,23 +448,27 @@ func (r *raceRun) fatal(t *rapid.T) {
 // ran after those were pushed); asked, it is handled before the answer —
 // and asked of the grain itself, it is a call cycle.
 func (r *raceRun) fwd(t *rapid.T) {
-	from := rapid.SampledFrom(raceKeys).Draw(t, "from")
-	to := rapid.SampledFrom(raceKeys).Draw(t, "to")
+	from := r.pick(t, "from")
+	to := r.pick(t, "to")
 	ask := rapid.Bool().Draw(t, "ask")
 	chain := ask && to == from && rapid.Bool().Draw(t, "chain")
+	r.ops[len(r.ops)-1] += fmt.Sprint(" ask=", ask, " chain=", chain)
 	r.nextID++
 	st, err := silo.Call[rState](r.ctx, r.s, r.id(from), rFwd{To: to, ID: r.nextID, Ask: ask, Chain: chain})
 	if r.quarantined(from) {
 		r.refused(t, from, "fwd from", err)
 		return
 	}
+	if r.activationFailed(t, from, err) {
+		return
+	}
 	if err != nil {
-		t.Fatalf("Call %s: %v", from, err)
+		r.fatalf(t, "Call %s: %v", from, err)
 	}
 	r.answered(t, from, st)
 	if ask && to == from && !chain && r.id(from).Kind() != "re" {
 		if !errors.Is(st.Err, grain.ErrCallCycle) {
-			t.Fatalf("%s asked itself from its turn: %v; want ErrCallCycle", from, st.Err)
+			r.fatalf(t, "%s asked itself from its turn: %v; want ErrCallCycle", from, st.Err)
 		}
 		return
 	}
@@ -371,8 +478,11 @@ func (r *raceRun) fwd(t *rapid.T) {
 		r.refused(t, to, "fwd to from "+from, st.Err)
 		return
 	}
+	if ask && r.activationFailed(t, to, st.Err) {
+		return
+	}
 	if st.Err != nil {
-		t.Fatalf("%s sent %s an rAdd: %v", from, to, st.Err)
+		r.fatalf(t, "%s sent %s an rAdd: %v", from, to, st.Err)
 	}
 	r.told(to, r.nextID)
 }
@@ -381,59 +491,70 @@ func (r *raceRun) fwd(t *rapid.T) {
 func (r *raceRun) answered(t *rapid.T, key string, st rState) {
 	k := r.keys[key]
 	if err := k.check(st); err != nil {
-		t.Fatalf("%s: %v", key, err)
+		r.fatalf(t, "%s: %v", key, err)
 	}
 	// Its activation st.Inst is live: every one before it has gone, and
 	// said so in OnDeactivate before the next began.
 	r.drain()
 	if want := upTo(st.Inst - 1); !slices.Equal(slices.Sorted(slices.Values(r.deacts[key])), want) {
-		t.Fatalf("%s answered by activation %d; deactivations seen %v, want %v", key, st.Inst, r.deacts[key], want)
+		r.fatalf(t, "%s answered by activation %d; deactivations seen %v, want %v", key, st.Inst, r.deacts[key], want)
 	}
 	if st.Inst != k.inst {
 		k.keep = 0 // a DelayDeactivation was the instance's that went
 	}
 	k.inst, k.seen, k.known = st.Inst, st.Seen, len(st.Seen)
 	k.fresh, k.mayCut, k.active, k.pending, k.touched, k.unsure = false, false, true, false, r.now(), nil
+	k.rebuilding = false
+	r.syncPoison(t, key)
 }
 
 func (r *raceRun) boom(t *rapid.T) {
-	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
-	if at, ok := r.boomed[key]; ok && r.now()-at <= raceWindow {
-		r.advance(2 * raceWindow) // the first restart in a window is immediate; a later one would wait out a backoff
+	key := r.pick(t, "key")
+	if r.keys[key].poisoned {
+		// The restart's fresh instance might be the one to fail: a second
+		// failure in one restart window, whose backoff the manual clock
+		// would have to be moved through.
+		t.Skip("poisoned")
 	}
+	r.apart()
 	_, err := r.s.Ask(r.ctx, r.id(key), rBoom{})
 	if r.quarantined(key) {
 		r.refused(t, key, "boom", err)
 		return
 	}
+	if r.activationFailed(t, key, err) {
+		return
+	}
 	var pe *grain.PanicError
 	if !errors.As(err, &pe) || pe.Value != "race model: boom" {
-		t.Fatalf("Ask %s rBoom: %v; want a *grain.PanicError", key, err)
+		r.fatalf(t, "Ask %s rBoom: %v; want a *grain.PanicError", key, err)
 	}
-	r.boomed[key] = r.now()
 	r.keys[key].reset() // every rAdd before it was handled: the Boom is an ask behind them
+	r.keys[key].rebuilding = true
+	r.syncPoison(t, key)
 }
 
 func (r *raceRun) leave(t *rapid.T) {
-	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	key := r.pick(t, "key")
 	if err := r.s.Tell(r.ctx, r.id(key), rLeave{}); err != nil {
-		t.Fatalf("Tell %s rLeave: %v", key, err)
+		r.fatalf(t, "Tell %s rLeave: %v", key, err)
 	}
 	k := r.keys[key]
 	k.reset() // in line behind the rAdds before it, ahead of those after
 	k.pending = true
-	if r.quarantined(key) {
-		// Refused if delivered in the quarantine, and so then was every
-		// rAdd before it: what comes after is what a later activation
-		// may have, as if it had been handled.
+	if r.quarantined(key) || k.poisoned {
+		// Refused if delivered in the quarantine, or failed with the
+		// poisoned activation, and so then was every rAdd before it: what
+		// comes after is what a later activation may have, as if it had
+		// been handled.
 		k.mayCut = true
 	}
 }
 
 func (r *raceRun) deactivate(t *rapid.T) {
-	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	key := r.pick(t, "key")
 	if err := r.s.Deactivate(r.ctx, r.id(key)); err != nil {
-		t.Fatalf("Deactivate %s: %v", key, err)
+		r.fatalf(t, "Deactivate %s: %v", key, err)
 	}
 	k := r.keys[key]
 	switch {
@@ -445,9 +566,9 @@ func (r *raceRun) deactivate(t *rapid.T) {
 }
 
 func (r *raceRun) stop(t *rapid.T) {
-	key := rapid.SampledFrom(raceKeys).Draw(t, "key")
+	key := r.pick(t, "key")
 	if err := r.s.Stop(r.ctx, r.id(key)); err != nil {
-		t.Fatalf("Stop %s: %v", key, err)
+		r.fatalf(t, "Stop %s: %v", key, err)
 	}
 	k := r.keys[key]
 	for _, id := range k.unsure {
@@ -459,6 +580,7 @@ func (r *raceRun) stop(t *rapid.T) {
 func (r *raceRun) advanceBy(t *rapid.T) {
 	d := rapid.SampledFrom([]time.Duration{100 * time.Millisecond, time.Second, 5 * time.Second,
 		raceIdle - time.Second, raceIdle, raceIdle + raceQuantum, 3 * raceIdle}).Draw(t, "by")
+	r.ops[len(r.ops)-1] += fmt.Sprint(" by=", d)
 	r.advance(d)
 }
 
@@ -497,7 +619,7 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 		defer cancel()
 		start := time.Unix(1_700_000_000, 0)
 		clk := clock.NewManual(start)
-		m := &raceSilo{insts: map[string]int{}, live: map[string]bool{}, handled: map[uint64]int{}, deact: make(chan raceDeact, 4096)}
+		m := &raceSilo{insts: map[string]int{}, live: map[string]bool{}, handled: map[uint64]int{}, poison: map[string]bool{}, deact: make(chan raceDeact, 4096)}
 		s, err := silo.New(silo.Config{
 			Partitions:  rapid.IntRange(1, 4).Draw(rt, "partitions"),
 			Clock:       clk,
@@ -529,19 +651,27 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 		}
 		r := &raceRun{t: rt, ctx: ctx, s: s, clk: clk, start: start, m: m,
 			keys: map[string]*raceKey{"a": {fresh: true}, "b": {fresh: true}, "c": {fresh: true}, "d": {fresh: true}}, deacts: map[string][]int{},
-			boomed: map[string]time.Duration{}, stopped: map[uint64]bool{}, quarOK: map[uint64]bool{}}
-		rt.Repeat(map[string]func(*rapid.T){
+			stopped: map[uint64]bool{}, quarOK: map[uint64]bool{}, failOK: map[uint64]bool{}}
+		actions := map[string]func(*rapid.T){
 			"add":        r.add,
 			"get":        r.get,
 			"fwd":        r.fwd,
 			"keep":       r.keepAlive,
 			"fatal":      r.fatal,
+			"poison":     r.poison,
 			"boom":       r.boom,
 			"leave":      r.leave,
 			"deactivate": r.deactivate,
 			"stop":       r.stop,
 			"advance":    r.advanceBy,
-		})
+		}
+		for name, f := range actions {
+			actions[name] = func(t *rapid.T) {
+				r.ops = append(r.ops, fmt.Sprintf("%s@%v", name, r.now()))
+				f(t)
+			}
+		}
+		rt.Repeat(actions)
 		if err := s.Shutdown(ctx); err != nil {
 			rt.Fatalf("Shutdown: %v", err)
 		}
@@ -550,15 +680,16 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 		dead := map[uint64]int{}
 		for d := range dl.C {
 			stopped, quarantined := d.Reason == grain.ReasonStopped, d.Reason == grain.ReasonQuarantined
-			if _, leave := d.Msg.(rLeave); leave && (stopped || quarantined) {
+			failed := d.Reason == grain.ReasonActivationFailed
+			if _, leave := d.Msg.(rLeave); leave && (stopped || quarantined || failed) {
 				continue // it was to deactivate the grain anyway
 			}
-			if d.Ask && quarantined {
-				continue // an ask refused in a quarantine: its caller checked the error
+			if d.Ask && (quarantined || failed) {
+				continue // an ask refused in a quarantine or failed with its activation: its caller checked the error
 			}
 			a, ok := d.Msg.(rAdd)
-			if !ok || !(stopped && r.stopped[a.ID] || quarantined && r.quarOK[a.ID]) {
-				rt.Fatalf("dead letter %v (%v): none but a stopped rAdd or rLeave sent before its Stop, or one sent in its quarantine", d.Msg, d.Reason)
+			if !ok || !(stopped && r.stopped[a.ID] || quarantined && r.quarOK[a.ID] || failed && r.failOK[a.ID]) {
+				rt.Fatalf("dead letter %v (%v): none but a stopped rAdd or rLeave sent before its Stop, one sent in its quarantine, or one that waited for a poisoned activation", d.Msg, d.Reason)
 			}
 			dead[a.ID]++
 		}
