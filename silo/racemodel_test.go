@@ -24,13 +24,14 @@ import (
 // that its model knows every state exactly. This test leaves out the
 // settling: it sends what a program sends to its grains — tells, asks,
 // panics, errors that stop a grain (then a quarantine), activations that
-// fail, DelayDeactivation, a grain deactivating itself, a grain telling or
+// fail, timers, DelayDeactivation, a grain deactivating itself, a grain telling or
 // asking another (or itself, reentrant or not) from its turn, Deactivate
 // and Stop from outside, time passing on a manual clock — from one
 // goroutine, in random order, with tells still on their way when a
 // Deactivate, a Stop, an idle collection, a quarantine or a failing
 // activation comes, and the clock stopped near a timeout as well as past
-// it. Each answer is checked against what the silo promises
+// it; in a third of the runs under an activation cap of one grain a
+// partition, which evicts. Each answer is checked against what the silo promises
 // (docs/lifecycle.md): a grain's messages in the order they were sent, its
 // state kept until it deactivates and gone after, one activation of a key
 // live at a time, each gone (OnDeactivate) before the next began,
@@ -48,6 +49,7 @@ const (
 	raceQuantum    = time.Second
 	raceWindow     = time.Millisecond // the restart window: a Boom after the clock moved past it restarts at once
 	raceQuarantine = 3 * time.Second  // after an rFatal
+	raceTick       = time.Second      // an rTimer's period
 )
 
 var (
@@ -61,6 +63,8 @@ type (
 	rBoom  struct{}            // ask: the grain panics; it restarts afresh
 	rLeave struct{}            // tell: the grain deactivates after this turn
 	rFatal struct{}            // ask: the grain fails with errRaceFatal; its supervision stops and quarantines it
+	rTimer struct{ On bool }   // ask: StartTimer (every raceTick) or StopTimer; the grain answers an rState
+	rTick  struct{}            // the timer's message: the grain counts it
 	rKeep  struct {            // ask: DelayDeactivation(D); the grain answers an rState
 		D time.Duration
 	}
@@ -71,9 +75,10 @@ type (
 		Chain bool // asked with silo.AllowCallChainReentrancy
 	}
 	rState struct {
-		Inst int      // which activation of its key answered (1, 2, ...)
-		Seen []uint64 // the rAdds this activation handled, in order
-		Err  error    // an rFwd's send's
+		Inst  int      // which activation of its key answered (1, 2, ...)
+		Seen  []uint64 // the rAdds this activation handled, in order
+		Err   error    // an rFwd's send's
+		Ticks int      // rTicks this activation handled
 	}
 )
 
@@ -96,10 +101,17 @@ type raceDeact struct {
 }
 
 type raceGrain struct {
-	m    *raceSilo
-	key  string
-	inst int
-	seen []uint64
+	m     *raceSilo
+	key   string
+	inst  int
+	seen  []uint64
+	ticks int // its timer's ticks handled
+}
+
+// state is what the grain answers: its activation, what it has seen and
+// how many ticks.
+func (g *raceGrain) state() rState {
+	return rState{Inst: g.inst, Seen: slices.Clone(g.seen), Ticks: g.ticks}
 }
 
 func (g *raceGrain) OnActivate(context.Context, *grain.Context) error {
@@ -137,9 +149,9 @@ func (g *raceGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any
 		g.m.handled[m.ID]++
 		g.m.mu.Unlock()
 	case rGet:
-		return rState{Inst: g.inst, Seen: slices.Clone(g.seen)}, nil
+		return g.state(), nil
 	case rFwd:
-		st := rState{Inst: g.inst, Seen: slices.Clone(g.seen)}
+		st := g.state()
 		to := raceID(m.To)
 		if m.Chain {
 			ctx = silo.AllowCallChainReentrancy(ctx)
@@ -154,11 +166,22 @@ func (g *raceGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any
 		panic("race model: boom")
 	case rLeave:
 		c.DeactivateOnIdle()
+	case rTimer:
+		if !m.On {
+			c.StopTimer("t")
+			return g.state(), nil
+		}
+		if err := c.StartTimer("t", raceTick, raceTick, rTick{}); err != nil {
+			return nil, err
+		}
+		return g.state(), nil
+	case rTick:
+		g.ticks++
 	case rFatal:
 		return nil, errRaceFatal
 	case rKeep:
 		c.DelayDeactivation(m.D)
-		return rState{Inst: g.inst, Seen: slices.Clone(g.seen)}, nil
+		return g.state(), nil
 	}
 	return nil, nil
 }
@@ -180,12 +203,15 @@ type raceKey struct {
 	// errRacePoison), and the messages waiting for it with it.
 	poisoned   bool
 	rebuilding bool // a restart's fresh instance may not be built yet
+	timerOn    bool // activation inst's timer runs
+	ticks      int  // the ticks activation inst had handled at its last answer
 
 }
 
 // reset is a reset that surely happened after every rAdd sent so far.
 func (k *raceKey) reset() {
 	k.seen, k.known, k.fresh, k.mayCut, k.active, k.keep = nil, 0, true, false, false, 0
+	k.timerOn = false // a timer goes with its instance
 }
 
 // check compares an rGet's answer with what the model allows.
@@ -219,6 +245,7 @@ type raceRun struct {
 	m       *raceSilo
 	keys    map[string]*raceKey
 	deacts  map[string][]int // instances deactivated, per key, in the order seen
+	evicted map[string]bool  // "key#inst" of the instances the cap evicted
 	nextID  uint64
 	sent    []uint64
 	stopped map[uint64]bool // rAdds that may be stopped dead letters
@@ -335,9 +362,22 @@ func (r *raceRun) drain() {
 	for {
 		select {
 		case d := <-r.m.deact:
-			r.deacts[d.key] = append(r.deacts[d.key], d.inst)
+			r.took(d)
 		default:
 			return
+		}
+	}
+}
+
+// took takes a deactivation a grain reported: an eviction, which the cap
+// may make of any idle grain when its partition activates another, leaves
+// its grain's state open as a collection racing a tell does.
+func (r *raceRun) took(d raceDeact) {
+	r.deacts[d.key] = append(r.deacts[d.key], d.inst)
+	if d.reason == grain.DeactivationEvicted {
+		r.evicted[d.key+"#"+fmt.Sprint(d.inst)] = true
+		if k := r.keys[d.key]; d.inst >= k.inst {
+			k.mayCut = true
 		}
 	}
 }
@@ -348,7 +388,7 @@ func (r *raceRun) waitDeact(key string, inst int) {
 	for !slices.Contains(r.deacts[key], inst) {
 		select {
 		case d := <-r.m.deact:
-			r.deacts[d.key] = append(r.deacts[d.key], d.inst)
+			r.took(d)
 		case <-timeout:
 			r.fatalf(r.t, "%s #%d idle since %v (kept until %v), now %v: not deactivated", key, inst, r.keys[key].touched, r.keys[key].keep, r.now())
 		}
@@ -422,6 +462,27 @@ func (r *raceRun) keepAlive(t *rapid.T) {
 	}
 }
 
+// timer starts a grain's timer, or stops it: its ticks count up while
+// it runs, not after it stopped, and go with its instance.
+func (r *raceRun) timer(t *rapid.T) {
+	key := r.pick(t, "key")
+	on := rapid.Bool().Draw(t, "on")
+	r.ops[len(r.ops)-1] += fmt.Sprint(" on=", on)
+	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rTimer{on})
+	if r.quarantined(key) {
+		r.refused(t, key, "timer", err)
+		return
+	}
+	if r.activationFailed(t, key, err) {
+		return
+	}
+	if err != nil {
+		r.fatalf(t, "Call %s: %v", key, err)
+	}
+	r.answered(t, key, st)
+	r.keys[key].timerOn = on
+}
+
 // fatal fails a grain's turn with an error its supervision stops it for:
 // it is quarantined, and then a fresh instance takes its messages.
 func (r *raceRun) fatal(t *rapid.T) {
@@ -490,21 +551,40 @@ func (r *raceRun) fwd(t *rapid.T) {
 // answered checks key's answer st and takes what it says as known.
 func (r *raceRun) answered(t *rapid.T, key string, st rState) {
 	k := r.keys[key]
+	r.drain() // an eviction reported since makes its cut allowed
 	if err := k.check(st); err != nil {
 		r.fatalf(t, "%s: %v", key, err)
 	}
 	// Its activation st.Inst is live: every one before it has gone, and
 	// said so in OnDeactivate before the next began.
 	r.drain()
-	if want := upTo(st.Inst - 1); !slices.Equal(slices.Sorted(slices.Values(r.deacts[key])), want) {
+	gone := r.evicted[key+"#"+fmt.Sprint(st.Inst)] // evicted since it answered: another activation of its partition
+	want := upTo(st.Inst - 1)
+	if gone {
+		want = upTo(st.Inst)
+	}
+	if !slices.Equal(slices.Sorted(slices.Values(r.deacts[key])), want) {
 		r.fatalf(t, "%s answered by activation %d; deactivations seen %v, want %v", key, st.Inst, r.deacts[key], want)
+	}
+	switch {
+	case st.Inst != k.inst && st.Ticks != 0:
+		r.fatalf(t, "%s: activation %d, new, has handled %d ticks: a timer goes with its instance", key, st.Inst, st.Ticks)
+	case st.Inst == k.inst && st.Ticks < k.ticks:
+		r.fatalf(t, "%s: activation %d has handled %d ticks, after %d", key, st.Inst, st.Ticks, k.ticks)
+	case st.Inst == k.inst && !k.timerOn && st.Ticks != k.ticks:
+		r.fatalf(t, "%s: activation %d has handled %d ticks since its timer stopped at %d", key, st.Inst, st.Ticks, k.ticks)
 	}
 	if st.Inst != k.inst {
 		k.keep = 0 // a DelayDeactivation was the instance's that went
+		k.timerOn = false
 	}
+	k.ticks = st.Ticks
 	k.inst, k.seen, k.known = st.Inst, st.Seen, len(st.Seen)
 	k.fresh, k.mayCut, k.active, k.pending, k.touched, k.unsure = false, false, true, false, r.now(), nil
 	k.rebuilding = false
+	if gone {
+		k.mayCut, k.active = true, false
+	}
 	r.syncPoison(t, key)
 }
 
@@ -620,12 +700,18 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 		start := time.Unix(1_700_000_000, 0)
 		clk := clock.NewManual(start)
 		m := &raceSilo{insts: map[string]int{}, live: map[string]bool{}, handled: map[uint64]int{}, poison: map[string]bool{}, deact: make(chan raceDeact, 4096)}
+		parts := rapid.IntRange(1, 4).Draw(rt, "partitions")
+		capped := 0
+		if rapid.IntRange(0, 2).Draw(rt, "capped") == 0 {
+			capped = parts // one activation a partition: any other evicts it
+		}
 		s, err := silo.New(silo.Config{
-			Partitions:  rapid.IntRange(1, 4).Draw(rt, "partitions"),
-			Clock:       clk,
-			IdleTimeout: raceIdle,
-			IdleQuantum: raceQuantum,
-			Logger:      slog.New(slog.DiscardHandler), // the panics' lines
+			Partitions:     parts,
+			MaxActivations: capped,
+			Clock:          clk,
+			IdleTimeout:    raceIdle,
+			IdleQuantum:    raceQuantum,
+			Logger:         slog.New(slog.DiscardHandler), // the panics' lines
 		})
 		if err != nil {
 			rt.Fatal(err)
@@ -650,7 +736,7 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 			rt.Fatal(err)
 		}
 		r := &raceRun{t: rt, ctx: ctx, s: s, clk: clk, start: start, m: m,
-			keys: map[string]*raceKey{"a": {fresh: true}, "b": {fresh: true}, "c": {fresh: true}, "d": {fresh: true}}, deacts: map[string][]int{},
+			evicted: map[string]bool{}, keys: map[string]*raceKey{"a": {fresh: true}, "b": {fresh: true}, "c": {fresh: true}, "d": {fresh: true}}, deacts: map[string][]int{},
 			stopped: map[uint64]bool{}, quarOK: map[uint64]bool{}, failOK: map[uint64]bool{}}
 		actions := map[string]func(*rapid.T){
 			"add":        r.add,
@@ -659,6 +745,7 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 			"keep":       r.keepAlive,
 			"fatal":      r.fatal,
 			"poison":     r.poison,
+			"timer":      r.timer,
 			"boom":       r.boom,
 			"leave":      r.leave,
 			"deactivate": r.deactivate,
