@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +31,9 @@ import (
 // goroutine, in random order, with tells still on their way when a
 // Deactivate, a Stop, an idle collection, a quarantine or a failing
 // activation comes, and the clock stopped near a timeout as well as past
-// it; in a third of the runs under an activation cap of one grain a
-// partition, which evicts. Each answer is checked against what the silo promises
+// it; memory pressure turned on and off (the silo sheds idle grains); in
+// a third of the runs under an activation cap of one grain a partition,
+// which evicts. Each answer is checked against what the silo promises
 // (docs/lifecycle.md): a grain's messages in the order they were sent, its
 // state kept until it deactivates and gone after, one activation of a key
 // live at a time, each gone (OnDeactivate) before the next began,
@@ -45,11 +47,12 @@ import (
 // shrinks one that fails to a short one.
 
 const (
-	raceIdle       = 10 * time.Second
-	raceQuantum    = time.Second
-	raceWindow     = time.Millisecond // the restart window: a Boom after the clock moved past it restarts at once
-	raceQuarantine = 3 * time.Second  // after an rFatal
-	raceTick       = time.Second      // an rTimer's period
+	raceIdle        = 10 * time.Second
+	raceQuantum     = time.Second
+	raceWindow      = time.Millisecond // the restart window: a Boom after the clock moved past it restarts at once
+	raceQuarantine  = 3 * time.Second  // after an rFatal
+	raceTick        = time.Second      // an rTimer's period
+	raceMemoryLimit = 1 << 30          // Config.MemoryLimit: pressure reads twice it
 )
 
 var (
@@ -245,13 +248,26 @@ type raceRun struct {
 	m       *raceSilo
 	keys    map[string]*raceKey
 	deacts  map[string][]int // instances deactivated, per key, in the order seen
-	evicted map[string]bool  // "key#inst" of the instances the cap evicted
+	evicted map[string]bool  // "key#inst" of the instances the cap evicted or memory pressure shed
+	memory  *atomic.Uint64   // what the silo's MemoryGauge reads: past its limit, the silo sheds
 	nextID  uint64
 	sent    []uint64
 	stopped map[uint64]bool // rAdds that may be stopped dead letters
 	quarOK  map[uint64]bool // rAdds sent during their grain's quarantine: each handled or a quarantined dead letter
 	failOK  map[uint64]bool // rAdds sent while their grain's next activation was to fail: each handled or a dead letter of it
 	ops     []string        // what the run did, for a failure to show
+}
+
+// pressure puts the silo's memory past its limit, or back under it: at
+// its idle ticks (the clock moving) it sheds idle grains meanwhile.
+func (r *raceRun) pressure(t *rapid.T) {
+	on := rapid.Bool().Draw(t, "on")
+	r.ops[len(r.ops)-1] += fmt.Sprint(" on=", on)
+	if on {
+		r.memory.Store(2 * raceMemoryLimit)
+	} else {
+		r.memory.Store(0)
+	}
 }
 
 // poison makes key's next activation fail.
@@ -370,11 +386,12 @@ func (r *raceRun) drain() {
 }
 
 // took takes a deactivation a grain reported: an eviction, which the cap
-// may make of any idle grain when its partition activates another, leaves
-// its grain's state open as a collection racing a tell does.
+// may make of any idle grain when its partition activates another, or a
+// shedding under memory pressure, which an idle tick may make of any idle
+// grain, leaves its grain's state open as a collection racing a tell does.
 func (r *raceRun) took(d raceDeact) {
 	r.deacts[d.key] = append(r.deacts[d.key], d.inst)
-	if d.reason == grain.DeactivationEvicted {
+	if d.reason == grain.DeactivationEvicted || d.reason == grain.DeactivationMemoryPressure {
 		r.evicted[d.key+"#"+fmt.Sprint(d.inst)] = true
 		if k := r.keys[d.key]; d.inst >= k.inst {
 			k.mayCut = true
@@ -705,9 +722,12 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 		if rapid.IntRange(0, 2).Draw(rt, "capped") == 0 {
 			capped = parts // one activation a partition: any other evicts it
 		}
+		memory := new(atomic.Uint64)
 		s, err := silo.New(silo.Config{
 			Partitions:     parts,
 			MaxActivations: capped,
+			MemoryLimit:    raceMemoryLimit,
+			MemoryGauge:    silo.MemoryGaugeFunc(memory.Load),
 			Clock:          clk,
 			IdleTimeout:    raceIdle,
 			IdleQuantum:    raceQuantum,
@@ -736,7 +756,7 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 			rt.Fatal(err)
 		}
 		r := &raceRun{t: rt, ctx: ctx, s: s, clk: clk, start: start, m: m,
-			evicted: map[string]bool{}, keys: map[string]*raceKey{"a": {fresh: true}, "b": {fresh: true}, "c": {fresh: true}, "d": {fresh: true}}, deacts: map[string][]int{},
+			evicted: map[string]bool{}, memory: memory, keys: map[string]*raceKey{"a": {fresh: true}, "b": {fresh: true}, "c": {fresh: true}, "d": {fresh: true}}, deacts: map[string][]int{},
 			stopped: map[uint64]bool{}, quarOK: map[uint64]bool{}, failOK: map[uint64]bool{}}
 		actions := map[string]func(*rapid.T){
 			"add":        r.add,
@@ -746,6 +766,7 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 			"fatal":      r.fatal,
 			"poison":     r.poison,
 			"timer":      r.timer,
+			"pressure":   r.pressure,
 			"boom":       r.boom,
 			"leave":      r.leave,
 			"deactivate": r.deactivate,
