@@ -439,19 +439,36 @@ func (r *raceRun) told(key string, id uint64) {
 }
 
 func (r *raceRun) get(t *rapid.T) {
-	key := r.pick(t, "key")
-	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rGet{})
+	r.call(t, r.pick(t, "key"), "get", rGet{})
+}
+
+// send asks key's grain msg, and takes a refusal in its quarantine or the
+// failure of its poisoned activation: ok is false if it was either.
+func (r *raceRun) send(t *rapid.T, key, op string, msg any) (reply any, ok bool, err error) {
+	reply, err = r.s.Ask(r.ctx, r.id(key), msg)
 	if r.quarantined(key) {
-		r.refused(t, key, "get", err)
-		return
+		r.refused(t, key, op, err)
+		return nil, false, nil
 	}
 	if r.activationFailed(t, key, err) {
-		return
+		return nil, false, nil
 	}
-	if err != nil {
-		r.fatalf(t, "Call %s: %v", key, err)
+	return reply, true, err
+}
+
+// call is send for an ask the grain answers with an rState, which it
+// checks (answered); any other error fails the run.
+func (r *raceRun) call(t *rapid.T, key, op string, msg any) (rState, bool) {
+	reply, ok, err := r.send(t, key, op, msg)
+	if !ok {
+		return rState{}, false
+	}
+	st, isState := reply.(rState)
+	if err != nil || !isState {
+		r.fatalf(t, "%s of %s: %v, %v", op, key, reply, err)
 	}
 	r.answered(t, key, st)
+	return st, true
 }
 
 // keep has a grain put off its deactivation, or cancel that (D <= 0).
@@ -459,18 +476,9 @@ func (r *raceRun) keepAlive(t *rapid.T) {
 	key := r.pick(t, "key")
 	d := rapid.SampledFrom([]time.Duration{-1, time.Second, raceIdle, 2 * raceIdle}).Draw(t, "d")
 	r.ops[len(r.ops)-1] += fmt.Sprint(" d=", d)
-	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rKeep{d})
-	if r.quarantined(key) {
-		r.refused(t, key, "keep", err)
+	if _, ok := r.call(t, key, "keep", rKeep{d}); !ok {
 		return
 	}
-	if r.activationFailed(t, key, err) {
-		return
-	}
-	if err != nil {
-		r.fatalf(t, "Call %s: %v", key, err)
-	}
-	r.answered(t, key, st)
 	k := r.keys[key]
 	if d <= 0 {
 		k.keep = 0
@@ -485,31 +493,17 @@ func (r *raceRun) timer(t *rapid.T) {
 	key := r.pick(t, "key")
 	on := rapid.Bool().Draw(t, "on")
 	r.ops[len(r.ops)-1] += fmt.Sprint(" on=", on)
-	st, err := silo.Call[rState](r.ctx, r.s, r.id(key), rTimer{on})
-	if r.quarantined(key) {
-		r.refused(t, key, "timer", err)
-		return
+	if _, ok := r.call(t, key, "timer", rTimer{on}); ok {
+		r.keys[key].timerOn = on
 	}
-	if r.activationFailed(t, key, err) {
-		return
-	}
-	if err != nil {
-		r.fatalf(t, "Call %s: %v", key, err)
-	}
-	r.answered(t, key, st)
-	r.keys[key].timerOn = on
 }
 
 // fatal fails a grain's turn with an error its supervision stops it for:
 // it is quarantined, and then a fresh instance takes its messages.
 func (r *raceRun) fatal(t *rapid.T) {
 	key := r.pick(t, "key")
-	_, err := r.s.Ask(r.ctx, r.id(key), rFatal{})
-	if r.quarantined(key) {
-		r.refused(t, key, "fatal", err)
-		return
-	}
-	if r.activationFailed(t, key, err) {
+	_, ok, err := r.send(t, key, "fatal", rFatal{})
+	if !ok {
 		return
 	}
 	if !errors.Is(err, errRaceFatal) {
@@ -532,18 +526,10 @@ func (r *raceRun) fwd(t *rapid.T) {
 	chain := ask && to == from && rapid.Bool().Draw(t, "chain")
 	r.ops[len(r.ops)-1] += fmt.Sprint(" ask=", ask, " chain=", chain)
 	r.nextID++
-	st, err := silo.Call[rState](r.ctx, r.s, r.id(from), rFwd{To: to, ID: r.nextID, Ask: ask, Chain: chain})
-	if r.quarantined(from) {
-		r.refused(t, from, "fwd from", err)
+	st, ok := r.call(t, from, "fwd", rFwd{To: to, ID: r.nextID, Ask: ask, Chain: chain})
+	if !ok {
 		return
 	}
-	if r.activationFailed(t, from, err) {
-		return
-	}
-	if err != nil {
-		r.fatalf(t, "Call %s: %v", from, err)
-	}
-	r.answered(t, from, st)
 	if ask && to == from && !chain && r.id(from).Kind() != "re" {
 		if !errors.Is(st.Err, grain.ErrCallCycle) {
 			r.fatalf(t, "%s asked itself from its turn: %v; want ErrCallCycle", from, st.Err)
@@ -614,12 +600,8 @@ func (r *raceRun) boom(t *rapid.T) {
 		t.Skip("poisoned")
 	}
 	r.apart()
-	_, err := r.s.Ask(r.ctx, r.id(key), rBoom{})
-	if r.quarantined(key) {
-		r.refused(t, key, "boom", err)
-		return
-	}
-	if r.activationFailed(t, key, err) {
+	_, ok, err := r.send(t, key, "boom", rBoom{})
+	if !ok {
 		return
 	}
 	var pe *grain.PanicError
