@@ -805,10 +805,10 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 		closed := rapid.Bool().Draw(rt, "close")
 		if closed {
 			if err := s.Close(); err != nil {
-				rt.Fatalf("Close: %v", err)
+				r.fatalf(rt, "Close: %v", err)
 			}
 		} else if err := s.Shutdown(ctx); err != nil {
-			rt.Fatalf("Shutdown: %v", err)
+			r.fatalf(rt, "Shutdown: %v", err)
 		}
 		// Every tell handled once or, if a Stop may have drawn its line
 		// under it (or a quarantine, a failed activation, a Close), a dead
@@ -832,22 +832,22 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 			}
 			a, ok := d.Msg.(rAdd)
 			if !ok || !(stopped && r.stopped[a.ID] || quarantined && r.quarOK[a.ID] || failed && r.failOK[a.ID] || shut) {
-				rt.Fatalf("dead letter %v (%v): none but a stopped rAdd or rLeave sent before its Stop, one sent in its quarantine, one that waited for a poisoned activation, or one still queued at a Close", d.Msg, d.Reason)
+				r.fatalf(rt, "dead letter %v (%v): none but a stopped rAdd or rLeave sent before its Stop, one sent in its quarantine, one that waited for a poisoned activation, or one still queued at a Close", d.Msg, d.Reason)
 			}
 			dead[a.ID]++
 		}
 		if n := dl.Dropped(); n > 0 {
-			rt.Fatalf("%d dead letters dropped by the subscription: the run cannot account for them", n)
+			r.fatalf(rt, "%d dead letters dropped by the subscription: the run cannot account for them", n)
 		}
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		for _, id := range r.sent {
 			if n := m.handled[id] + dead[id]; n != 1 {
-				rt.Fatalf("rAdd %d: handled %d times, %d dead letters; want one in all", id, m.handled[id], dead[id])
+				r.fatalf(rt, "rAdd %d: handled %d times, %d dead letters; want one in all", id, m.handled[id], dead[id])
 			}
 		}
 		if len(m.violation) > 0 {
-			rt.Fatalf("%v", m.violation)
+			r.fatalf(rt, "%v", m.violation)
 		}
 	})
 }
