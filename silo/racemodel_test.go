@@ -736,11 +736,18 @@ func TestAgainstAModelWithMessagesInFlight(t *testing.T) {
 			Partitions:     parts,
 			MaxActivations: capped,
 			MemoryLimit:    raceMemoryLimit,
-			MemoryGauge:    silo.MemoryGaugeFunc(memory.Load),
-			Clock:          clk,
-			IdleTimeout:    raceIdle,
-			IdleQuantum:    raceQuantum,
-			Logger:         slog.New(slog.DiscardHandler), // the panics' lines
+			// The model's hooks take no time, but one may still be waiting
+			// for a core (under -race, say) when a step moves the clock 30 s;
+			// past these bounds the silo gives an activation or an
+			// OnDeactivate up, as documented (and tested elsewhere) — failing
+			// what waited for the one, activating afresh beside the other.
+			ActivationTimeout:   24 * time.Hour,
+			DeactivationTimeout: 24 * time.Hour,
+			MemoryGauge:         silo.MemoryGaugeFunc(memory.Load),
+			Clock:               clk,
+			IdleTimeout:         raceIdle,
+			IdleQuantum:         raceQuantum,
+			Logger:              slog.New(slog.DiscardHandler), // the panics' lines
 		})
 		if err != nil {
 			rt.Fatal(err)
