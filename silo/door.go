@@ -208,7 +208,7 @@ func (s *Silo) atDoor(ctx context.Context, p *partition, env *queues.Envelope, t
 	}
 	s.backlogWaits.Add(1)
 	if ti != nil {
-		ti.w.detach() // the held grain's turns may be its own partition's next
+		ti.aboutToWait() // the held grain's turns may be its own partition's next, or its own grain's
 	}
 	select {
 	case <-ch:

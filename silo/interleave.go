@@ -94,7 +94,7 @@ func Await(ctx context.Context, wait func() error) error {
 	if ti.a.k.interleaves() {
 		// As a call that may be re-entered gives the token up (Ask).
 		x := ti.a.extra()
-		if ti.leaveToken(x) {
+		if ti.leaveToken(x, false) {
 			ti.w.p.q.PushControl(ctl{op: opWaiting, a: ti.a})
 		}
 		defer ti.retakeToken(x)

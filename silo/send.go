@@ -170,11 +170,13 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	req.Interleave = reenter
 	env.Request = req
 	mayReenter := ti != nil && (chain[len(chain)-1].AllowReentry || ti.a.k.interleaves())
+	var x *actExtra
 	if mayReenter {
-		// This call may be re-entered: give up the turn token and say so
-		// before the request can reach anyone (see docs/calls.md).
-		x := ti.a.extra()
-		if ti.leaveToken(x) && ti.a.k.interleaves() {
+		// This call may be re-entered: say so before the request can reach
+		// anyone (see docs/calls.md), and give the turn token up once it
+		// is queued (queued, below).
+		x = ti.a.extra()
+		if ti.leaveToken(x, true) && ti.a.k.interleaves() {
 			// Messages that came while no turn waited are in the mailbox:
 			// the owner lets them in now (partition.flushMailbox).
 			ti.w.p.q.PushControl(ctl{op: opWaiting, a: ti.a})
@@ -200,6 +202,9 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		first, err = s.pushWorker(ctx, p, &env, ti)
 	} else {
 		first, err = s.push(ctx, p, &env, ti)
+	}
+	if x != nil {
+		ti.queued(x) // a turn let in may run now: it sends after this request (TestAnInterleavedTurnsSendsFollowTheCallThatLetItIn)
 	}
 	if err != nil {
 		req.Abandon() // never sent: nobody waits on it

@@ -602,6 +602,10 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 			s.queueWaits.Add(1) // once a send, at its first wait
 		}
 		if ti != nil {
+			// A call holding its grain's turn token until its request is
+			// queued (leaveToken) holds it through this wait too: the
+			// owners make room whatever the grain's turns do, and a turn
+			// let in would send ahead of the request.
 			ti.w.detach()
 		}
 		select {

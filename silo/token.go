@@ -29,6 +29,17 @@ func (t *fifoToken) reserve() <-chan struct{} {
 	return ch
 }
 
+// tryLock takes the token if it is free, and reports whether it did.
+func (t *fifoToken) tryLock() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held {
+		return false
+	}
+	t.held = true
+	return true
+}
+
 // lock waits for the token.
 func (t *fifoToken) lock() { <-t.reserve() }
 
@@ -63,8 +74,14 @@ func (t *fifoToken) unlock() {
 // message in beside its next turn, which runs without the token.
 
 // leaveToken is called as a call from ti's turn begins. It reports whether
-// the turn began waiting (its first call in flight).
-func (ti *turnInfo) leaveToken(x *actExtra) bool {
+// the turn began waiting (its first call in flight). The token goes at
+// once (Await), or, untilQueued, once the call's request is queued (Ask,
+// then queued): a turn let in meanwhile that sent the same grain would
+// have overtaken the request, though it began after the call did — the
+// grain's own sends out of order. A turn that never held the token (an
+// ordinary turn's first call) takes it for that while, if it is free (it
+// is, unless another goroutine of the turn is taking it back).
+func (ti *turnInfo) leaveToken(x *actExtra, untilQueued bool) bool {
 	x.callMu.Lock()
 	defer x.callMu.Unlock()
 	ti.calls++
@@ -72,11 +89,44 @@ func (ti *turnInfo) leaveToken(x *actExtra) bool {
 		return false
 	}
 	x.waiting.Add(1)
-	if ti.holdsToken {
-		x.token.unlock()
+	switch {
+	case ti.holdsToken:
 		ti.holdsToken = false
+		if untilQueued {
+			ti.queuing = true
+		} else {
+			x.token.unlock()
+		}
+	case untilQueued && !ti.retaking && x.token.tryLock():
+		ti.queuing = true
 	} // else it is being taken back: the taker sees this call and gives it up
 	return true
+}
+
+// queued gives the grain's turn token up if a call of ti's turn holds it
+// until its request is queued (leaveToken): called once the request is
+// queued, or as its send is about to wait at a grain's door (aboutToWait).
+func (ti *turnInfo) queued(x *actExtra) {
+	x.callMu.Lock()
+	defer x.callMu.Unlock()
+	if ti.queuing {
+		ti.queuing = false
+		x.token.unlock()
+	}
+}
+
+// aboutToWait is what a send from a turn does before it waits at a grain's
+// door (door.go) for room in its backlog: its partition goes (detach), and
+// the token too if a call holds it (queued) — the backlog makes room as
+// that grain's turns run, which may be this grain's own or wait on it.
+// Its turns let in that send the same grain wait in line at the door
+// behind this send. (Waiting for room in a partition queue, it keeps the
+// token: the owners make that room whatever any grain's turns do.)
+func (ti *turnInfo) aboutToWait() {
+	if x := ti.a.x.Load(); x != nil {
+		ti.queued(x)
+	}
+	ti.w.detach()
 }
 
 // retakeToken is called as a call from ti's turn ends.

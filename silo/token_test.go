@@ -52,14 +52,14 @@ func TestFIFOTokenGrantsInOrder(t *testing.T) {
 func TestAnEndedTurnWaitsNoMore(t *testing.T) {
 	var x actExtra
 	ti := &turnInfo{}
-	assert.True(t, ti.leaveToken(&x), "its first call: the turn waits")
-	assert.False(t, ti.leaveToken(&x), "a second")
+	assert.True(t, ti.leaveToken(&x, false), "its first call: the turn waits")
+	assert.False(t, ti.leaveToken(&x, false), "a second")
 	assert.Equal(t, int32(1), x.waiting.Load())
 	ti.retakeToken(&x)
 	assert.Equal(t, int32(1), x.waiting.Load(), "one call still out")
 	ti.endOver(&x) // the handler returned without waiting for it
 	assert.Zero(t, x.waiting.Load(), "an ended turn waits no more")
-	assert.False(t, ti.leaveToken(&x), "a call begun as it ended")
+	assert.False(t, ti.leaveToken(&x, false), "a call begun as it ended")
 	assert.Zero(t, x.waiting.Load())
 	ti.retakeToken(&x)
 	ti.retakeToken(&x)

@@ -29,6 +29,7 @@ type turnInfo struct {
 	// that let others interleave. Turns never interleaved never touch it.
 	holdsToken bool
 	retaking   bool // a goroutine of the turn waits to take the token back
+	queuing    bool // a call of the turn holds the token until its request is queued (leaveToken)
 	// over: the turn has ended (endTurnToken), with calls of goroutines it
 	// did not wait for maybe still out: they must not take the token back
 	// for it. Set only in a ctx that is never reused (an ask's, a hook's).
