@@ -429,6 +429,7 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 	c.info.calls = 0
 	c.info.holdsToken = interleaved
 	c.info.retaking = false
+	c.info.queuing = false // (a ctx a call held is not reused: it was already)
 	c.info.over = false // a worker's itc, reused only if no call held it (turnCtxFor)
 }
 

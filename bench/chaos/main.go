@@ -218,10 +218,24 @@ func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 	stop := make(chan struct{})
 	readers.Go(func() { r.watch(stop) })
 
-	sctx, cancel := context.WithTimeout(ctx, 2*cfg.hookTimeout+10*time.Second)
-	defer cancel()
+	// The Shutdown's time counts from when it begins, not from before the
+	// storm: a storm of slow asks (-fan 8 -depth 5: 15–19 s) left it a
+	// second or two, and it failed as if stuck.
+	shutBound := 2*cfg.hookTimeout + 10*time.Second
 	r.shut = make(chan error, 1)
-	r.beginShut = sync.OnceFunc(func() { go func() { r.shut <- s.Shutdown(sctx) }() })
+	r.beginShut = sync.OnceFunc(func() {
+		go func() {
+			sctx, cancel := context.WithTimeout(ctx, shutBound)
+			defer cancel()
+			// A Shutdown still under way near its deadline: what it waits
+			// for, while it does.
+			late := time.AfterFunc(shutBound-2*time.Second, func() {
+				r.dumpOnce(fmt.Sprintf("Shutdown still under way after %v", shutBound-2*time.Second))
+			})
+			defer late.Stop()
+			r.shut <- s.Shutdown(sctx)
+		}()
+	})
 
 	r.storm(ctx, s)
 
