@@ -430,7 +430,7 @@ func (c *turnCtx) reset(parent context.Context, a *act, req *queues.Request, w *
 	c.info.holdsToken = interleaved
 	c.info.retaking = false
 	c.info.queuing = false // (a ctx a call held is not reused: it was already)
-	c.info.over = false // a worker's itc, reused only if no call held it (turnCtxFor)
+	c.info.over = false    // a worker's itc, reused only if no call held it (turnCtxFor)
 }
 
 // release ends the turn's context: a merged Done channel, if one was made,
