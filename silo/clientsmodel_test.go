@@ -25,7 +25,8 @@ import (
 // each client runs a script rapid drew — tells, asks (some with a deadline
 // short enough to end before the turn, some with a ctx ended before the
 // send), asks that make the grain tell or ask another key or itself,
-// panics (restart), errors its supervision stops the grain for (a
+// asks that make it call a grain (itself too) that calls it back on an
+// AllowCallChainReentrancy chain, panics (restart), errors its supervision stops the grain for (a
 // quarantine), activations that fail, DeactivateOnIdle, Deactivate and
 // Stop, and jumps of the clock — the real clock, made to jump forward as a
 // paused process finds it has (jumpClock) — in half the runs with idle
@@ -47,7 +48,8 @@ import (
 //     later activation than anything it sent before (silo.Stop's line),
 //     and after its own Deactivate by a later one than its last answer
 //     came from (a kind that lets turns interleave aside);
-//   - one activation of a key live at a time, one turn at a time in it;
+//   - one activation of a key live at a time, one turn running at a time
+//     in it (another may run only while one waits in a call);
 //   - no ask waits: each is answered or fails well within its bound.
 //
 // It found a reentrant grain's sends out of order
@@ -96,6 +98,8 @@ const (
 	cBoom        // panic: the grain restarts
 	cFatal       // fail with errCFatal: its supervision stops and quarantines it
 	cLeave       // DeactivateOnIdle
+	cBounce      // ask To, on a chain that lets calls back in, a cBack
+	cBack        // ask To (the grain that bounced it) a message back, on the chain
 )
 
 // cMsg is every message of the test: the n-th its sender sent key, under
@@ -110,7 +114,7 @@ type cMsg struct {
 
 // cOp is one step of a client's script.
 type cOp struct {
-	Op     string // tell, ask, short, fwd, boom, fatal, leave, poison, deactivate, stop, jump
+	Op     string // tell, ask, short, fwd, bounce, boom, fatal, leave, poison, deactivate, stop, jump
 	Key    string
 	To     string
 	Ask    bool          // fwd: ask To, not tell
@@ -121,6 +125,8 @@ func (o cOp) String() string {
 	switch o.Op {
 	case "fwd":
 		return fmt.Sprintf("fwd %s→%s ask=%v", o.Key, o.To, o.Ask)
+	case "bounce":
+		return fmt.Sprintf("bounce %s→%s→%s", o.Key, o.To, o.Key)
 	case "short":
 		return fmt.Sprintf("short %s %v", o.Key, o.Expiry)
 	case "jump":
@@ -143,11 +149,13 @@ func cOpGen() *rapid.Generator[cOp] {
 		o := cOp{
 			Op: rapid.SampledFrom([]string{
 				"tell", "tell", "tell", "tell", "tell", "ask", "ask", "ask", "ask", "short", "fwd", "fwd",
-				"boom", "fatal", "leave", "poison", "deactivate", "stop", "jump", "jump",
+				"bounce", "boom", "fatal", "leave", "poison", "deactivate", "stop", "jump", "jump",
 			}).Draw(t, "op"),
 			Key: rapid.SampledFrom(cKeys).Draw(t, "key"),
 		}
 		switch o.Op {
+		case "bounce":
+			o.To = rapid.SampledFrom(cKeys).Draw(t, "to")
 		case "fwd":
 			o.To = rapid.SampledFrom(cKeys).Draw(t, "to")
 			o.Ask = rapid.Bool().Draw(t, "ask")
@@ -286,8 +294,7 @@ type cGrain struct {
 	b      *cBook
 	key    string
 	inst   int
-	inTurn atomic.Bool
-	re     bool
+	inTurn atomic.Bool // a turn runs (enter)
 }
 
 func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
@@ -316,26 +323,54 @@ func (g *cGrain) OnDeactivate(context.Context, *grain.Context) error {
 	return nil
 }
 
+// enter notes that a turn of the activation runs; a turn waiting in a
+// call does not (leave): only then may another — a reentrant grain's, or a
+// call back on the waiting turn's chain — run.
+func (g *cGrain) enter() {
+	if g.inTurn.Swap(true) {
+		g.b.violate("%s #%d: two turns running at once", g.key, g.inst)
+	}
+}
+
+func (g *cGrain) leave() { g.inTurn.Store(false) }
+
+// ask asks key m from the turn, which waits meanwhile.
+func (g *cGrain) ask(ctx context.Context, c *grain.Context, key string, m cMsg) error {
+	g.leave()
+	defer g.enter()
+	_, err := c.Silo().Ask(ctx, cID(key), m)
+	return err
+}
+
 func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
 	m := msg.(cMsg)
-	if !g.re {
-		if g.inTurn.Swap(true) {
-			g.b.violate("%s #%d: two turns at once", g.key, g.inst)
-		}
-		defer g.inTurn.Store(false)
-	}
+	g.enter()
+	defer g.leave()
 	g.b.handle(m, g.key, g.inst)
+	short, root := g.b.origin(m)
 	switch m.Do {
 	case cFwdTell, cFwdAsk:
-		short, root := g.b.origin(m)
 		fm := g.b.register("g:"+g.key, m.To, m.Do == cFwdAsk, short, root, cNote, "")
 		var err error
 		if m.Do == cFwdAsk {
-			_, err = c.Silo().Ask(ctx, cID(m.To), fm)
+			err = g.ask(ctx, c, m.To, fm)
 		} else {
 			err = c.Silo().Tell(ctx, cID(m.To), fm)
 		}
 		g.b.sent(fm.ID, err)
+	case cBounce:
+		from := "g:" + g.key
+		if m.To == g.key { // a call back into itself: a sender of its own, as cBack's
+			from = fmt.Sprintf("g:%s self %d", g.key, m.ID)
+		}
+		fm := g.b.register(from, m.To, true, short, root, cBack, g.key)
+		g.b.sent(fm.ID, g.ask(silo.AllowCallChainReentrancy(ctx), c, m.To, fm))
+	case cBack:
+		// A sender of its own: a call back runs on the turn that waits
+		// for it, ahead of what waits in the mailbox — the chain's grain's
+		// other messages among them.
+		fm := g.b.register(fmt.Sprintf("g:%s back %d", g.key, m.ID), m.To, true, short, root, cNote, "")
+		g.b.sent(fm.ID, g.ask(ctx, c, m.To, fm))
 	case cBoom:
 		panic("clients model: boom")
 	case cFatal:
@@ -381,7 +416,7 @@ func runClients(rt *rapid.T, cfg silo.Config, scripts [][]cOp, end string, endBy
 		if re {
 			opts = append(opts, silo.WithReentrant())
 		}
-		if err := silo.Register(s, kind, func(id grain.ID) *cGrain { return &cGrain{b: b, key: id.Key(), re: re} }, opts...); err != nil {
+		if err := silo.Register(s, kind, func(id grain.ID) *cGrain { return &cGrain{b: b, key: id.Key()} }, opts...); err != nil {
 			rt.Fatal(err)
 		}
 	}
@@ -607,6 +642,8 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		if o.Ask {
 			do = cFwdAsk
 		}
+	case "bounce":
+		do = cBounce
 	case "boom":
 		do = cBoom
 	case "fatal":
