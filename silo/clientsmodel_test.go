@@ -24,17 +24,18 @@ import (
 // drives them from several at once, as a service's request handlers do:
 // each client runs a script rapid drew — tells, asks (some with a deadline
 // short enough to end before the turn, some with a ctx ended before the
-// send), asks that make the grain tell or ask another key or itself,
-// asks that make it call a grain (itself too) that calls it back on an
-// AllowCallChainReentrancy chain, panics (restart), errors its supervision stops the grain for (a
-// quarantine), activations that fail, DeactivateOnIdle, Deactivate and
-// Stop, and jumps of the clock — the real clock, made to jump forward as a
-// paused process finds it has (jumpClock) — in half the runs with idle
-// collection every few milliseconds, in a third under an activation cap of
-// one grain a partition, one of its four grains of a reentrant kind; the
-// run ends with a Shutdown or a Close, in half the runs while the clients
-// still send. No one order of the clients' steps is known, so the test
-// checks what the silo promises whatever the order:
+// send), asks that make the grain tell or ask another key or itself, asks
+// that make it call a grain (itself too) that calls it back on an
+// AllowCallChainReentrancy chain, panics (restart), errors its supervision
+// stops the grain for (a quarantine), activations that fail,
+// DeactivateOnIdle, Deactivate and Stop, and jumps of the clock — the real
+// clock, made to jump forward as a paused process finds it has (jumpClock)
+// — in half the runs with idle collection every few milliseconds, in a
+// third under an activation cap of one grain a partition; of its five
+// grains one is of a reentrant kind and one a stateless worker of two
+// activations. The run ends with a Shutdown or a Close, in half the runs
+// while the clients still send. No one order of the clients' steps is
+// known, so the test checks what the silo promises whatever the order:
 //
 //   - per sender and grain, messages are handled in the order sent —
 //     a client's, and a grain's sends across its activations — across
@@ -135,11 +136,18 @@ func (o cOp) String() string {
 	return o.Op + " " + o.Key
 }
 
-var cKeys = []string{"a", "b", "c", "d"} // "d" of a reentrant kind
+// cKeys are the grains: "d" of a reentrant kind, "w" a stateless worker
+// of two activations — several live at once, each message to one of them,
+// so no order holds among them, nor any line of a Stop or Deactivate
+// between two of them — the others of a plain kind.
+var cKeys = []string{"a", "b", "c", "d", "w"}
 
 func cID(key string) grain.ID {
-	if key == "d" {
+	switch key {
+	case "d":
 		return grain.NewID("cre", key)
+	case "w":
+		return grain.NewID("csw", key)
 	}
 	return grain.NewID("cm", key)
 }
@@ -284,7 +292,7 @@ func (b *cBook) handle(m cMsg, key string, inst int) {
 	s.handled++
 	s.inst = inst
 	pair := m.From + ">" + key
-	if m.N <= b.last[pair] {
+	if m.N <= b.last[pair] && key != "w" {
 		b.violations = append(b.violations, fmt.Sprintf("%s: message %d (ID %d) handled after %d", pair, m.N, m.ID, b.last[pair]))
 	}
 	b.last[pair] = max(b.last[pair], m.N)
@@ -304,7 +312,7 @@ func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
 		delete(g.b.poison, g.key)
 		return errRacePoison
 	}
-	if g.b.live[g.key] {
+	if g.b.live[g.key] && g.key != "w" {
 		g.b.violations = append(g.b.violations, g.key+" activated while an activation of it was live")
 	}
 	g.b.live[g.key] = true
@@ -316,11 +324,20 @@ func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
 func (g *cGrain) OnDeactivate(context.Context, *grain.Context) error {
 	g.b.mu.Lock()
 	defer g.b.mu.Unlock()
-	if !g.b.live[g.key] || g.b.insts[g.key] != g.inst {
+	if g.key != "w" && (!g.b.live[g.key] || g.b.insts[g.key] != g.inst) {
 		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated while not the live activation", g.key, g.inst))
 	}
 	g.b.live[g.key] = false
 	return nil
+}
+
+// sender is the grain as a sender: a stateless worker's activations are
+// each one of their own.
+func (g *cGrain) sender() string {
+	if g.key == "w" {
+		return fmt.Sprintf("g:w#%d", g.inst)
+	}
+	return "g:" + g.key
 }
 
 // enter notes that a turn of the activation runs; a turn waiting in a
@@ -350,7 +367,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	short, root := g.b.origin(m)
 	switch m.Do {
 	case cFwdTell, cFwdAsk:
-		fm := g.b.register("g:"+g.key, m.To, m.Do == cFwdAsk, short, root, cNote, "")
+		fm := g.b.register(g.sender(), m.To, m.Do == cFwdAsk, short, root, cNote, "")
 		var err error
 		if m.Do == cFwdAsk {
 			err = g.ask(ctx, c, m.To, fm)
@@ -359,7 +376,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		}
 		g.b.sent(fm.ID, err)
 	case cBounce:
-		from := "g:" + g.key
+		from := g.sender()
 		if m.To == g.key { // a call back into itself: a sender of its own, as cBack's
 			from = fmt.Sprintf("g:%s self %d", g.key, m.ID)
 		}
@@ -411,10 +428,10 @@ func runClients(rt *rapid.T, cfg silo.Config, scripts [][]cOp, end string, endBy
 			}
 			return activation.DefaultDecider(id, err)
 		})}
-	for kind, re := range map[string]bool{"cm": false, "cre": true} {
+	for kind, opt := range map[string]silo.KindOption{"cm": nil, "cre": silo.WithReentrant(), "csw": silo.WithStatelessWorker(2)} {
 		opts := []silo.KindOption{silo.WithSupervision(sup)}
-		if re {
-			opts = append(opts, silo.WithReentrant())
+		if opt != nil {
+			opts = append(opts, opt)
 		}
 		if err := silo.Register(s, kind, func(id grain.ID) *cGrain { return &cGrain{b: b, key: id.Key()} }, opts...); err != nil {
 			rt.Fatal(err)
@@ -569,6 +586,9 @@ func (b *cBook) eventsOf(key string) []string {
 // before.
 func (b *cBook) lines(c int, ls []cLine) error {
 	for _, l := range ls {
+		if l.key == "w" {
+			continue // several activations live at once: the line holds for each, not between them
+		}
 		before, answered := 0, 0
 		for _, m := range b.msgs {
 			if m.root.client == c && m.root.step < l.step && m.key == l.key && m.handled > 0 {
