@@ -33,7 +33,10 @@ import (
 // — in half the runs with idle collection every few milliseconds, in a
 // third under an activation cap of one grain a partition; of its five
 // grains one is of a reentrant kind and one a stateless worker of two
-// activations. The run ends with a Shutdown or a Close, in half the runs
+// activations; in a quarter of the runs each partition queue holds four
+// messages (sends wait for room), in a quarter each grain's backlog three
+// (senders refused, held at its door, or its oldest dropped). The run
+// ends with a Shutdown or a Close, in half the runs
 // while the clients still send. No one order of the clients' steps is
 // known, so the test checks what the silo promises whatever the order:
 //
@@ -81,7 +84,19 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		if !strings.HasSuffix(end, "early") {
 			endAt = -1 // after every client has finished
 		}
-		runClients(rt, cfg, scripts, end, endBy, endAt)
+		// Squeezed: in a quarter of the runs each partition queue holds 4
+		// messages (sends wait for room), in a quarter each grain's backlog
+		// 3, refusing the newest or dropping the oldest past it.
+		var backlog []silo.KindOption
+		switch rapid.IntRange(0, 5).Draw(rt, "squeeze") {
+		case 1:
+			cfg.QueueCapacity = 4
+		case 2:
+			backlog = append(backlog, silo.WithMaxBacklog(3, silo.RejectNewest))
+		case 3:
+			backlog = append(backlog, silo.WithMaxBacklog(3, silo.DropOldest))
+		}
+		runClients(rt, cfg, backlog, scripts, end, endBy, endAt)
 	})
 }
 
@@ -200,6 +215,7 @@ type cBook struct {
 	insts      map[string]int // activations of each key so far
 	live       map[string]bool
 	poison     map[string]bool
+	overload   bool      // a backlog or queue small enough to overflow
 	seq        int64     // counts the sends' and events' beginnings and ends: what happened before what
 	events     []*cEvent // what may explain a dead letter
 	violations []string
@@ -413,9 +429,10 @@ type cLine struct {
 	step int
 }
 
-func runClients(rt *rapid.T, cfg silo.Config, scripts [][]cOp, end string, endBy, endAt int) {
+func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, scripts [][]cOp, end string, endBy, endAt int) {
 	clk := cfg.Clock.(*jumpClock)
-	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{}}
+	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
+		overload: len(backlog) > 0 || cfg.QueueCapacity > 0}
 	s, err := silo.New(cfg)
 	if err != nil {
 		rt.Fatal(err)
@@ -429,7 +446,7 @@ func runClients(rt *rapid.T, cfg silo.Config, scripts [][]cOp, end string, endBy
 			return activation.DefaultDecider(id, err)
 		})}
 	for kind, opt := range map[string]silo.KindOption{"cm": nil, "cre": silo.WithReentrant(), "csw": silo.WithStatelessWorker(2)} {
-		opts := []silo.KindOption{silo.WithSupervision(sup)}
+		opts := append([]silo.KindOption{silo.WithSupervision(sup)}, backlog...)
 		if opt != nil {
 			opts = append(opts, opt)
 		}
@@ -528,6 +545,12 @@ func (b *cBook) account(m *cSent) error {
 	switch {
 	case n > 1:
 		return errors.New("more than one outcome")
+	case errors.Is(m.sendErr, grain.ErrOverloaded):
+		// Refused for a full backlog or queue: a dead letter too.
+		if !b.overload || m.handled != 0 || len(m.dead) != 1 || m.dead[0] != grain.ReasonOverload {
+			return errors.New("refused as overloaded, but not one overload dead letter")
+		}
+		return nil
 	case !m.ask && m.sendErr != nil && n != 0:
 		return errors.New("a tell refused, but handled or a dead letter")
 	case !m.ask && m.sendErr == nil && n != 1:
@@ -553,6 +576,11 @@ func (b *cBook) account(m *cSent) error {
 			why = "poison"
 		case grain.ReasonShutdown:
 			why = "end"
+		case grain.ReasonOverload:
+			if b.overload {
+				continue
+			}
+			return errors.New("an overload dead letter with room to spare")
 		case grain.ReasonExpired, grain.ReasonDeadlock:
 			if m.ask {
 				continue
