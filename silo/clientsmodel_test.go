@@ -33,8 +33,8 @@ import (
 // — in half the runs with idle collection every few milliseconds, in a
 // third under an activation cap of one grain a partition; of its five
 // grains one is of a reentrant kind and one a stateless worker of two
-// activations; in a quarter of the runs each partition queue holds four
-// messages (sends wait for room), in a quarter each grain's backlog three
+// activations; in a sixth of the runs each partition queue holds four
+// messages (sends wait for room), in a third each grain's backlog three
 // (senders refused, held at its door, or its oldest dropped). The run
 // ends with a Shutdown or a Close, in half the runs
 // while the clients still send. No one order of the clients' steps is
@@ -84,8 +84,8 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		if !strings.HasSuffix(end, "early") {
 			endAt = -1 // after every client has finished
 		}
-		// Squeezed: in a quarter of the runs each partition queue holds 4
-		// messages (sends wait for room), in a quarter each grain's backlog
+		// Squeezed: in a sixth of the runs each partition queue holds 4
+		// messages (sends wait for room), in a third each grain's backlog
 		// 3, refusing the newest or dropping the oldest past it.
 		var backlog []silo.KindOption
 		switch rapid.IntRange(0, 5).Draw(rt, "squeeze") {
