@@ -31,8 +31,9 @@ import (
 // DeactivateOnIdle, Deactivate and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
 // — in half the runs with idle collection every few milliseconds, in a
-// third under an activation cap of one grain a partition; of its five
-// grains one is of a reentrant kind and one a stateless worker of two
+// third under an activation cap of one grain a partition; of its six
+// grains one is of a reentrant kind, one of a kind that lets some
+// messages in (WithMayInterleave) and one a stateless worker of two
 // activations; in a sixth of the runs each partition queue holds four
 // messages (sends wait for room), in a third each grain's backlog three
 // (senders refused, held at its door, or its oldest dropped). The run
@@ -151,16 +152,21 @@ func (o cOp) String() string {
 	return o.Op + " " + o.Key
 }
 
-// cKeys are the grains: "d" of a reentrant kind, "w" a stateless worker
-// of two activations — several live at once, each message to one of them,
-// so no order holds among them, nor any line of a Stop or Deactivate
-// between two of them — the others of a plain kind.
-var cKeys = []string{"a", "b", "c", "d", "w"}
+// cKeys are the grains: "d" of a reentrant kind, "e" of a kind that lets
+// in plain notes (cNote) while one of its turns waits — which may overtake
+// its other messages, so that a sender's notes and its others are two
+// orders — "w" a stateless worker of two activations — several live at
+// once, each message to one of them, so no order holds among them, nor any
+// line of a Stop or Deactivate between two of them — the others of a
+// plain kind.
+var cKeys = []string{"a", "b", "c", "d", "e", "w"}
 
 func cID(key string) grain.ID {
 	switch key {
 	case "d":
 		return grain.NewID("cre", key)
+	case "e":
+		return grain.NewID("cmi", key)
 	case "w":
 		return grain.NewID("csw", key)
 	}
@@ -289,7 +295,7 @@ func (b *cBook) explained(m *cSent, what string) bool {
 		switch {
 		case e.key != m.key && e.what != "end":
 		case what == "stop" && (e.what == "stop" || e.what == "fatal"):
-			if e.end == 0 || e.end > m.sentAt || e.what == "fatal" && e.key == "d" {
+			if e.end == 0 || e.end > m.sentAt || e.what == "fatal" && (e.key == "d" || e.key == "e") {
 				return true
 			}
 		case e.what == what && (what != "fatal" || e.begin < m.back):
@@ -308,6 +314,9 @@ func (b *cBook) handle(m cMsg, key string, inst int) {
 	s.handled++
 	s.inst = inst
 	pair := m.From + ">" + key
+	if key == "e" && m.Do == cNote {
+		pair += " (let in)"
+	}
 	if m.N <= b.last[pair] && key != "w" {
 		b.violations = append(b.violations, fmt.Sprintf("%s: message %d (ID %d) handled after %d", pair, m.N, m.ID, b.last[pair]))
 	}
@@ -445,7 +454,11 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, scripts
 			}
 			return activation.DefaultDecider(id, err)
 		})}
-	for kind, opt := range map[string]silo.KindOption{"cm": nil, "cre": silo.WithReentrant(), "csw": silo.WithStatelessWorker(2)} {
+	letIn := silo.WithMayInterleave(func(msg any) bool {
+		m, ok := msg.(cMsg)
+		return ok && m.Do == cNote
+	})
+	for kind, opt := range map[string]silo.KindOption{"cm": nil, "cre": silo.WithReentrant(), "cmi": letIn, "csw": silo.WithStatelessWorker(2)} {
 		opts := append([]silo.KindOption{silo.WithSupervision(sup)}, backlog...)
 		if opt != nil {
 			opts = append(opts, opt)
@@ -628,8 +641,8 @@ func (b *cBook) lines(c int, ls []cLine) error {
 		}
 		floor := before
 		if l.op == "deactivate" {
-			if l.key == "d" {
-				continue // a busy reentrant grain lets messages in until its last turn ends
+			if l.key == "d" || l.key == "e" {
+				continue // a busy grain that interleaves lets messages in until its last turn ends
 			}
 			floor = answered
 		}
