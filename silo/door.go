@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 
 	"github.com/granary-go/granary/grain"
-	"github.com/granary-go/granary/internal/ctxerr"
 	"github.com/granary-go/granary/queues"
 )
 
@@ -225,6 +224,6 @@ func (s *Silo) atDoor(ctx context.Context, p *partition, env *queues.Envelope, t
 			return nil // let in as ctx ended: it goes in
 		}
 		s.refuse(*env, grain.ReasonOverload, nil)
-		return fmt.Errorf("%w: %s, its backlog full: %w", grain.ErrOverloaded, env.Target, ctxerr.Of(ctx))
+		return fmt.Errorf("%w: %s, its backlog full: %w", grain.ErrOverloaded, env.Target, s.ctxErr(ctx))
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/granary-go/granary/grain"
-	"github.com/granary-go/granary/internal/ctxerr"
 )
 
 // ActiveGrains returns the identities of the grains of kind in the silo
@@ -34,7 +33,7 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 	if ctx == nil {
 		return nil, grain.ErrNilContext
 	}
-	if err := ctxerr.Of(ctx); err != nil {
+	if err := s.ctxErr(ctx); err != nil {
 		return nil, err
 	}
 	switch s.state.Load() {
@@ -84,7 +83,7 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 			default:
 			}
 		case <-ctx.Done():
-			return nil, ctxerr.Of(ctx)
+			return nil, s.ctxErr(ctx)
 		}
 	}
 	return s.dedupeWorkers(ids), nil

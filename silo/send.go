@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/grain"
-	"github.com/granary-go/granary/internal/ctxerr"
 	"github.com/granary-go/granary/queues"
 )
 
@@ -20,7 +19,8 @@ import (
 // not running (ErrSiloClosed), a grain known to be overloaded
 // (ErrOverloaded). A ctx that has ended already refuses it too, with ctx's
 // error (context.Canceled, context.DeadlineExceeded): a turn's tells once
-// its caller gave up, say. Tell waits only for room, until ctx ends, like a
+// its caller gave up, say — or once the silo closed, which ends every
+// turn's ctx: then the error matches ErrSiloClosed too. Tell waits only for room, until ctx ends, like a
 // send on a full channel: in the grain's partition queue when it is full
 // (Config.QueueCapacity), or in the grain's backlog when that is full while
 // the grain's turns run (Config.MaxBacklog, WithMaxBacklog; see Overflow). A
@@ -272,7 +272,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		req.Abandon()       // a turn not begun yet is dropped, not run for nobody
 		ask.tc.callerGone() // one under way sees its ctx end
 		ti.lend()
-		return nil, asTimeout(id, ctxerr.Of(ctx))
+		return nil, asTimeout(id, s.ctxErr(ctx))
 	case <-expired:
 		req.Abandon()
 		ask.tc.timeOut() // the handler's ctx ends with the call, as the caller's would have

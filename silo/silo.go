@@ -493,8 +493,8 @@ func (s *Silo) admit(ctx context.Context, id grain.ID, msg any) (*partition, *ki
 	if ctx == nil {
 		return nil, nil, 0, grain.ErrNilContext
 	}
-	if ctx.Err() != nil { // inline: ctxerr.Of is a call, on every send
-		if err := ctxerr.Of(ctx); err != nil { // read again: a ctx of a user's may say nil now
+	if ctx.Err() != nil { // inline: s.ctxErr is a call, on every send
+		if err := s.ctxErr(ctx); err != nil { // read again: a ctx of a user's may say nil now
 			return nil, nil, 0, err
 		}
 	}
@@ -614,7 +614,7 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 		case <-ctx.Done():
 			p.q.GiveUp(space)
 			s.refuse(*env, grain.ReasonOverload, nil)
-			return false, fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, ctxerr.Of(ctx))
+			return false, fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, s.ctxErr(ctx))
 		}
 	}
 }
