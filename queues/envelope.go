@@ -79,6 +79,11 @@ func (e *Envelope) Tick() *Tick {
 type Tick struct {
 	Name string
 	Seq  uint64
+	// Ended: the runtime marks a tick whose timer a turn stopped or
+	// replaced while the tick was on its way to its grain, waiting for a
+	// turn under way to end, so that it is not delivered. The runtime's
+	// own, under its lock for the grain; not encoded.
+	Ended bool
 }
 
 // Result is the outcome of an ask.

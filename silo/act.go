@@ -299,6 +299,9 @@ func (a *act) takeRequests() (deactivate bool, ops []timerOp, unkept bool) {
 	x.mu.Lock()
 	deactivate, ops, unkept = x.deactivate, x.timerOps, x.unkept
 	x.deactivate, x.timerOps, x.unkept = false, nil, false
+	if len(ops) > 0 && a.k.interleaves() {
+		x.endTicksOnTheirWay(ops)
+	}
 	x.mu.Unlock()
 	return deactivate, ops, unkept
 }

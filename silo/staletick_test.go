@@ -187,3 +187,67 @@ func TestATickQueuedAsShutdownBeginsIsNotDelivered(t *testing.T) {
 		require.Empty(t, ticks)
 	})
 }
+
+// A tick let in beside a waiting turn of a reentrant grain while another
+// turn, let in too, holds the grain's turn — the tick waiting behind it
+// for the turn token — is not delivered if that turn stops its timer or
+// starts another under its name: "no tick of it after this turn"
+// (grain.Context.StopTimer) holds for a turn that interleaves as for any.
+// It was delivered: the tick was found live as it was let in, and nothing
+// looked again once it had the token (the several-clients model test,
+// TestSeveralClientsAtOnceKeepEveryPromise, found it: "d #4: a tick of
+// timer 1 ran, its timer now 2").
+func TestATickLetInBehindATurnThatEndsItsTimerIsNotDelivered(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		then holdThen
+		want []string
+	}{
+		{"stopped", func(c *grain.Context) { c.StopTimer("t") }, nil},
+		{"replaced", func(c *grain.Context) { _ = c.StartTimer("t", time.Second, 0, "new") }, []string{"new"}},
+		{"kept", func(*grain.Context) {}, []string{"old", "old"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ticks, release := make(chan string, 16), make(chan struct{})
+				s, err := silo.New(silo.Config{Logger: newTextLogger(io.Discard)})
+				require.NoError(t, err)
+				newTicker := func(grain.ID) *staleTicker { return &staleTicker{ticks: ticks, release: release} }
+				require.NoError(t, silo.Register(s, "reentrant", func(id grain.ID) grain.Grain {
+					g := newTicker(id)
+					return grain.Func(func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+						if m, ok := msg.(callThen); ok {
+							return c.Silo().Ask(ctx, m.callee, holdThen(func(*grain.Context) {}))
+						}
+						return g.Receive(ctx, c, msg)
+					})
+				}, silo.WithReentrant()))
+				require.NoError(t, silo.Register(s, "callee", newTicker))
+				require.NoError(t, s.Start())
+				defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
+				id := grain.NewID("reentrant", "g")
+				ctx := context.Background()
+
+				_, err = s.Ask(ctx, id, tickEvery{"old", time.Second})
+				require.NoError(t, err)
+				require.NoError(t, s.Tell(ctx, id, callThen{callee: grain.NewID("callee", "c")})) // waits in its call
+				require.NoError(t, s.Tell(ctx, id, tc.then))                                      // let in: holds the turn
+				time.Sleep(time.Second)                                                           // the tick falls due, is let in, waits behind it
+				synctest.Wait()
+				require.Empty(t, ticks)
+				close(release)
+				_, err = s.Ask(ctx, id, "after")
+				require.NoError(t, err)
+				time.Sleep(time.Second)
+				synctest.Wait()
+				var got []string
+				for len(ticks) > 0 {
+					if m := <-ticks; m != "after" {
+						got = append(got, m)
+					}
+				}
+				require.Equal(t, tc.want, got)
+			})
+		})
+	}
+}

@@ -294,18 +294,54 @@ func (p *partition) staleTick(a *act, env *queues.Envelope) bool {
 	if gt := x.timer(tick.Name); gt == nil || &gt.tick != tick {
 		return true
 	}
-	// A turn under way — waiting in a call, while ticks interleave — may
-	// have asked to stop the timer or start another under its name: the
-	// request is carried out as the turn ends, but it ended the timer
-	// for its ticks already.
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	return x.tickEnded(tick)
+}
+
+// tickEnded reports whether a turn has stopped or replaced tick's timer
+// since the owner last found the tick live: a turn under way — waiting in
+// a call, while ticks interleave — may have asked to, and the request is
+// carried out as the turn ends, but it ended the timer for its ticks
+// already; or the owner has taken such a request of a turn that ended
+// while the tick, let in beside a waiting turn, waited for the grain's
+// turn token (endTicksOnTheirWay). x.mu held.
+func (x *actExtra) tickEnded(tick *queues.Tick) bool {
+	if tick.Ended {
+		return true
+	}
 	for i := range x.timerOps {
 		if x.timerOps[i].name == tick.Name {
 			return true
 		}
 	}
 	return false
+}
+
+// tickOver is tickEnded, taking x.mu: an interleaved tick's turn asks it
+// once it has the grain's turn token.
+func (x *actExtra) tickOver(tick *queues.Tick) bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.tickEnded(tick)
+}
+
+// endTicksOnTheirWay marks ended the ticks of the timers ops stop or
+// replace that are on their way to the grain — let in beside a turn that
+// waits in a call, the tick waiting for the grain's turn token (index -1:
+// fired, not scheduled again) — as the owner takes ops from the turn that
+// asked (act.takeRequests): the tick, once it has the token, looks again
+// (partition.execute), and the requests are no longer there to see. In
+// the same hold of x.mu, so that it sees one or the other. Without it, a
+// turn let in that stopped the timer was followed by the tick waiting
+// behind it (TestATickLetInBehindATurnThatEndsItsTimerIsNotDelivered).
+// Owner only, x.mu held.
+func (x *actExtra) endTicksOnTheirWay(ops []timerOp) {
+	for i := range ops {
+		if gt := x.timer(ops[i].name); gt != nil && gt.index < 0 {
+			gt.tick.Ended = true
+		}
+	}
 }
 
 // tickDone schedules a repeating timer's next tick once the tick's turn has

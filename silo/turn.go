@@ -174,6 +174,12 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 	hctx := tc.handlerCtx()
 	switch k {
 	case tkMessage:
+		if interleaved && res.tick != nil && a.x.Load().tickOver(res.tick) {
+			// Its timer was stopped or replaced by a turn that held the
+			// grain's turn token while this tick waited for it: not
+			// delivered, as one still queued is not (staleTick).
+			break
+		}
 		res.reply, res.err = w.run(hctx, a, env.Msg)
 	case tkActivate:
 		// The activation is the grain's, not its first caller's: OnActivate
