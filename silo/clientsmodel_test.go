@@ -28,7 +28,9 @@ import (
 // that make it call a grain (itself too) that calls it back on an
 // AllowCallChainReentrancy chain, panics (restart), errors its supervision
 // stops the grain for (a quarantine), activations that fail,
-// DeactivateOnIdle, Deactivate and Stop, and jumps of the clock — the real
+// DeactivateOnIdle, DelayDeactivation, timers started, replaced and
+// stopped (their ticks keeping the plain grains alive in half the runs),
+// Deactivate and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
 // — in half the runs with idle collection every few milliseconds, in a
 // third under an activation cap of one grain a partition; of its six
@@ -54,11 +56,18 @@ import (
 //     and after its own Deactivate by a later one than its last answer
 //     came from (a kind that lets turns interleave aside);
 //   - one activation of a key live at a time, one turn running at a time
-//     in it (another may run only while one waits in a call);
+//     in it (another may run only while one waits in a call), a timer's
+//     ticks among them;
+//   - a tick runs in the activation that started its timer, never after
+//     its OnDeactivate, nor after a turn stopped or replaced the timer
+//     (grain.Context.StopTimer: "no tick of it after this turn"), nor more
+//     than once for a timer of one tick; and it is never a dead letter;
 //   - no ask waits: each is answered or fails well within its bound.
 //
 // It found a reentrant grain's sends out of order
-// (TestAnInterleavedTurnsSendsFollowTheCallThatLetItIn). A failing run
+// (TestAnInterleavedTurnsSendsFollowTheCallThatLetItIn), and a reentrant
+// grain's stale tick delivered
+// (TestATickLetInBehindATurnThatEndsItsTimerIsNotDelivered). A failing run
 // prints the clients' scripts; rapid, which cannot make the same
 // interleaving happen again, calls it flaky and shrinks nothing.
 func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
@@ -75,6 +84,7 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		if rapid.Bool().Draw(rt, "idle") {
 			cfg.IdleTimeout, cfg.IdleQuantum = 3*time.Millisecond, time.Millisecond
 		}
+		keepAlive := rapid.Bool().Draw(rt, "ticks keep alive") // the plain kind's
 		n := rapid.IntRange(2, 5).Draw(rt, "clients")
 		scripts := make([][]cOp, n)
 		for i := range scripts {
@@ -97,7 +107,7 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		case 3:
 			backlog = append(backlog, silo.WithMaxBacklog(3, silo.DropOldest))
 		}
-		runClients(rt, cfg, backlog, scripts, end, endBy, endAt)
+		runClients(rt, cfg, backlog, keepAlive, scripts, end, endBy, endAt)
 	})
 }
 
@@ -117,6 +127,9 @@ const (
 	cLeave       // DeactivateOnIdle
 	cBounce      // ask To, on a chain that lets calls back in, a cBack
 	cBack        // ask To (the grain that bounced it) a message back, on the chain
+	cTimer       // start the activation's timer, replacing the one it had
+	cUntimer     // stop the activation's timer
+	cKeep        // DelayDeactivation(Due)
 )
 
 // cMsg is every message of the test: the n-th its sender sent key, under
@@ -127,15 +140,26 @@ type cMsg struct {
 	N    int
 	Do   cDo
 	To   string
+	// cTimer: the timer's due time and period (0: one tick); cKeep: how
+	// long to keep the grain
+	Due, Period time.Duration
+}
+
+// cTick is a timer's tick: the activation that started the timer, and
+// which of its timers (the gen-th it started).
+type cTick struct {
+	Key       string
+	Inst, Gen int
 }
 
 // cOp is one step of a client's script.
 type cOp struct {
-	Op     string // tell, ask, short, fwd, bounce, boom, fatal, leave, poison, deactivate, stop, jump
+	Op     string // tell, ask, short, fwd, bounce, boom, fatal, leave, timer, untimer, keep, poison, deactivate, stop, jump
 	Key    string
 	To     string
 	Ask    bool          // fwd: ask To, not tell
-	Expiry time.Duration // short: the ask's deadline, 0 for a ctx ended before; jump: how far
+	Expiry time.Duration // short: the ask's deadline, 0 for a ctx ended before; jump: how far; timer: its due time; keep: how long
+	Period time.Duration // timer: its period, 0 for one tick
 }
 
 func (o cOp) String() string {
@@ -148,6 +172,10 @@ func (o cOp) String() string {
 		return fmt.Sprintf("short %s %v", o.Key, o.Expiry)
 	case "jump":
 		return fmt.Sprint("jump ", o.Expiry)
+	case "timer":
+		return fmt.Sprintf("timer %s %v/%v", o.Key, o.Expiry, o.Period)
+	case "keep":
+		return fmt.Sprintf("keep %s %v", o.Key, o.Expiry)
 	}
 	return o.Op + " " + o.Key
 }
@@ -178,7 +206,7 @@ func cOpGen() *rapid.Generator[cOp] {
 		o := cOp{
 			Op: rapid.SampledFrom([]string{
 				"tell", "tell", "tell", "tell", "tell", "ask", "ask", "ask", "ask", "short", "fwd", "fwd",
-				"bounce", "boom", "fatal", "leave", "poison", "deactivate", "stop", "jump", "jump",
+				"bounce", "boom", "fatal", "leave", "timer", "untimer", "keep", "poison", "deactivate", "stop", "jump", "jump",
 			}).Draw(t, "op"),
 			Key: rapid.SampledFrom(cKeys).Draw(t, "key"),
 		}
@@ -192,6 +220,11 @@ func cOpGen() *rapid.Generator[cOp] {
 			o.Expiry = time.Duration(rapid.IntRange(0, 300).Draw(t, "expiry")) * time.Microsecond
 		case "jump":
 			o.Expiry = time.Duration(rapid.IntRange(1, 6).Draw(t, "jump")) * time.Millisecond
+		case "timer":
+			o.Expiry = time.Duration(rapid.IntRange(0, 3000).Draw(t, "due")) * time.Microsecond
+			o.Period = time.Duration(rapid.IntRange(0, 3000).Draw(t, "period")) * time.Microsecond
+		case "keep":
+			o.Expiry = time.Duration(rapid.IntRange(-1, 8).Draw(t, "keep")) * time.Millisecond
 		}
 		return o
 	})
@@ -224,6 +257,7 @@ type cBook struct {
 	overload   bool      // a backlog or queue small enough to overflow
 	seq        int64     // counts the sends' and events' beginnings and ends: what happened before what
 	events     []*cEvent // what may explain a dead letter
+	ticks      int       // timer ticks handled
 	violations []string
 }
 
@@ -328,6 +362,11 @@ type cGrain struct {
 	key    string
 	inst   int
 	inTurn atomic.Bool // a turn runs (enter)
+	// b.mu: the timer's state — the gen-th started, running (not stopped
+	// since), its ticks so far; and whether the activation deactivated
+	timerGen, timerTicks int
+	timerOn, oneShot     bool
+	gone                 bool
 }
 
 func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
@@ -353,7 +392,49 @@ func (g *cGrain) OnDeactivate(context.Context, *grain.Context) error {
 		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated while not the live activation", g.key, g.inst))
 	}
 	g.b.live[g.key] = false
+	g.gone = true
 	return nil
+}
+
+// tick checks a timer's tick as its turn runs: it is the activation's own,
+// of the timer it runs now — none after StopTimer, or a start that
+// replaced it, not even one queued before (Context.StartTimer) — one at
+// most of a timer of one tick, and not after the activation deactivated.
+func (g *cGrain) tick(t cTick) {
+	g.b.mu.Lock()
+	defer g.b.mu.Unlock()
+	g.b.ticks++
+	switch {
+	case t.Inst != g.inst:
+		g.b.violations = append(g.b.violations, fmt.Sprintf("%s: a tick of activation %d ran in %d", g.key, t.Inst, g.inst))
+	case g.gone:
+		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d: a tick ran after its OnDeactivate", g.key, g.inst))
+	case !g.timerOn || t.Gen != g.timerGen:
+		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d: a tick of timer %d ran, its timer now %d, running %v", g.key, g.inst, t.Gen, g.timerGen, g.timerOn))
+	}
+	g.timerTicks++
+	if g.oneShot && g.timerTicks > 1 {
+		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d: a timer of one tick ticked %d times", g.key, g.inst, g.timerTicks))
+	}
+}
+
+// startTimer starts the activation's timer for m, replacing the one it had.
+func (g *cGrain) startTimer(c *grain.Context, m cMsg) {
+	g.b.mu.Lock()
+	g.timerGen++
+	g.timerOn, g.oneShot, g.timerTicks = true, m.Period == 0, 0
+	t := cTick{Key: g.key, Inst: g.inst, Gen: g.timerGen}
+	g.b.mu.Unlock()
+	if err := c.StartTimer("t", m.Due, m.Period, t); err != nil {
+		g.b.violate("%s #%d: StartTimer: %v", g.key, g.inst, err)
+	}
+}
+
+func (g *cGrain) stopTimer(c *grain.Context) {
+	g.b.mu.Lock()
+	g.timerOn = false
+	g.b.mu.Unlock()
+	c.StopTimer("t")
 }
 
 // sender is the grain as a sender: a stateless worker's activations are
@@ -385,6 +466,12 @@ func (g *cGrain) ask(ctx context.Context, c *grain.Context, key string, m cMsg) 
 }
 
 func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if t, ok := msg.(cTick); ok {
+		g.enter()
+		defer g.leave()
+		g.tick(t)
+		return nil, nil
+	}
 	m := msg.(cMsg)
 	g.enter()
 	defer g.leave()
@@ -419,6 +506,12 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		return nil, errCFatal
 	case cLeave:
 		c.DeactivateOnIdle()
+	case cTimer:
+		g.startTimer(c, m)
+	case cUntimer:
+		g.stopTimer(c)
+	case cKeep:
+		c.DelayDeactivation(m.Due)
 	}
 	return g.inst, nil
 }
@@ -438,7 +531,7 @@ type cLine struct {
 	step int
 }
 
-func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, scripts [][]cOp, end string, endBy, endAt int) {
+func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAlive bool, scripts [][]cOp, end string, endBy, endAt int) {
 	clk := cfg.Clock.(*jumpClock)
 	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
 		overload: len(backlog) > 0 || cfg.QueueCapacity > 0}
@@ -462,6 +555,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, scripts
 		opts := append([]silo.KindOption{silo.WithSupervision(sup)}, backlog...)
 		if opt != nil {
 			opts = append(opts, opt)
+		}
+		if kind == "cm" && keepAlive {
+			opts = append(opts, silo.WithTimerKeepAlive())
 		}
 		if err := silo.Register(s, kind, func(id grain.ID) *cGrain { return &cGrain{b: b, key: id.Key()} }, opts...); err != nil {
 			rt.Fatal(err)
@@ -527,6 +623,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, scripts
 		rt.Fatalf(format+"\nend %s by c%d at %d; the scripts:%s", append(args, end, endBy, endAt, sb.String())...)
 	}
 	for _, d := range dead {
+		if t, ok := d.Msg.(cTick); ok { // nobody sent it (docs/calls.md, "Timers")
+			fail("a tick of %s #%d a dead letter (%v)", t.Key, t.Inst, d.Reason)
+		}
 		m, ok := d.Msg.(cMsg)
 		if !ok {
 			fail("a dead letter not of the test: %+v", d)
@@ -698,6 +797,12 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		ask = false
 	case "leave":
 		do, ask = cLeave, false
+	case "timer":
+		do = cTimer
+	case "untimer":
+		do = cUntimer
+	case "keep":
+		do, ask = cKeep, false
 	case "fwd":
 		do = cFwdTell
 		if o.Ask {
@@ -712,6 +817,7 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		defer c.b.event("fatal", o.Key)()
 	}
 	m := c.b.register(fmt.Sprint("c", c.c), o.Key, ask, o.Op == "short", cRoot{c.c, step}, do, o.To)
+	m.Due, m.Period = o.Expiry, o.Period
 	if !ask {
 		c.b.sent(m.ID, c.s.Tell(ctx, cID(o.Key), m))
 		return
