@@ -26,7 +26,9 @@ import (
 // short enough to end before the turn, some with a ctx ended before the
 // send), asks that make the grain tell or ask another key or itself, asks
 // that make it call a grain (itself too) that calls it back on an
-// AllowCallChainReentrancy chain, panics (restart), errors its supervision
+// AllowCallChainReentrancy chain, turns that wait in silo.Await for
+// something outside (the grains that interleave letting others in
+// meanwhile) and then send, panics (restart), errors its supervision
 // stops the grain for (a quarantine), activations that fail,
 // DeactivateOnIdle, DelayDeactivation, timers started, replaced and
 // stopped (their ticks keeping the plain grains alive in half the runs),
@@ -130,6 +132,7 @@ const (
 	cTimer       // start the activation's timer, replacing the one it had
 	cUntimer     // stop the activation's timer
 	cKeep        // DelayDeactivation(Due)
+	cAwait       // wait in silo.Await for an answer from outside (I/O), then tell To a message of its own
 )
 
 // cMsg is every message of the test: the n-th its sender sent key, under
@@ -154,7 +157,7 @@ type cTick struct {
 
 // cOp is one step of a client's script.
 type cOp struct {
-	Op     string // tell, ask, short, fwd, bounce, boom, fatal, leave, timer, untimer, keep, poison, deactivate, stop, jump
+	Op     string // tell, ask, short, fwd, bounce, await, boom, fatal, leave, timer, untimer, keep, poison, deactivate, stop, jump
 	Key    string
 	To     string
 	Ask    bool          // fwd: ask To, not tell
@@ -168,6 +171,8 @@ func (o cOp) String() string {
 		return fmt.Sprintf("fwd %s→%s ask=%v", o.Key, o.To, o.Ask)
 	case "bounce":
 		return fmt.Sprintf("bounce %s→%s→%s", o.Key, o.To, o.Key)
+	case "await":
+		return fmt.Sprintf("await %s→%s", o.Key, o.To)
 	case "short":
 		return fmt.Sprintf("short %s %v", o.Key, o.Expiry)
 	case "jump":
@@ -206,12 +211,12 @@ func cOpGen() *rapid.Generator[cOp] {
 		o := cOp{
 			Op: rapid.SampledFrom([]string{
 				"tell", "tell", "tell", "tell", "tell", "ask", "ask", "ask", "ask", "short", "fwd", "fwd",
-				"bounce", "boom", "fatal", "leave", "timer", "untimer", "keep", "poison", "deactivate", "stop", "jump", "jump",
+				"bounce", "await", "boom", "fatal", "leave", "timer", "untimer", "keep", "poison", "deactivate", "stop", "jump", "jump",
 			}).Draw(t, "op"),
 			Key: rapid.SampledFrom(cKeys).Draw(t, "key"),
 		}
 		switch o.Op {
-		case "bounce":
+		case "bounce", "await":
 			o.To = rapid.SampledFrom(cKeys).Draw(t, "to")
 		case "fwd":
 			o.To = rapid.SampledFrom(cKeys).Draw(t, "to")
@@ -254,10 +259,11 @@ type cBook struct {
 	insts      map[string]int // activations of each key so far
 	live       map[string]bool
 	poison     map[string]bool
-	overload   bool      // a backlog or queue small enough to overflow
-	seq        int64     // counts the sends' and events' beginnings and ends: what happened before what
-	events     []*cEvent // what may explain a dead letter
-	ticks      int       // timer ticks handled
+	overload   bool               // a backlog or queue small enough to overflow
+	seq        int64              // counts the sends' and events' beginnings and ends: what happened before what
+	events     []*cEvent          // what may explain a dead letter
+	ticks      int                // timer ticks handled
+	io         chan chan struct{} // what an Await waits on: a goroutine answers
 	violations []string
 }
 
@@ -512,6 +518,22 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		g.stopTimer(c)
 	case cKeep:
 		c.DelayDeactivation(m.Due)
+	case cAwait:
+		// As across a call, a grain that interleaves lets others in
+		// meanwhile; what the turn sends after comes after what they sent.
+		g.leave()
+		err := silo.Await(ctx, func() error {
+			done := make(chan struct{})
+			g.b.io <- done
+			<-done
+			return nil
+		})
+		g.enter()
+		if err != nil {
+			g.b.violate("%s #%d: Await: %v", g.key, g.inst, err)
+		}
+		fm := g.b.register(g.sender(), m.To, false, short, root, cNote, "")
+		g.b.sent(fm.ID, c.Silo().Tell(ctx, cID(m.To), fm))
 	}
 	return g.inst, nil
 }
@@ -534,7 +556,18 @@ type cLine struct {
 func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAlive bool, scripts [][]cOp, end string, endBy, endAt int) {
 	clk := cfg.Clock.(*jumpClock)
 	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
-		overload: len(backlog) > 0 || cfg.QueueCapacity > 0}
+		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{})}
+	ioDone := make(chan struct{})
+	go func() { // the outside world an Await waits on
+		defer close(ioDone)
+		for done := range b.io {
+			close(done)
+		}
+	}()
+	defer func() {
+		close(b.io) // after the silo has stopped: no turn waits any more
+		<-ioDone
+	}()
 	s, err := silo.New(cfg)
 	if err != nil {
 		rt.Fatal(err)
@@ -810,6 +843,8 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		}
 	case "bounce":
 		do = cBounce
+	case "await":
+		do = cAwait
 	case "boom":
 		do = cBoom
 	case "fatal":
