@@ -57,6 +57,8 @@ import (
 //     later activation than anything it sent before (silo.Stop's line),
 //     and after its own Deactivate by a later one than its last answer
 //     came from (a kind that lets turns interleave aside);
+//   - no activation deactivated as idle before the time it asked to be
+//     kept until (DelayDeactivation);
 //   - one activation of a key live at a time, one turn running at a time
 //     in it (another may run only while one waits in a call), a timer's
 //     ticks among them;
@@ -373,6 +375,9 @@ type cGrain struct {
 	timerGen, timerTicks int
 	timerOn, oneShot     bool
 	gone                 bool
+	// b.mu: the time, on the silo's clock, until which the activation
+	// asked to be kept (DelayDeactivation), no later than the silo has it
+	keptUntil time.Time
 }
 
 func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
@@ -391,9 +396,14 @@ func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
 	return nil
 }
 
-func (g *cGrain) OnDeactivate(context.Context, *grain.Context) error {
+func (g *cGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
+	now := c.Now()
 	g.b.mu.Lock()
 	defer g.b.mu.Unlock()
+	if c.DeactivationReason() == grain.DeactivationIdle && now.Before(g.keptUntil) {
+		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated as idle %v before the time it asked to be kept until",
+			g.key, g.inst, g.keptUntil.Sub(now)))
+	}
 	if g.key != "w" && (!g.b.live[g.key] || g.b.insts[g.key] != g.inst) {
 		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated while not the live activation", g.key, g.inst))
 	}
@@ -433,6 +443,21 @@ func (g *cGrain) startTimer(c *grain.Context, m cMsg) {
 	g.b.mu.Unlock()
 	if err := c.StartTimer("t", m.Due, m.Period, t); err != nil {
 		g.b.violate("%s #%d: StartTimer: %v", g.key, g.inst, err)
+	}
+}
+
+// keep asks to keep the activation for d (d <= 0: not any more), and
+// notes until when, read before the silo reads it: no later than it has
+// it. A shorter d than asked before does not shorten the keep-alive.
+func (g *cGrain) keep(c *grain.Context, d time.Duration) {
+	now := c.Now()
+	c.DelayDeactivation(d)
+	g.b.mu.Lock()
+	defer g.b.mu.Unlock()
+	if d <= 0 {
+		g.keptUntil = time.Time{}
+	} else if until := now.Add(d); until.After(g.keptUntil) {
+		g.keptUntil = until
 	}
 }
 
@@ -517,7 +542,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	case cUntimer:
 		g.stopTimer(c)
 	case cKeep:
-		c.DelayDeactivation(m.Due)
+		g.keep(c, m.Due)
 	case cAwait:
 		// As across a call, a grain that interleaves lets others in
 		// meanwhile; what the turn sends after comes after what they sent.
