@@ -188,12 +188,12 @@ func (o cOp) String() string {
 }
 
 // cKeys are the grains: "d" of a reentrant kind, "e" of a kind that lets
-// in plain notes (cNote) while one of its turns waits — which may overtake
-// its other messages, so that a sender's notes and its others are two
-// orders — "w" a stateless worker of two activations — several live at
-// once, each message to one of them, so no order holds among them, nor any
-// line of a Stop or Deactivate between two of them — the others of a
-// plain kind.
+// in plain notes (cNote) and its timer's ticks while one of its turns
+// waits — the notes may overtake its other messages, so that a sender's
+// notes and its others are two orders — "w" a stateless worker of two
+// activations — several live at once, each message to one of them, so no
+// order holds among them, nor any line of a Stop or Deactivate between two
+// of them — the others of a plain kind.
 var cKeys = []string{"a", "b", "c", "d", "e", "w"}
 
 func cID(key string) grain.ID {
@@ -606,6 +606,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 			return activation.DefaultDecider(id, err)
 		})}
 	letIn := silo.WithMayInterleave(func(msg any) bool {
+		if _, tick := msg.(cTick); tick {
+			return true // its timer's ticks too
+		}
 		m, ok := msg.(cMsg)
 		return ok && m.Do == cNote
 	})
