@@ -52,7 +52,8 @@ import (
 //   - every message sent is handled once or is one dead letter, never
 //     both; an answered ask was handled; a refused send is neither; a dead
 //     letter's reason is one the run could have caused, when it could
-//     (stopped: by a Stop not over before the message was sent);
+//     (stopped: by a Stop not over before the message was sent), and
+//     never shutdown in a graceful Shutdown: what it took finishes;
 //   - what a client sends after its own Stop of a grain is handled by a
 //     later activation than anything it sent before (silo.Stop's line),
 //     and after its own Deactivate by a later one than its last answer
@@ -262,6 +263,7 @@ type cBook struct {
 	live       map[string]bool
 	poison     map[string]bool
 	overload   bool               // a backlog or queue small enough to overflow
+	graceful   bool               // the run ends with a Shutdown, whose bound nothing reaches
 	seq        int64              // counts the sends' and events' beginnings and ends: what happened before what
 	events     []*cEvent          // what may explain a dead letter
 	ticks      int                // timer ticks handled
@@ -581,7 +583,7 @@ type cLine struct {
 func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAlive bool, scripts [][]cOp, end string, endBy, endAt int) {
 	clk := cfg.Clock.(*jumpClock)
 	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
-		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{})}
+		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{}), graceful: strings.HasPrefix(end, "shutdown")}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
 		defer close(ioDone)
@@ -748,6 +750,9 @@ func (b *cBook) account(m *cSent) error {
 		case grain.ReasonActivationFailed:
 			why = "poison"
 		case grain.ReasonShutdown:
+			if b.graceful {
+				return errors.New("a shutdown dead letter in a graceful Shutdown: what was taken is to finish")
+			}
 			why = "end"
 		case grain.ReasonOverload:
 			if b.overload {
