@@ -35,7 +35,8 @@ import (
 // Deactivate and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
 // — in half the runs with idle collection every few milliseconds, in a
-// third under an activation cap of one grain a partition; of its six
+// third under an activation cap of one grain a partition, in a third with
+// memory always short (Config.MemoryLimit: each idle tick sheds); of its six
 // grains one is of a reentrant kind, one of a kind that lets some
 // messages in (WithMayInterleave) and one a stateless worker of two
 // activations; in a sixth of the runs each partition queue holds four
@@ -58,8 +59,8 @@ import (
 //     later activation than anything it sent before (silo.Stop's line),
 //     and after its own Deactivate by a later one than its last answer
 //     came from (a kind that lets turns interleave aside);
-//   - no activation deactivated as idle before the time it asked to be
-//     kept until (DelayDeactivation);
+//   - no activation deactivated as idle, or shed for memory, before the
+//     time it asked to be kept until (DelayDeactivation);
 //   - one activation of a key live at a time, one turn running at a time
 //     in it (another may run only while one waits in a call), a timer's
 //     ticks among them;
@@ -90,6 +91,11 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 			cfg.IdleTimeout, cfg.IdleQuantum = 3*time.Millisecond, time.Millisecond
 		}
 		keepAlive := rapid.Bool().Draw(rt, "ticks keep alive") // the plain kind's
+		if rapid.IntRange(0, 2).Draw(rt, "memory pressure") == 0 {
+			// Memory always short: each idle tick sheds what it may.
+			cfg.MemoryLimit = 1
+			cfg.MemoryGauge = silo.MemoryGaugeFunc(func() uint64 { return 1 << 40 })
+		}
 		n := rapid.IntRange(2, 5).Draw(rt, "clients")
 		scripts := make([][]cOp, n)
 		for i := range scripts {
@@ -402,9 +408,9 @@ func (g *cGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
 	now := c.Now()
 	g.b.mu.Lock()
 	defer g.b.mu.Unlock()
-	if c.DeactivationReason() == grain.DeactivationIdle && now.Before(g.keptUntil) {
-		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated as idle %v before the time it asked to be kept until",
-			g.key, g.inst, g.keptUntil.Sub(now)))
+	if r := c.DeactivationReason(); (r == grain.DeactivationIdle || r == grain.DeactivationMemoryPressure) && now.Before(g.keptUntil) {
+		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated (%v) %v before the time it asked to be kept until",
+			g.key, g.inst, r, g.keptUntil.Sub(now)))
 	}
 	if g.key != "w" && (!g.b.live[g.key] || g.b.insts[g.key] != g.inst) {
 		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated while not the live activation", g.key, g.inst))
