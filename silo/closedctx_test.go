@@ -70,8 +70,9 @@ func watcherSilo(t *testing.T) (*silo.Silo, *closeWatcher) {
 // ErrSiloClosed, as a caller's outside the silo does — not with a bare
 // context.Canceled, which says a caller gave up. The error still matches
 // the ctx's. So it is for a ctx derived from the turn's, for a call
-// waiting as the silo closes, and for a Shutdown whose ctx ends. A turn's
-// ctx that ended because its caller left says only that.
+// waiting as the silo closes, for a Shutdown whose ctx ends, and for a
+// turn's sends to another silo's grains as its own closes. A turn's ctx
+// that ended because its caller left says only that.
 func TestATurnsSendsFailWithErrSiloClosedOnceItsSiloCloses(t *testing.T) {
 	closedToo := func(t *testing.T, err error) {
 		t.Helper()
@@ -80,6 +81,19 @@ func TestATurnsSendsFailWithErrSiloClosedOnceItsSiloCloses(t *testing.T) {
 	}
 	t.Run("sends after the turn's ctx ended", func(t *testing.T) {
 		s, g := watcherSilo(t)
+		require.NoError(t, s.Tell(ctxT(t), grain.NewID("watcher", "a"), watchEnd{}))
+		<-g.waiting
+		s.Close()
+		n := 0
+		for err := range g.errs {
+			closedToo(t, err)
+			n++
+		}
+		assert.Equal(t, 4, n)
+	})
+	t.Run("sends to another silo's grains", func(t *testing.T) {
+		s, g := watcherSilo(t)
+		g.s = newSilo(t, silo.Config{}, nil) // its turns send there: the turn's silo closes, not theirs
 		require.NoError(t, s.Tell(ctxT(t), grain.NewID("watcher", "a"), watchEnd{}))
 		<-g.waiting
 		s.Close()

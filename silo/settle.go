@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/grain"
-	"github.com/granary-go/granary/internal/ctxerr"
 )
 
 // A graceful Shutdown in two steps. First the silo settles: sends from
@@ -33,8 +32,8 @@ import (
 // each call between here and checkTarget passed the 48-byte ID on again.
 func (s *Silo) admitSend(ctx context.Context, id grain.ID, msg any) (*partition, *kind, uint64, error) {
 	if s != nil && ctx != nil && s.state.Load() == stateRunning {
-		if ctx.Err() != nil { // inline: ctxerr.Of is a call, on every send
-			if err := ctxerr.Of(ctx); err != nil { // read again: a ctx of a user's may say nil now
+		if ctx.Err() != nil { // inline: s.ctxErr is a call, on every send
+			if err := s.ctxErr(ctx); err != nil { // read again: a ctx of a user's may say nil now
 				return nil, nil, 0, err
 			}
 		}
