@@ -119,6 +119,9 @@ type Silo struct {
 	// testHoldYield, set by tests alone, runs in place of the Gosched of a
 	// turn that yields while it holds its partition (worker.holdYield)
 	testHoldYield func()
+	// testAtDoor, set by tests alone, runs as a send comes to a shut
+	// door (atDoor), before it looks at it
+	testAtDoor func()
 }
 
 // New returns a silo configured by cfg, or an error wrapping

@@ -105,7 +105,10 @@ func (ti *turnInfo) leaveToken(x *actExtra, untilQueued bool) bool {
 
 // queued gives the grain's turn token up if a call of ti's turn holds it
 // until its request is queued (leaveToken): called once the request is
-// queued, or as its send is about to wait at a grain's door (aboutToWait).
+// queued. It holds it through a wait for room — at a grain's door, in a
+// partition queue — as a tell from a turn holding it does: a turn let in
+// meanwhile could send the same grain ahead of it
+// (TestAReentrantGrainsAsksThroughAHeldDoorKeepTheirOrder).
 func (ti *turnInfo) queued(x *actExtra) {
 	x.callMu.Lock()
 	defer x.callMu.Unlock()
@@ -113,20 +116,6 @@ func (ti *turnInfo) queued(x *actExtra) {
 		ti.queuing = false
 		x.token.unlock()
 	}
-}
-
-// aboutToWait is what a send from a turn does before it waits at a grain's
-// door (door.go) for room in its backlog: its partition goes (detach), and
-// the token too if a call holds it (queued) — the backlog makes room as
-// that grain's turns run, which may be this grain's own or wait on it.
-// Its turns let in that send the same grain wait in line at the door
-// behind this send. (Waiting for room in a partition queue, it keeps the
-// token: the owners make that room whatever any grain's turns do.)
-func (ti *turnInfo) aboutToWait() {
-	if x := ti.a.x.Load(); x != nil {
-		ti.queued(x)
-	}
-	ti.w.detach()
 }
 
 // retakeToken is called as a call from ti's turn ends.

@@ -1,0 +1,112 @@
+package silo_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// seqNote is the n-th message a doorSender's turns sent.
+type seqNote int
+
+// doorHot notes the seqNotes it gets, in order; every turn takes workFor
+// on the bubble's clock.
+type doorHot struct {
+	mu      *sync.Mutex
+	got     *[]int
+	workFor time.Duration
+}
+
+func (g *doorHot) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if n, ok := msg.(seqNote); ok {
+		g.mu.Lock()
+		*g.got = append(*g.got, int(n))
+		g.mu.Unlock()
+	}
+	time.Sleep(g.workFor)
+	return nil, nil
+}
+
+// doorSender is a reentrant grain whose every turn asks the hot grain a
+// seqNote numbered in the order its turns send them.
+type doorSender struct {
+	mu   *sync.Mutex
+	next int
+	errs *[]error
+}
+
+func (g *doorSender) Receive(ctx context.Context, c *grain.Context, _ any) (any, error) {
+	g.next++ // under the turn token: its turns number their sends in the order they make them
+	_, err := c.Silo().Ask(ctx, grain.NewID("doorhot", "hot"), seqNote(g.next))
+	if err != nil {
+		g.mu.Lock()
+		*g.errs = append(*g.errs, err)
+		g.mu.Unlock()
+	}
+	return nil, nil
+}
+
+// A reentrant grain's asks that wait at a held grain's door reach it in
+// the order its turns sent them. An ask gave the grain's turn token up as
+// it began to wait at the door, so a turn let in then sent too; and once
+// the door let the first in, the second could pass the door before the
+// first had queued its message: the grain's own sends out of order (the
+// several-clients model test, TestSeveralClientsAtOnceKeepEveryPromise:
+// "g:d>c: message 1 handled after 2"). The ask keeps the token through
+// the door now, as a tell did and as a wait for room in a partition queue
+// does.
+func TestAReentrantGrainsAsksThroughAHeldDoorKeepTheirOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var got []int
+		var errs []error
+		s, err := silo.New(silo.Config{Partitions: 1, QueueCapacity: 64})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "doorhot", func(grain.ID) *doorHot {
+			return &doorHot{mu: &mu, got: &got, workFor: time.Millisecond}
+		}, silo.WithMaxBacklog(8, silo.RejectNewest)))
+		require.NoError(t, silo.Register(s, "doorsender", func(grain.ID) *doorSender {
+			return &doorSender{mu: &mu, errs: &errs}
+		}, silo.WithReentrant()))
+		require.NoError(t, s.Start())
+		defer s.Close()
+		ctx := t.Context()
+		hot := grain.NewID("doorhot", "hot")
+		flooded := make(chan struct{})
+		go func() { // a flood that keeps the hot grain's door held
+			defer close(flooded)
+			for i := 0; i < 3000; i++ {
+				_ = s.Tell(ctx, hot, i)
+			}
+		}()
+		for s.Stats().BacklogHolds == 0 {
+			time.Sleep(time.Millisecond) // the bubble's clock: the hot grain works meanwhile
+		}
+		const sends = 200
+		for range sends {
+			require.NoError(t, s.Tell(ctx, grain.NewID("doorsender", "r"), "send"))
+		}
+		<-flooded
+		_, err = s.Ask(ctx, grain.NewID("doorsender", "r"), "send") // behind the others' turns
+		require.NoError(t, err)
+		_, err = s.Ask(ctx, hot, "last") // behind every seqNote
+		require.NoError(t, err)
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Empty(t, errs)
+		require.Len(t, got, sends+1)
+		for i := 1; i < len(got); i++ {
+			if got[i] < got[i-1] {
+				t.Errorf("note %d handled after note %d", got[i], got[i-1])
+			}
+		}
+	})
+}
