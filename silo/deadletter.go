@@ -86,6 +86,9 @@ type deadHub struct {
 	mu     sync.Mutex
 	subs   atomic.Pointer[[]*DeadLetters]
 	closed bool
+	// ended: closed, set before the list empties, so that a publisher
+	// that finds it empty knows whether it ended (publish, count)
+	ended  atomic.Bool
 	counts [grain.NumReasons]atomic.Uint64
 	drops  atomic.Uint64
 }
@@ -127,14 +130,28 @@ func (h *deadHub) subscribed() bool {
 	return p != nil && len(*p) > 0
 }
 
-func (h *deadHub) publish(dl DeadLetter) {
-	h.counts[dl.Reason].Add(1)
+// publish offers dl to the subscribers and counts it — once the silo's
+// dead letters have ended with it (close), in Stats alone: an observer
+// closed after its silo leaves its unread notifications.
+func (h *deadHub) publish(dl DeadLetter) { h.offer(dl, true) }
+
+// offer is publish for a send refused as it is made: it reports false,
+// doing nothing, once the silo's dead letters have ended — a subscriber,
+// its channel closed, would never see dl — unless always.
+func (h *deadHub) offer(dl DeadLetter, always bool) bool {
 	p := h.subs.Load()
 	if p == nil || len(*p) == 0 {
-		return
+		return h.count(dl.Reason, always)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.closed {
+		if always {
+			h.counts[dl.Reason].Add(1)
+		}
+		return false
+	}
+	h.counts[dl.Reason].Add(1)
 	for _, d := range *h.subs.Load() {
 		select {
 		case d.c <- dl:
@@ -143,6 +160,18 @@ func (h *deadHub) publish(dl DeadLetter) {
 			h.drops.Add(1)
 		}
 	}
+	return true
+}
+
+// count counts a dead letter of reason no one subscribes to, and reports
+// true — false, counting it only if always, once the silo's dead letters
+// have ended (close).
+func (h *deadHub) count(reason grain.Reason, always bool) bool {
+	if h.ended.Load() && !always {
+		return false
+	}
+	h.counts[reason].Add(1)
+	return true
 }
 
 // close ends every subscription.
@@ -150,6 +179,7 @@ func (h *deadHub) close() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.closed = true
+	h.ended.Store(true) // before the list empties (publish)
 	if p := h.subs.Load(); p != nil {
 		for _, d := range *p {
 			d.once.Do(func() { close(d.c) })
@@ -171,15 +201,21 @@ func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error)
 }
 
 // refuse is deadLetter for a send refused as it is made, whose sender has
-// the error from Tell or Ask: nothing is logged.
-func (s *Silo) refuse(env queues.Envelope, reason grain.Reason, cause error) {
+// the error from Tell or Ask: nothing is logged. It reports false, and
+// records nothing, once the silo has stopped — its dead letters ended, a
+// subscriber would never see this one: the send is then refused as the
+// silo's, with ErrSiloClosed (as a send that came after a Close, and was
+// refused at a full grain's door or by a full queue after its ctx ended,
+// once was with ErrOverloaded and no dead letter; the several-clients
+// model test, TestSeveralClientsAtOnceKeepEveryPromise).
+func (s *Silo) refuse(env queues.Envelope, reason grain.Reason, cause error) bool {
 	// Counted and offered to subscribers before an ask's caller hears of
 	// it: a caller holding the error finds the dead letter in Stats. With
 	// no subscriber, only counted: a storm of refusals (a hot grain
 	// shedding load) reads no clock for a record no one would see.
 	if s.dead.subscribed() {
 		msg, carried := queues.Unwrap(env.Msg)
-		s.dead.publish(DeadLetter{
+		if !s.dead.offer(DeadLetter{
 			Target:  env.Target,
 			Sender:  env.Sender(),
 			Msg:     msg,
@@ -188,13 +224,25 @@ func (s *Silo) refuse(env queues.Envelope, reason grain.Reason, cause error) {
 			Reason:  reason,
 			Err:     cause,
 			Time:    s.clock.Now(),
-		})
-	} else {
-		s.dead.counts[reason].Add(1)
+		}, false) {
+			return s.refusedClosed(env)
+		}
+	} else if !s.dead.count(reason, false) {
+		return s.refusedClosed(env)
 	}
 	if env.Request != nil {
 		env.Request.Resolve(nil, &grain.DeadLetterError{ID: env.Target, Reason: reason, Err: cause})
 	}
+	return true
+}
+
+// refusedClosed fails env's ask, if it is one, with ErrSiloClosed — its
+// silo has stopped, and takes no dead letter — and reports false.
+func (s *Silo) refusedClosed(env queues.Envelope) bool {
+	if env.Request != nil {
+		env.Request.Resolve(nil, grain.ErrSiloClosed)
+	}
+	return false
 }
 
 // logDeadTell logs a tell's dead letter: sampled per reason, so that a rare

@@ -197,15 +197,14 @@ func (p *partition) overfull(id grain.ID, h uint64) bool {
 // open, with ErrOverloaded (and a dead letter) if it refuses, and in its
 // turn if the target holds its senders, for as long as ctx allows.
 func (s *Silo) atDoor(ctx context.Context, p *partition, env *queues.Envelope, ti *turnInfo) error {
-	if s.testAtDoor != nil {
-		s.testAtDoor()
-	}
 	d, ch := p.doorOf(env.Target, env.Hash)
 	switch d {
 	case 0:
 		return nil
 	case doorRefuse:
-		s.refuse(*env, grain.ReasonOverload, nil)
+		if !s.refuse(*env, grain.ReasonOverload, nil) {
+			return grain.ErrSiloClosed
+		}
 		return &overloadError{id: env.Target}
 	}
 	s.backlogWaits.Add(1)
@@ -225,7 +224,9 @@ func (s *Silo) atDoor(ctx context.Context, p *partition, env *queues.Envelope, t
 			// Let go as its grain's turn was taken for blocked, the
 			// backlog full (graceOver): new, so refused, as RejectNewest
 			// says — not let in past the limit for having waited.
-			s.refuse(*env, grain.ReasonOverload, nil)
+			if !s.refuse(*env, grain.ReasonOverload, nil) {
+				return grain.ErrSiloClosed
+			}
 			return &overloadError{id: env.Target}
 		}
 		return nil
@@ -233,7 +234,9 @@ func (s *Silo) atDoor(ctx context.Context, p *partition, env *queues.Envelope, t
 		if p.leaveDoor(env.Target, ch) {
 			return nil // let in as ctx ended: it goes in
 		}
-		s.refuse(*env, grain.ReasonOverload, nil)
+		if !s.refuse(*env, grain.ReasonOverload, nil) {
+			return fmt.Errorf("%w: %w", grain.ErrSiloClosed, s.ctxErr(ctx))
+		}
 		return fmt.Errorf("%w: %s, its backlog full: %w", grain.ErrOverloaded, env.Target, s.ctxErr(ctx))
 	}
 }

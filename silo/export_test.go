@@ -33,10 +33,6 @@ func (s *Silo) OnFailedActivation(f func()) { s.testFailedActivation = f }
 // grain of another partition while it holds its own.
 func (s *Silo) InHoldYield(f func()) { s.testHoldYield = f }
 
-// AtDoor has f run as each send comes to a grain's shut door, before it
-// looks at it. Set it while no send can be at one.
-func (s *Silo) AtDoor(f func()) { s.testAtDoor = f }
-
 // StartCrowd and StartHogs start goroutines that keep the scheduler busy —
 // a crowd yielding in a loop, CPU-bound hogs — for benchmarks (crowded_test.go).
 var (

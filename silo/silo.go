@@ -119,9 +119,6 @@ type Silo struct {
 	// testHoldYield, set by tests alone, runs in place of the Gosched of a
 	// turn that yields while it holds its partition (worker.holdYield)
 	testHoldYield func()
-	// testAtDoor, set by tests alone, runs as a send comes to a shut
-	// door (atDoor), before it looks at it
-	testAtDoor func()
 }
 
 // New returns a silo configured by cfg, or an error wrapping
@@ -616,7 +613,9 @@ func (s *Silo) push(ctx context.Context, p *partition, env *queues.Envelope, ti 
 			waited = space // the Drain that closed it held room for this send
 		case <-ctx.Done():
 			p.q.GiveUp(space)
-			s.refuse(*env, grain.ReasonOverload, nil)
+			if !s.refuse(*env, grain.ReasonOverload, nil) {
+				return false, fmt.Errorf("%w: %w", grain.ErrSiloClosed, s.ctxErr(ctx))
+			}
 			return false, fmt.Errorf("%w: partition %d queue full: %w", grain.ErrOverloaded, p.idx, s.ctxErr(ctx))
 		}
 	}
