@@ -79,17 +79,21 @@ func TestATurnsSendsFailWithErrSiloClosedOnceItsSiloCloses(t *testing.T) {
 		assert.ErrorIs(t, err, silo.ErrSiloClosed)
 		assert.ErrorIs(t, err, context.Canceled)
 	}
+	allClosedToo := func(t *testing.T, errs <-chan error) { // the watch turn's four
+		t.Helper()
+		n := 0
+		for err := range errs {
+			closedToo(t, err)
+			n++
+		}
+		assert.Equal(t, 4, n)
+	}
 	t.Run("sends after the turn's ctx ended", func(t *testing.T) {
 		s, g := watcherSilo(t)
 		require.NoError(t, s.Tell(ctxT(t), grain.NewID("watcher", "a"), watchEnd{}))
 		<-g.waiting
 		s.Close()
-		n := 0
-		for err := range g.errs {
-			closedToo(t, err)
-			n++
-		}
-		assert.Equal(t, 4, n)
+		allClosedToo(t, g.errs)
 	})
 	t.Run("sends to another silo's grains", func(t *testing.T) {
 		s, g := watcherSilo(t)
@@ -97,12 +101,7 @@ func TestATurnsSendsFailWithErrSiloClosedOnceItsSiloCloses(t *testing.T) {
 		require.NoError(t, s.Tell(ctxT(t), grain.NewID("watcher", "a"), watchEnd{}))
 		<-g.waiting
 		s.Close()
-		n := 0
-		for err := range g.errs {
-			closedToo(t, err)
-			n++
-		}
-		assert.Equal(t, 4, n)
+		allClosedToo(t, g.errs)
 	})
 	t.Run("a call waiting", func(t *testing.T) {
 		s, g := watcherSilo(t)

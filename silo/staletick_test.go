@@ -107,58 +107,85 @@ type callThen struct {
 	callee grain.ID
 }
 
-// A turn that stops its timer, or starts another under its name, and then
-// waits in a call ends the timer for the ticks that would interleave
-// meanwhile, though the request itself is carried out as the turn ends.
-func TestATickInterleavingBesideTheTurnThatEndedItsTimerIsNotDelivered(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		before func(*grain.Context)
-		want   []string
+// timerEndings is what a turn does to a grain's timer "t", ticking "old"
+// every second, and the ticks the grain gets after it: none, a new
+// timer's, the old one's on.
+func timerEndings() []struct {
+	name string
+	end  func(*grain.Context)
+	want []string
+} {
+	return []struct {
+		name string
+		end  func(*grain.Context)
+		want []string
 	}{
 		{"stopped", func(c *grain.Context) { c.StopTimer("t") }, nil},
 		{"replaced", func(c *grain.Context) { _ = c.StartTimer("t", time.Second, 0, "new") }, []string{"new"}},
 		{"kept", func(*grain.Context) {}, []string{"old", "old"}},
-	} {
+	}
+}
+
+// reentrantTickers starts a silo, in the test's synctest bubble, with the
+// kind "callee" of staleTickers that report on ticks and hold until release
+// is closed, and the kind "reentrant" of the same, whose callThen does its
+// before, if any, then calls its callee and waits for it; and starts the
+// timer "t" of its grain id, ticking "old" every second.
+func reentrantTickers(t *testing.T) (s *silo.Silo, id grain.ID, ticks chan string, release chan struct{}) {
+	ticks, release = make(chan string, 16), make(chan struct{})
+	s, err := silo.New(silo.Config{Logger: newTextLogger(io.Discard)})
+	require.NoError(t, err)
+	newTicker := func(grain.ID) *staleTicker { return &staleTicker{ticks: ticks, release: release} }
+	require.NoError(t, silo.Register(s, "reentrant", func(id grain.ID) grain.Grain {
+		g := newTicker(id)
+		return grain.Func(func(ctx context.Context, c *grain.Context, msg any) (any, error) {
+			if m, ok := msg.(callThen); ok {
+				if m.before != nil {
+					m.before(c)
+				}
+				return c.Silo().Ask(ctx, m.callee, holdThen(func(*grain.Context) {}))
+			}
+			return g.Receive(ctx, c, msg)
+		})
+	}, silo.WithReentrant()))
+	require.NoError(t, silo.Register(s, "callee", newTicker))
+	require.NoError(t, s.Start())
+	id = grain.NewID("reentrant", "g")
+	_, err = s.Ask(context.Background(), id, tickEvery{"old", time.Second})
+	require.NoError(t, err)
+	return s, id, ticks, release
+}
+
+// ticksBut drains what ticks holds, but for the messages but.
+func ticksBut(ticks chan string, but string) []string {
+	var got []string
+	for len(ticks) > 0 {
+		if m := <-ticks; m != but {
+			got = append(got, m)
+		}
+	}
+	return got
+}
+
+// A turn that stops its timer, or starts another under its name, and then
+// waits in a call ends the timer for the ticks that would interleave
+// meanwhile, though the request itself is carried out as the turn ends.
+func TestATickInterleavingBesideTheTurnThatEndedItsTimerIsNotDelivered(t *testing.T) {
+	for _, tc := range timerEndings() {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ticks, release := make(chan string, 16), make(chan struct{})
-				s, err := silo.New(silo.Config{Logger: newTextLogger(io.Discard)})
-				require.NoError(t, err)
-				newTicker := func(grain.ID) *staleTicker { return &staleTicker{ticks: ticks, release: release} }
-				require.NoError(t, silo.Register(s, "reentrant", func(id grain.ID) grain.Grain {
-					g := newTicker(id)
-					return grain.Func(func(ctx context.Context, c *grain.Context, msg any) (any, error) {
-						if m, ok := msg.(callThen); ok {
-							m.before(c)
-							return c.Silo().Ask(ctx, m.callee, holdThen(func(*grain.Context) {}))
-						}
-						return g.Receive(ctx, c, msg)
-					})
-				}, silo.WithReentrant()))
-				require.NoError(t, silo.Register(s, "callee", newTicker))
-				require.NoError(t, s.Start())
+				s, id, ticks, release := reentrantTickers(t)
 				defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
-				id := grain.NewID("reentrant", "g")
 				ctx := context.Background()
-
-				_, err = s.Ask(ctx, id, tickEvery{"old", time.Second})
-				require.NoError(t, err)
-				require.NoError(t, s.Tell(ctx, id, callThen{tc.before, grain.NewID("callee", "c")}))
+				require.NoError(t, s.Tell(ctx, id, callThen{tc.end, grain.NewID("callee", "c")}))
 				time.Sleep(time.Second) // a tick falls due while the turn waits in its call
 				synctest.Wait()
 				close(release)
-				_, err = s.Ask(ctx, id, "after")
+				_, err := s.Ask(ctx, id, "after")
 				require.NoError(t, err)
 				time.Sleep(time.Second)
 				synctest.Wait()
-				var got []string
-				for len(ticks) > 0 {
-					if m := <-ticks; m != "after" {
-						got = append(got, m)
-					}
-				}
-				require.Equal(t, tc.want, got)
+				require.Equal(t, tc.want, ticksBut(ticks, "after"))
 			})
 		})
 	}
@@ -198,55 +225,23 @@ func TestATickQueuedAsShutdownBeginsIsNotDelivered(t *testing.T) {
 // TestSeveralClientsAtOnceKeepEveryPromise, found it: "d #4: a tick of
 // timer 1 ran, its timer now 2").
 func TestATickLetInBehindATurnThatEndsItsTimerIsNotDelivered(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		then holdThen
-		want []string
-	}{
-		{"stopped", func(c *grain.Context) { c.StopTimer("t") }, nil},
-		{"replaced", func(c *grain.Context) { _ = c.StartTimer("t", time.Second, 0, "new") }, []string{"new"}},
-		{"kept", func(*grain.Context) {}, []string{"old", "old"}},
-	} {
+	for _, tc := range timerEndings() {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				ticks, release := make(chan string, 16), make(chan struct{})
-				s, err := silo.New(silo.Config{Logger: newTextLogger(io.Discard)})
-				require.NoError(t, err)
-				newTicker := func(grain.ID) *staleTicker { return &staleTicker{ticks: ticks, release: release} }
-				require.NoError(t, silo.Register(s, "reentrant", func(id grain.ID) grain.Grain {
-					g := newTicker(id)
-					return grain.Func(func(ctx context.Context, c *grain.Context, msg any) (any, error) {
-						if m, ok := msg.(callThen); ok {
-							return c.Silo().Ask(ctx, m.callee, holdThen(func(*grain.Context) {}))
-						}
-						return g.Receive(ctx, c, msg)
-					})
-				}, silo.WithReentrant()))
-				require.NoError(t, silo.Register(s, "callee", newTicker))
-				require.NoError(t, s.Start())
+				s, id, ticks, release := reentrantTickers(t)
 				defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
-				id := grain.NewID("reentrant", "g")
 				ctx := context.Background()
-
-				_, err = s.Ask(ctx, id, tickEvery{"old", time.Second})
-				require.NoError(t, err)
 				require.NoError(t, s.Tell(ctx, id, callThen{callee: grain.NewID("callee", "c")})) // waits in its call
-				require.NoError(t, s.Tell(ctx, id, tc.then))                                      // let in: holds the turn
+				require.NoError(t, s.Tell(ctx, id, holdThen(tc.end)))                             // let in: holds the turn
 				time.Sleep(time.Second)                                                           // the tick falls due, is let in, waits behind it
 				synctest.Wait()
 				require.Empty(t, ticks)
 				close(release)
-				_, err = s.Ask(ctx, id, "after")
+				_, err := s.Ask(ctx, id, "after")
 				require.NoError(t, err)
 				time.Sleep(time.Second)
 				synctest.Wait()
-				var got []string
-				for len(ticks) > 0 {
-					if m := <-ticks; m != "after" {
-						got = append(got, m)
-					}
-				}
-				require.Equal(t, tc.want, got)
+				require.Equal(t, tc.want, ticksBut(ticks, "after"))
 			})
 		})
 	}
