@@ -39,7 +39,9 @@ import (
 // a chain that lets it), each silo ending on its own, early or late; in
 // half the runs with idle collection every few milliseconds, in a
 // third under an activation cap of one grain a partition, in a third with
-// memory always short (Config.MemoryLimit: each idle tick sheds); of its
+// memory always short (Config.MemoryLimit: each idle tick sheds), in half
+// through a filter around every turn and one around every send, each
+// turn's grain.Context its own (Config.CheckContexts); of its
 // seven grains one is of a reentrant kind, one of a kind that lets some
 // messages in (WithMayInterleave) and one a stateless worker of two
 // activations; in a sixth of the runs each partition queue holds four
@@ -94,6 +96,17 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 			cfg.IdleTimeout, cfg.IdleQuantum = 3*time.Millisecond, time.Millisecond
 		}
 		keepAlive := rapid.Bool().Draw(rt, "ticks keep alive") // the plain kind's
+		if rapid.Bool().Draw(rt, "dressed") {
+			// A filter around every turn, one around every send of a
+			// grain's, and each turn's grain.Context its own.
+			cfg.Filters = []grain.Filter{grain.FilterFunc(func(ctx context.Context, c *grain.Context, msg any, next grain.Grain) (any, error) {
+				return next.Receive(ctx, c, msg)
+			})}
+			cfg.SendFilters = []grain.SendFilter{grain.SendFilterFunc(func(ctx context.Context, s grain.Send, next grain.SendNext) (any, error) {
+				return next(ctx, s)
+			})}
+			cfg.CheckContexts = true
+		}
 		if rapid.IntRange(0, 2).Draw(rt, "memory pressure") == 0 {
 			// Memory always short: each idle tick sheds what it may.
 			cfg.MemoryLimit = 1
@@ -539,11 +552,21 @@ func (g *cGrain) enter() {
 
 func (g *cGrain) leave() { g.inTurn.Store(false) }
 
+// runtime is what the turn sends key a message through: its own silo's
+// view for the turn (grain.Context.Silo: through the send filters), or
+// the other silo.
+func (g *cGrain) runtime(c *grain.Context, key string) grain.Runtime {
+	if cSiloOf(key) == cSiloOf(g.key) {
+		return c.Silo()
+	}
+	return g.b.silos[cSiloOf(key)]
+}
+
 // ask asks key m from the turn, which waits meanwhile.
 func (g *cGrain) ask(ctx context.Context, c *grain.Context, key string, m cMsg) error {
 	g.leave()
 	defer g.enter()
-	_, err := g.b.silos[cSiloOf(key)].Ask(ctx, cID(key), m)
+	_, err := g.runtime(c, key).Ask(ctx, cID(key), m)
 	return err
 }
 
@@ -566,7 +589,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		if m.Do == cFwdAsk {
 			err = g.ask(ctx, c, m.To, fm)
 		} else {
-			err = g.b.silos[cSiloOf(m.To)].Tell(ctx, cID(m.To), fm)
+			err = g.runtime(c, m.To).Tell(ctx, cID(m.To), fm)
 		}
 		g.b.sent(fm.ID, err)
 	case cBounce:
@@ -609,7 +632,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 			g.b.violate("%s #%d: Await: %v", g.key, g.inst, err)
 		}
 		fm := g.b.register(g.sender(), m.To, false, short, root, cNote, "")
-		g.b.sent(fm.ID, g.b.silos[cSiloOf(m.To)].Tell(ctx, cID(m.To), fm))
+		g.b.sent(fm.ID, g.runtime(c, m.To).Tell(ctx, cID(m.To), fm))
 	}
 	return g.inst, nil
 }
