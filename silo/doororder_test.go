@@ -110,3 +110,77 @@ func TestAReentrantGrainsAsksThroughAHeldDoorKeepTheirOrder(t *testing.T) {
 		}
 	})
 }
+
+// cycleHot is a flooded grain whose "callR" turn calls the reentrant
+// grain that its door holds an ask of.
+type cycleHot struct{ workFor time.Duration }
+
+func (g *cycleHot) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if msg == "callR" {
+		return c.Silo().Ask(ctx, grain.NewID("cyclesender", "r"), "ping")
+	}
+	time.Sleep(g.workFor)
+	return nil, nil
+}
+
+// cycleSender is a reentrant grain whose "askG" turn asks the flooded
+// grain, and whose "ping" turn answers.
+type cycleSender struct{}
+
+func (cycleSender) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if msg == "askG" {
+		return c.Silo().Ask(ctx, grain.NewID("cyclehot", "hot"), "work")
+	}
+	return "pong", nil
+}
+
+// The cycle the hand-on of the token at a door was for: a reentrant
+// grain's ask waits at a flooded grain's held door, holding its grain's
+// turn token, while a turn of the flooded grain calls the reentrant grain
+// — whose turn let in for it needs that token. It does not stall: the
+// flooded grain's turn, waiting in its call, is off its partition, and a
+// held grain whose turn is off its partition opens its door
+// (partition.holding), so the ask goes in, gives the token up, and the
+// call back is answered. (Whether the ask is at the door as the turn
+// calls is the scheduler's: most runs here it is.)
+func TestAHeldDoorOpensForTheAskOfAGrainItsTurnCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := silo.New(silo.Config{Partitions: 1, QueueCapacity: 64})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "cyclehot", func(grain.ID) *cycleHot {
+			return &cycleHot{workFor: time.Millisecond}
+		}, silo.WithMaxBacklog(8, silo.RejectNewest)))
+		require.NoError(t, silo.Register(s, "cyclesender", func(grain.ID) cycleSender { return cycleSender{} }, silo.WithReentrant()))
+		require.NoError(t, s.Start())
+		defer s.Close()
+		ctx := t.Context()
+		hot := grain.NewID("cyclehot", "hot")
+		stop := make(chan struct{})
+		flooded := make(chan struct{})
+		go func() { // a flood that keeps the hot grain's door held
+			defer close(flooded)
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = s.Tell(ctx, hot, i)
+			}
+		}()
+		for s.Stats().BacklogHolds == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		require.NoError(t, s.Tell(ctx, hot, "callR")) // in its backlog, behind the flood
+		asked := make(chan error, 1)
+		go func() {
+			_, err := s.Ask(ctx, grain.NewID("cyclesender", "r"), "askG") // waits at the door
+			asked <- err
+		}()
+		start := time.Now()
+		require.NoError(t, <-asked)
+		assert.Less(t, time.Since(start), time.Second)
+		close(stop)
+		<-flooded
+	})
+}
