@@ -2,6 +2,7 @@ package silo_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -140,9 +141,11 @@ func (cycleSender) Receive(ctx context.Context, c *grain.Context, msg any) (any,
 // — whose turn let in for it needs that token. It does not stall: the
 // flooded grain's turn, waiting in its call, is off its partition, and a
 // held grain whose turn is off its partition opens its door
-// (partition.holding), so the ask goes in, gives the token up, and the
-// call back is answered. (Whether the ask is at the door as the turn
-// calls is the scheduler's: most runs here it is.)
+// (partition.holding), so the ask goes in — or, the flood having filled
+// the backlog again while the turn was away, is refused by its policy —
+// gives the token up, and the call back is answered. (Whether the ask is
+// at the door as the turn calls is the scheduler's: in about half the
+// runs here it is.)
 func TestAHeldDoorOpensForTheAskOfAGrainItsTurnCalls(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := silo.New(silo.Config{Partitions: 1, QueueCapacity: 64})
@@ -165,7 +168,9 @@ func TestAHeldDoorOpensForTheAskOfAGrainItsTurnCalls(t *testing.T) {
 					return
 				default:
 				}
-				_ = s.Tell(ctx, hot, i)
+				if errors.Is(s.Tell(ctx, hot, i), silo.ErrSiloClosed) {
+					return // the test failed, and closed the silo
+				}
 			}
 		}()
 		for s.Stats().BacklogHolds == 0 {
@@ -178,8 +183,12 @@ func TestAHeldDoorOpensForTheAskOfAGrainItsTurnCalls(t *testing.T) {
 			asked <- err
 		}()
 		start := time.Now()
-		require.NoError(t, <-asked)
-		assert.Less(t, time.Since(start), time.Second)
+		if err := <-asked; err != nil {
+			// Let in while the flooded grain's turn was off its partition,
+			// the flood had refilled its backlog: refused by its policy.
+			require.ErrorIs(t, err, grain.ErrOverloaded)
+		}
+		assert.Less(t, time.Since(start), time.Second, "the ask stalled")
 		close(stop)
 		<-flooded
 	})
