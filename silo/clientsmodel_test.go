@@ -29,8 +29,8 @@ import (
 // AllowCallChainReentrancy chain, turns that wait in silo.Await for
 // something outside (the grains that interleave letting others in
 // meanwhile) and then send, panics (restart), errors its supervision
-// stops the grain for (a quarantine), activations that fail,
-// DeactivateOnIdle, DelayDeactivation, timers started, replaced and
+// stops the grain for (a quarantine) or resumes it for, activations that
+// fail, DeactivateOnIdle, DelayDeactivation, timers started, replaced and
 // stopped (their ticks keeping the plain grains alive in half the runs),
 // Deactivate and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
@@ -146,7 +146,10 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 
 const cAskBound = 20 * time.Second // an ask still waiting after this has hung
 
-var errCFatal = errors.New("clients model: fatal")
+var (
+	errCFatal = errors.New("clients model: fatal")
+	errCOops  = errors.New("clients model: oops") // its supervision resumes the grain
+)
 
 // cDo is what a message makes its grain do, after noting it.
 type cDo uint8
@@ -164,6 +167,7 @@ const (
 	cUntimer     // stop the activation's timer
 	cKeep        // DelayDeactivation(Due)
 	cAwait       // wait in silo.Await for an answer from outside (I/O), then tell To a message of its own
+	cOops        // fail with errCOops: its supervision resumes it, the same instance going on
 )
 
 // cMsg is every message of the test: the n-th its sender sent key, under
@@ -188,7 +192,7 @@ type cTick struct {
 
 // cOp is one step of a client's script.
 type cOp struct {
-	Op     string // tell, ask, short, fwd, bounce, await, boom, fatal, leave, timer, untimer, keep, poison, deactivate, stop, jump
+	Op     string // tell, ask, short, fwd, bounce, await, boom, fatal, oops, leave, timer, untimer, keep, poison, deactivate, stop, jump
 	Key    string
 	To     string
 	Ask    bool          // fwd: ask To, not tell
@@ -252,7 +256,7 @@ func cOpGen() *rapid.Generator[cOp] {
 		o := cOp{
 			Op: rapid.SampledFrom([]string{
 				"tell", "tell", "tell", "tell", "tell", "ask", "ask", "ask", "ask", "short", "fwd", "fwd",
-				"bounce", "await", "boom", "fatal", "leave", "timer", "untimer", "keep", "poison", "deactivate", "stop", "jump", "jump",
+				"bounce", "await", "boom", "fatal", "oops", "leave", "timer", "untimer", "keep", "poison", "deactivate", "stop", "jump", "jump",
 			}).Draw(t, "op"),
 			Key: rapid.SampledFrom(cKeys).Draw(t, "key"),
 		}
@@ -609,6 +613,8 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		panic("clients model: boom")
 	case cFatal:
 		return nil, errCFatal
+	case cOops:
+		return nil, errCOops
 	case cLeave:
 		c.DeactivateOnIdle()
 	case cTimer:
@@ -681,6 +687,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 		Decider: activation.DeciderFunc(func(id grain.ID, err error) activation.Directive {
 			if errors.Is(err, errCFatal) {
 				return activation.Stop
+			}
+			if errors.Is(err, errCOops) {
+				return activation.Resume
 			}
 			return activation.DefaultDecider(id, err)
 		})}
@@ -984,6 +993,8 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		do = cAwait
 	case "boom":
 		do = cBoom
+	case "oops":
+		do = cOops
 	case "fatal":
 		do = cFatal
 		defer c.b.event("fatal", o.Key)()
