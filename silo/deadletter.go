@@ -194,8 +194,7 @@ func (h *deadHub) close() {
 // A tell's dead letter is also logged (Info, sampled): its sender had nil
 // from Tell and hears of it nowhere else, as Akka logs its dead letters.
 func (s *Silo) deadLetter(env queues.Envelope, reason grain.Reason, cause error) {
-	s.refuse(env, reason, cause)
-	if env.Request == nil {
+	if s.refuse(env, reason, cause) && env.Request == nil { // none once the silo has stopped (refuse)
 		s.logDeadTell(env, reason, cause)
 	}
 }
