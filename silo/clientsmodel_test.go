@@ -56,7 +56,8 @@ import (
 //     deactivations, restarts, stops and evictions (docs/architecture.md,
 //     "Order"), gaps only where a message became a dead letter;
 //   - every message sent is handled once or is one dead letter, never
-//     both; an answered ask was handled; a refused send is neither; a dead
+//     both; an answered ask was handled, and its reply is the one its
+//     turn returned; a refused send is neither; a dead
 //     letter's reason is one the run could have caused, when it could
 //     (stopped: by a Stop not over before the message was sent), and
 //     never shutdown in a graceful Shutdown: what it took finishes;
@@ -308,6 +309,7 @@ type cSent struct {
 	sentAt    int64 // when its send began and ended, on the book's count (cBook.seq)
 	back      int64
 	sendErr   error
+	reply     any  // an answered ask's: the handling activation's number
 	returned  bool // the send returned (sendErr is its error)
 	handled   int
 	inst      int // the activation that handled it
@@ -354,11 +356,15 @@ func (b *cBook) register(from, key string, ask, short bool, root cRoot, do cDo, 
 	return cMsg{ID: uint64(len(b.msgs)), From: from, N: b.next[from+">"+key], Do: do, To: to}
 }
 
-func (b *cBook) sent(id uint64, err error) {
+func (b *cBook) sent(id uint64, err error) { b.answered(id, nil, err) }
+
+// answered notes the ask id's reply, and its error.
+func (b *cBook) answered(id uint64, reply any, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
 	b.msgs[id-1].sendErr, b.msgs[id-1].returned, b.msgs[id-1].back = err, true, b.seq
+	b.msgs[id-1].reply = reply
 }
 
 // cEvent is a Stop, a fatal ask, a poisoning or the silo's end, which may
@@ -566,12 +572,13 @@ func (g *cGrain) runtime(c *grain.Context, key string) grain.Runtime {
 	return g.b.silos[cSiloOf(key)]
 }
 
-// ask asks key m from the turn, which waits meanwhile.
-func (g *cGrain) ask(ctx context.Context, c *grain.Context, key string, m cMsg) error {
+// ask asks key m from the turn, which waits meanwhile, and notes the
+// answer.
+func (g *cGrain) ask(ctx context.Context, c *grain.Context, key string, m cMsg) {
 	g.leave()
 	defer g.enter()
-	_, err := g.runtime(c, key).Ask(ctx, cID(key), m)
-	return err
+	reply, err := g.runtime(c, key).Ask(ctx, cID(key), m)
+	g.b.answered(m.ID, reply, err)
 }
 
 func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
@@ -589,26 +596,24 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	switch m.Do {
 	case cFwdTell, cFwdAsk:
 		fm := g.b.register(g.sender(), m.To, m.Do == cFwdAsk, short, root, cNote, "")
-		var err error
 		if m.Do == cFwdAsk {
-			err = g.ask(ctx, c, m.To, fm)
+			g.ask(ctx, c, m.To, fm)
 		} else {
-			err = g.runtime(c, m.To).Tell(ctx, cID(m.To), fm)
+			g.b.sent(fm.ID, g.runtime(c, m.To).Tell(ctx, cID(m.To), fm))
 		}
-		g.b.sent(fm.ID, err)
 	case cBounce:
 		from := g.sender()
 		if m.To == g.key { // a call back into itself: a sender of its own, as cBack's
 			from = fmt.Sprintf("g:%s self %d", g.key, m.ID)
 		}
 		fm := g.b.register(from, m.To, true, short, root, cBack, g.key)
-		g.b.sent(fm.ID, g.ask(silo.AllowCallChainReentrancy(ctx), c, m.To, fm))
+		g.ask(silo.AllowCallChainReentrancy(ctx), c, m.To, fm)
 	case cBack:
 		// A sender of its own: a call back runs on the turn that waits
 		// for it, ahead of what waits in the mailbox — the chain's grain's
 		// other messages among them.
 		fm := g.b.register(fmt.Sprintf("g:%s back %d", g.key, m.ID), m.To, true, short, root, cNote, "")
-		g.b.sent(fm.ID, g.ask(ctx, c, m.To, fm))
+		g.ask(ctx, c, m.To, fm)
 	case cBoom:
 		panic("clients model: boom")
 	case cFatal:
@@ -846,6 +851,8 @@ func (b *cBook) account(m *cSent) error {
 		return errors.New("a tell sent, but neither handled nor a dead letter")
 	case m.ask && m.sendErr == nil && m.handled != 1:
 		return errors.New("an ask answered, but not handled")
+	case m.ask && m.sendErr == nil && m.reply != any(m.inst):
+		return fmt.Errorf("an ask answered %v, though activation %d handled it: another's reply", m.reply, m.inst)
 	case m.ask && m.sendErr != nil && n == 0 && !m.short && !errors.Is(m.sendErr, grain.ErrSiloClosed) && !errors.Is(m.sendErr, grain.ErrCallCycle) &&
 		!(strings.HasPrefix(m.from, "g:") && errors.Is(m.sendErr, context.Canceled) && b.explained(m, "end")):
 		// (A turn's ctx ends when the silo closes: an ask from it then
@@ -1010,8 +1017,8 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		actx, cancel = context.WithTimeout(ctx, o.Expiry)
 	}
 	defer cancel()
-	_, err := c.b.silos[cSiloOf(o.Key)].Ask(actx, cID(o.Key), m)
-	c.b.sent(m.ID, err)
+	reply, err := c.b.silos[cSiloOf(o.Key)].Ask(actx, cID(o.Key), m)
+	c.b.answered(m.ID, reply, err)
 }
 
 // jumpClock is the real clock, but for the jumps forward the clients make
