@@ -57,7 +57,8 @@ import (
 //     "Order"), gaps only where a message became a dead letter;
 //   - every message sent is handled once or is one dead letter, never
 //     both; an answered ask was handled, and its reply is the one its
-//     turn returned; a refused send is neither; a dead
+//     turn returned; every dead letter a silo counts (Stats) its
+//     subscriber saw; a refused send is neither; a dead
 //     letter's reason is one the run could have caused, when it could
 //     (stopped: by a Stop not over before the message was sent), and
 //     never shutdown in a graceful Shutdown: what it took finishes;
@@ -710,6 +711,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 	var deadMu sync.Mutex
 	var collecting sync.WaitGroup
 	var subs []*silo.DeadLetters
+	seen := map[string]uint64{} // deadMu: the dead letters each silo's subscription saw
 	for _, name := range []string{"A", "B"} {
 		s, err := silo.New(cfg)
 		if err != nil {
@@ -738,6 +740,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 			for d := range dl.C { // closed once the silo has stopped
 				deadMu.Lock()
 				dead = append(dead, d)
+				seen[name]++
 				deadMu.Unlock()
 			}
 		})
@@ -793,6 +796,17 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 	for _, dl := range subs {
 		if n := dl.Dropped(); n > 0 {
 			rt.Fatalf("%d dead letters dropped by the subscription: the run cannot account for them", n)
+		}
+	}
+	for name, s := range b.silos {
+		// Every dead letter the silo counts, its subscriber saw: none
+		// counted unseen (a refusal after the silo stopped was).
+		var counted uint64
+		for _, n := range s.Stats().DeadLetters {
+			counted += n
+		}
+		if counted != seen[name] {
+			rt.Fatalf("%s: Stats counts %d dead letters, its subscription saw %d", name, counted, seen[name])
 		}
 	}
 	b.mu.Lock()
