@@ -32,6 +32,10 @@ import (
 // stops the grain for (a quarantine) or resumes it for, activations that
 // fail, DeactivateOnIdle, DelayDeactivation, timers started, replaced and
 // stopped (their ticks keeping the plain grains alive in half the runs),
+// notifications to the clients' observers (each grain subscribes the
+// asking client's observer to its grain.Observers and notifies them all;
+// the clients read their observers now and then, close them and make new
+// ones, in either silo, their buffers small enough to fill),
 // Deactivate and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
 // — on two silos of the process, one grain in the second, which the
@@ -56,8 +60,11 @@ import (
 //     deactivations, restarts, stops and evictions (docs/architecture.md,
 //     "Order"), gaps only where a message became a dead letter;
 //   - every message sent is handled once or is one dead letter, never
-//     both; an answered ask was handled, and its reply is the one its
-//     turn returned; every dead letter a silo counts (Stats) its
+//     both — a notification received once by the observer it was told to,
+//     from the grain that told it, or a dead letter as its observer's
+//     buffer was full or its client closed it; an answered ask was handled,
+//     and its reply is the one its turn returned; Notify drops the
+//     observers it found closed, and counts the other refusals; every dead letter a silo counts (Stats) its
 //     subscriber saw; a refused send is neither; a dead
 //     letter's reason is one the run could have caused, when it could
 //     (stopped: by a Stop not over before the message was sent), and
@@ -142,7 +149,8 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		case 3:
 			backlog = append(backlog, silo.WithMaxBacklog(3, silo.DropOldest))
 		}
-		runClients(rt, cfg, backlog, keepAlive, scripts, ends)
+		obsBuf := rapid.IntRange(1, 4).Draw(rt, "observer buffer") // small: a client that reads late finds some refused
+		runClients(rt, cfg, backlog, keepAlive, obsBuf, scripts, ends)
 	})
 }
 
@@ -170,6 +178,7 @@ const (
 	cKeep        // DelayDeactivation(Due)
 	cAwait       // wait in silo.Await for an answer from outside (I/O), then tell To a message of its own
 	cOops        // fail with errCOops: its supervision resumes it, the same instance going on
+	cNotify      // subscribe Obs (if not zero) to the activation's grain.Observers, then Notify them all
 )
 
 // cMsg is every message of the test: the n-th its sender sent key, under
@@ -183,6 +192,7 @@ type cMsg struct {
 	// cTimer: the timer's due time and period (0: one tick); cKeep: how
 	// long to keep the grain
 	Due, Period time.Duration
+	Obs         grain.ID // cNotify: the sending client's observer
 }
 
 // cTick is a timer's tick: the activation that started the timer, and
@@ -194,10 +204,10 @@ type cTick struct {
 
 // cOp is one step of a client's script.
 type cOp struct {
-	Op     string // tell, ask, short, fwd, bounce, await, boom, fatal, oops, leave, timer, untimer, keep, poison, deactivate, stop, jump
+	Op     string // tell, ask, short, fwd, bounce, await, boom, fatal, oops, leave, timer, untimer, keep, notify, read, reopen, poison, deactivate, stop, jump
 	Key    string
-	To     string
-	Ask    bool          // fwd: ask To, not tell
+	To     string        // reopen: the silo of the new observer
+	Ask    bool          // fwd: ask To, not tell; notify: ask Key, not tell
 	Expiry time.Duration // short: the ask's deadline, 0 for a ctx ended before; jump: how far; timer: its due time; keep: how long
 	Period time.Duration // timer: its period, 0 for one tick
 }
@@ -218,6 +228,12 @@ func (o cOp) String() string {
 		return fmt.Sprintf("timer %s %v/%v", o.Key, o.Expiry, o.Period)
 	case "keep":
 		return fmt.Sprintf("keep %s %v", o.Key, o.Expiry)
+	case "notify":
+		return fmt.Sprintf("notify %s ask=%v", o.Key, o.Ask)
+	case "read":
+		return "read"
+	case "reopen":
+		return "reopen in " + o.To
 	}
 	return o.Op + " " + o.Key
 }
@@ -233,10 +249,14 @@ var cKeys = []string{"a", "b", "c", "d", "e", "w", "x"}
 
 // cSiloOf names the silo key's grain lives in: "x" in a second silo of
 // the process, of the plain kind, which the first's grains call and tell
-// and the clients reach as well; the others in the first.
+// and the clients reach as well; the others in the first. A client's
+// observer's key (cObs) names its silo.
 func cSiloOf(key string) string {
-	if key == "x" {
+	switch {
+	case key == "x":
 		return "B"
+	case strings.HasPrefix(key, "o"):
+		return key[1:2]
 	}
 	return "A"
 }
@@ -259,6 +279,7 @@ func cOpGen() *rapid.Generator[cOp] {
 			Op: rapid.SampledFrom([]string{
 				"tell", "tell", "tell", "tell", "tell", "ask", "ask", "ask", "ask", "short", "fwd", "fwd",
 				"bounce", "await", "boom", "fatal", "oops", "leave", "timer", "untimer", "keep", "poison", "deactivate", "stop", "jump", "jump",
+				"notify", "notify", "read", "read", "reopen",
 			}).Draw(t, "op"),
 			Key: rapid.SampledFrom(cKeys).Draw(t, "key"),
 		}
@@ -268,6 +289,10 @@ func cOpGen() *rapid.Generator[cOp] {
 		case "fwd":
 			o.To = rapid.SampledFrom(cKeys).Draw(t, "to")
 			o.Ask = rapid.Bool().Draw(t, "ask")
+		case "notify":
+			o.Ask = rapid.Bool().Draw(t, "ask")
+		case "reopen":
+			o.To = rapid.SampledFrom([]string{"A", "B"}).Draw(t, "silo")
 		}
 		// The second silo's grain never waits on the first's but on a
 		// chain that lets it back in: its calls and theirs on other chains
@@ -334,6 +359,70 @@ type cBook struct {
 	ticks      int                // timer ticks handled
 	io         chan chan struct{} // what an Await waits on: a goroutine answers
 	violations []string
+	// The clients' observers: every one made, and by ID and by key
+	observers []*cObs
+	obsKey    map[grain.ID]string
+	obsID     map[string]grain.ID
+	obsBuf    int
+	// endMu orders a client's Close of an observer with the start of its
+	// silo's end (ending): a Close after the silo stopped makes what its
+	// observer held dead letters no subscriber sees (Observer.Close; still
+	// counted in Stats), which the run could not tell from lost ones.
+	endMu  sync.RWMutex
+	ending map[string]bool
+}
+
+// cObs is a client's observer, and its key in the book: "o", its silo's
+// name, a number.
+type cObs struct {
+	o   *silo.Observer
+	key string
+}
+
+// isObs reports whether key is an observer's.
+func isObs(key string) bool { return strings.HasPrefix(key, "o") }
+
+// newObserver makes an observer in the silo named, or says why not: nil
+// once the silo has begun to stop.
+func (b *cBook) newObserver(name string) *cObs {
+	o, err := b.silos[name].NewObserver(b.obsBuf)
+	if err != nil {
+		if !errors.Is(err, grain.ErrSiloClosed) {
+			b.violate("NewObserver(%d) in %s: %v", b.obsBuf, name, err)
+		}
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	ob := &cObs{o: o, key: fmt.Sprintf("o%s%d", name, len(b.observers)+1)}
+	b.observers = append(b.observers, ob)
+	b.obsKey[o.ID()], b.obsID[ob.key] = ob.key, o.ID()
+	return ob
+}
+
+// received notes n, which ob received: it is a notification of the run,
+// meant for ob, from the grain that told it.
+func (b *cBook) received(ob *cObs, n silo.Notification) {
+	m, ok := n.Msg.(cMsg)
+	if !ok {
+		b.violate("%s received %+v, not a message of the run", ob.key, n)
+		return
+	}
+	b.mu.Lock()
+	s := b.msgs[m.ID-1]
+	from, _, _ := strings.Cut(strings.TrimPrefix(s.from, "g:"), "#")
+	b.mu.Unlock()
+	var want grain.ID // a grain of another silo is no sender there
+	if cSiloOf(from) == cSiloOf(ob.key) {
+		want = cID(from)
+	}
+	switch {
+	case s.key != ob.key:
+		b.violate("%s received message %d, meant for %s", ob.key, m.ID, s.key)
+	case n.Sender != want:
+		b.violate("%s received message %d of %s from sender %v", ob.key, m.ID, s.from, n.Sender)
+	}
+	b.handle(m, ob.key, 0)
 }
 
 func (b *cBook) violate(format string, args ...any) {
@@ -453,6 +542,7 @@ type cGrain struct {
 	// b.mu: the time, on the silo's clock, until which the activation
 	// asked to be kept (DelayDeactivation), no later than the silo has it
 	keptUntil time.Time
+	subs      grain.Observers // the turns': its subscribers (cNotify)
 }
 
 func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
@@ -629,6 +719,8 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		g.stopTimer(c)
 	case cKeep:
 		g.keep(c, m.Due)
+	case cNotify:
+		g.notify(ctx, c, m, short, root)
 	case cAwait:
 		// As across a call, a grain that interleaves lets others in
 		// meanwhile; what the turn sends after comes after what they sent.
@@ -647,6 +739,66 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		g.b.sent(fm.ID, g.runtime(c, m.To).Tell(ctx, cID(m.To), fm))
 	}
 	return g.inst, nil
+}
+
+// notify subscribes m's observer, if it has one, and notifies every
+// subscriber, each with a message of its own (cNotifier), checking what
+// Notify says of it: a closed observer dropped from the list, the other
+// refusals counted.
+func (g *cGrain) notify(ctx context.Context, c *grain.Context, m cMsg, short bool, root cRoot) {
+	if !m.Obs.IsZero() {
+		if _, err := g.subs.Subscribe(m.Obs); err != nil {
+			g.b.violate("%s #%d: Subscribe(%v): %v", g.key, g.inst, m.Obs, err)
+		}
+	}
+	t := &cNotifier{g: g, c: c, short: short, root: root}
+	err := g.subs.Notify(ctx, t, cNote)
+	var nerr *grain.NotifyError
+	switch {
+	case err == nil && t.failed > 0, err != nil && !errors.As(err, &nerr):
+		g.b.violate("%s #%d: Notify: %v, with %d tells refused", g.key, g.inst, err, t.failed)
+	case err != nil && nerr.Failed != t.failed:
+		g.b.violate("%s #%d: Notify counts %d refused, its tells were %d", g.key, g.inst, nerr.Failed, t.failed)
+	}
+	for id := range g.subs.All() {
+		if t.closed[id] {
+			g.b.violate("%s #%d: Notify kept %v, found closed", g.key, g.inst, id)
+		}
+	}
+}
+
+// cNotifier is the Teller a grain's Notify tells through: each
+// subscriber gets a message of its own, noted in the book, through the
+// turn's view of the observer's silo, or the other silo.
+type cNotifier struct {
+	g      *cGrain
+	c      *grain.Context
+	short  bool
+	root   cRoot
+	failed int               // tells refused, but as closed
+	closed map[grain.ID]bool // refused as closed
+}
+
+func (t *cNotifier) Tell(ctx context.Context, id grain.ID, _ any) error {
+	t.g.b.mu.Lock()
+	key := t.g.b.obsKey[id]
+	t.g.b.mu.Unlock()
+	if key == "" {
+		t.g.b.violate("%s #%d: Notify told %v, no observer of the run", t.g.key, t.g.inst, id)
+	}
+	m := t.g.b.register(t.g.sender(), key, false, t.short, t.root, cNote, "")
+	err := t.g.runtime(t.c, key).Tell(ctx, id, m)
+	t.g.b.sent(m.ID, err)
+	switch {
+	case errors.Is(err, grain.ErrObserverClosed):
+		if t.closed == nil {
+			t.closed = map[grain.ID]bool{}
+		}
+		t.closed[id] = true
+	case err != nil:
+		t.failed++
+	}
+	return err
 }
 
 // origin is what m's turn's sends inherit from it: whether it came under a
@@ -673,11 +825,12 @@ type cEnd struct {
 
 func (e cEnd) String() string { return fmt.Sprintf("%s: %s by c%d at %d", e.silo, e.how, e.by, e.at) }
 
-func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAlive bool, scripts [][]cOp, ends [2]cEnd) {
+func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAlive bool, obsBuf int, scripts [][]cOp, ends [2]cEnd) {
 	clk := cfg.Clock.(*jumpClock)
 	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
 		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{}),
-		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}}
+		graceful: map[string]bool{}, silos: map[string]*silo.Silo{},
+		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: obsBuf, ending: map[string]bool{}}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
 		defer close(ioDone)
@@ -753,6 +906,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	finish := func(e cEnd) {
+		b.endMu.Lock() // after any Close of an observer under way (cBook.endMu)
+		b.ending[e.silo] = true
+		b.endMu.Unlock()
 		defer b.event("end", e.silo)()
 		s := b.silos[e.silo]
 		if strings.HasPrefix(e.how, "close") {
@@ -774,7 +930,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 	var wg sync.WaitGroup
 	for c, script := range scripts {
 		wg.Go(func() {
-			cl := &cClient{clk: clk, b: b, c: c}
+			cl := &cClient{clk: clk, b: b, c: c, obs: b.newObserver([]string{"A", "B"}[c%2])}
 			for i, o := range script {
 				for _, e := range ends {
 					if c == e.by && i == e.at {
@@ -793,6 +949,22 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 		}
 	}
 	collecting.Wait()
+	// What the observers hold once their silos have stopped is still
+	// theirs to read; then each is closed.
+	for _, ob := range b.observers {
+		rctx, cancel := context.WithTimeout(ctx, cAskBound)
+		for {
+			n, err := ob.o.Receive(rctx)
+			if err != nil {
+				if !errors.Is(err, grain.ErrObserverClosed) {
+					b.violate("%s, its silo stopped: Receive: %v", ob.key, err)
+				}
+				break
+			}
+			b.received(ob, n)
+		}
+		cancel()
+	}
 	for _, dl := range subs {
 		if n := dl.Dropped(); n > 0 {
 			rt.Fatalf("%d dead letters dropped by the subscription: the run cannot account for them", n)
@@ -826,6 +998,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 		if !ok {
 			fail("a dead letter not of the test: %+v", d)
 		}
+		if key := b.msgs[m.ID-1].key; d.Target != cID(key) && d.Target != b.obsID[key] {
+			fail("message %d to %s a dead letter for %v", m.ID, key, d.Target)
+		}
 		b.msgs[m.ID-1].dead = append(b.msgs[m.ID-1].dead, d.Reason)
 	}
 	if len(b.violations) > 0 {
@@ -854,9 +1029,17 @@ func (b *cBook) account(m *cSent) error {
 	case n > 1:
 		return errors.New("more than one outcome")
 	case errors.Is(m.sendErr, grain.ErrOverloaded):
-		// Refused for a full backlog or queue: a dead letter too.
-		if !b.overload || m.handled != 0 || len(m.dead) != 1 || m.dead[0] != grain.ReasonOverload {
+		// Refused for a full backlog or queue, or an observer's full
+		// buffer: a dead letter too.
+		if !b.overload && !isObs(m.key) || m.handled != 0 || len(m.dead) != 1 || m.dead[0] != grain.ReasonOverload {
 			return fmt.Errorf("refused as overloaded, but not one overload dead letter (sent %d–%d; %v)", m.sentAt, m.back, b.eventsOf(m.key))
+		}
+		return nil
+	case errors.Is(m.sendErr, grain.ErrObserverClosed):
+		// Refused by an observer its client had begun to close: a dead
+		// letter too.
+		if m.handled != 0 || len(m.dead) != 1 || m.dead[0] != grain.ReasonObserverClosed || !b.closedBefore(m.key, m.back) {
+			return fmt.Errorf("refused as sent to a closed observer, but not one such dead letter, or no Close before (sent %d–%d; %v)", m.sentAt, m.back, b.eventsOf(m.key))
 		}
 		return nil
 	case !m.ask && m.sendErr != nil && n != 0:
@@ -890,10 +1073,16 @@ func (b *cBook) account(m *cSent) error {
 			}
 			why = "end"
 		case grain.ReasonOverload:
-			if b.overload {
+			if b.overload || isObs(m.key) {
 				continue
 			}
 			return errors.New("an overload dead letter with room to spare")
+		case grain.ReasonObserverClosed:
+			// What an observer held unread as its client closed it.
+			if !isObs(m.key) || !b.closedBefore(m.key, 1<<62) {
+				return errors.New("an observer-closed dead letter, but no Close of it")
+			}
+			continue
 		case grain.ReasonExpired, grain.ReasonDeadlock:
 			if m.ask {
 				continue
@@ -907,6 +1096,17 @@ func (b *cBook) account(m *cSent) error {
 		}
 	}
 	return nil
+}
+
+// closedBefore reports whether a Close of the observer key began before
+// the book's count at.
+func (b *cBook) closedBefore(key string, at int64) bool {
+	for _, e := range b.events {
+		if e.what == "oclose" && e.key == key && e.begin < at {
+			return true
+		}
+	}
+	return false
 }
 
 func (b *cBook) eventsOf(key string) []string {
@@ -962,6 +1162,7 @@ type cClient struct {
 	b     *cBook
 	c     int
 	lines []cLine
+	obs   *cObs // its observer now; nil once its silo refused a new one
 }
 
 func (c *cClient) do(ctx context.Context, o cOp, step int) {
@@ -974,6 +1175,12 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		c.b.mu.Lock()
 		c.b.poison[o.Key] = true
 		c.b.mu.Unlock()
+		return
+	case "read":
+		c.read()
+		return
+	case "reopen":
+		c.reopen(o.To)
 		return
 	case "deactivate", "stop":
 		if o.Op == "stop" {
@@ -1019,9 +1226,14 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 	case "fatal":
 		do = cFatal
 		defer c.b.event("fatal", o.Key)()
+	case "notify":
+		do, ask = cNotify, o.Ask
 	}
 	m := c.b.register(fmt.Sprint("c", c.c), o.Key, ask, o.Op == "short", cRoot{c.c, step}, do, o.To)
 	m.Due, m.Period = o.Expiry, o.Period
+	if do == cNotify && c.obs != nil {
+		m.Obs = c.obs.o.ID()
+	}
 	if !ask {
 		c.b.sent(m.ID, c.b.silos[cSiloOf(o.Key)].Tell(ctx, cID(o.Key), m))
 		return
@@ -1033,6 +1245,40 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 	defer cancel()
 	reply, err := c.b.silos[cSiloOf(o.Key)].Ask(actx, cID(o.Key), m)
 	c.b.answered(m.ID, reply, err)
+}
+
+// read takes what the client's observer holds now, without waiting.
+func (c *cClient) read() {
+	if c.obs == nil {
+		return
+	}
+	for {
+		select {
+		case n, ok := <-c.obs.o.C():
+			if !ok {
+				return // closed as its silo stopped: the run's end reads the rest
+			}
+			c.b.received(c.obs, n)
+		default:
+			return
+		}
+	}
+}
+
+// reopen closes the client's observer — unless its silo has begun to end
+// (cBook.endMu), the run's end reading what it holds then — and makes
+// a new one in the silo named.
+func (c *cClient) reopen(name string) {
+	if c.obs != nil {
+		c.b.endMu.RLock()
+		if !c.b.ending[cSiloOf(c.obs.key)] {
+			ended := c.b.event("oclose", c.obs.key)
+			c.obs.o.Close()
+			ended()
+		}
+		c.b.endMu.RUnlock()
+	}
+	c.obs = c.b.newObserver(name)
 }
 
 // jumpClock is the real clock, but for the jumps forward the clients make
