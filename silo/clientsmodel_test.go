@@ -41,8 +41,9 @@ import (
 // — on two silos of the process, one grain in the second, which the
 // first's grains call and tell (and it tells them, and calls them back on
 // a chain that lets it), each silo ending on its own, early or late; in
-// half the runs with idle collection every few milliseconds, in a
-// third under an activation cap of one grain a partition, in a third with
+// half the runs with idle collection every few milliseconds, in half
+// with a propagator carrying each client step's value in its ctx through
+// tells (Config.Propagator), in a third under an activation cap of one grain a partition, in a third with
 // memory always short (Config.MemoryLimit: each idle tick sheds), in half
 // through a filter around every turn and one around every send, each
 // turn's grain.Context its own (Config.CheckContexts); of its
@@ -64,9 +65,12 @@ import (
 //     from the grain that told it, or a dead letter as its observer's
 //     buffer was full or its client closed it; an answered ask was handled,
 //     and its reply is the one its turn returned; Notify drops the
-//     observers it found closed, and counts the other refusals; every dead letter a silo counts (Stats) its
-//     subscriber saw; a refused send is neither; a dead
-//     letter's reason is one the run could have caused, when it could
+//     observers it found closed, and counts the other refusals;
+//   - a handler's ctx holds its client step's value if an ask's caller's
+//     ctx did (an ask runs under it) or a propagator carried it with a
+//     tell, and no value otherwise; a notification carries it so too;
+//   - every dead letter a silo counts (Stats) its subscriber saw; a
+//     refused send is neither handled nor one; a dead letter's reason is one the run could have caused, when it could
 //     (stopped: by a Stop not over before the message was sent), and
 //     never shutdown in a graceful Shutdown: what it took finishes;
 //   - what a client sends after its own Stop of a grain is handled by a
@@ -115,6 +119,20 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 				return next(ctx, s)
 			})}
 			cfg.CheckContexts = true
+		}
+		if rapid.Bool().Draw(rt, "propagate") {
+			// A tell's handler's ctx holds its sender's client step.
+			cfg.Propagator = silo.PropagatorFuncs{
+				ExtractFunc: func(ctx context.Context) any {
+					if r, ok := ctx.Value(cRootKey{}).(cRoot); ok {
+						return r
+					}
+					return nil
+				},
+				InjectFunc: func(ctx context.Context, carried any) context.Context {
+					return context.WithValue(ctx, cRootKey{}, carried)
+				},
+			}
 		}
 		if rapid.IntRange(0, 2).Draw(rt, "memory pressure") == 0 {
 			// Memory always short: each idle tick sheds what it may.
@@ -332,6 +350,7 @@ type cSent struct {
 	ask       bool
 	short     bool // sent under a ctx of a short deadline: it may end before the send
 	root      cRoot
+	carry     bool // its handler's ctx holds root (cRootKey), and what an observer receives carries it
 	sentAt    int64 // when its send began and ended, on the book's count (cBook.seq)
 	back      int64
 	sendErr   error
@@ -352,6 +371,7 @@ type cBook struct {
 	live       map[string]bool
 	poison     map[string]bool
 	overload   bool            // a backlog or queue small enough to overflow
+	propagate  bool            // Config.Propagator carries a tell's cRootKey
 	graceful   map[string]bool // per silo: it ends with a Shutdown, whose bound nothing reaches
 	silos      map[string]*silo.Silo
 	seq        int64              // counts the sends' and events' beginnings and ends: what happened before what
@@ -421,6 +441,8 @@ func (b *cBook) received(ob *cObs, n silo.Notification) {
 		b.violate("%s received message %d, meant for %s", ob.key, m.ID, s.key)
 	case n.Sender != want:
 		b.violate("%s received message %d of %s from sender %v", ob.key, m.ID, s.from, n.Sender)
+	case s.carry && n.Carried != any(s.root) || !s.carry && n.Carried != nil:
+		b.violate("%s received message %d of %s, of step %v, carrying %v", ob.key, m.ID, s.from, s.root, n.Carried)
 	}
 	b.handle(m, ob.key, 0)
 }
@@ -432,14 +454,29 @@ func (b *cBook) violate(format string, args ...any) {
 }
 
 // cRoot is the client step a message comes from: the client's own
-// message, or one a grain sent in the turn of that message (a fwd).
+// message, or one a grain sent in the turn of that message (a fwd). The
+// client's ctx holds it as a value (cRootKey).
 type cRoot struct{ client, step int }
 
-// register gives from's next message to key its ID and N.
-func (b *cBook) register(from, key string, ask, short bool, root cRoot, do cDo, to string) cMsg {
+type cRootKey struct{}
+
+// cOrigin is what a message's sends inherit from it: whether it came
+// under a short deadline, its client step, and whether the ctx it is
+// sent with holds the step (cRootKey).
+type cOrigin struct {
+	short bool
+	root  cRoot
+	has   bool
+}
+
+// register gives from's next message to key its ID and N. Its handler
+// is to see o's step in its ctx if the sender's ctx holds it and the
+// message is an ask (run under its caller's ctx) or a propagator carries
+// it (Config.Propagator).
+func (b *cBook) register(from, key string, ask bool, o cOrigin, do cDo, to string) cMsg {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.msgs = append(b.msgs, &cSent{from: from, key: key, ask: ask, short: short, root: root})
+	b.msgs = append(b.msgs, &cSent{from: from, key: key, ask: ask, short: o.short, root: o.root, carry: o.has && (ask || b.propagate)})
 	b.next[from+">"+key]++
 	b.seq++
 	b.msgs[len(b.msgs)-1].sentAt = b.seq
@@ -683,10 +720,10 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	g.enter()
 	defer g.leave()
 	g.b.handle(m, g.key, g.inst)
-	short, root := g.b.origin(m)
+	o := g.b.origin(ctx, m)
 	switch m.Do {
 	case cFwdTell, cFwdAsk:
-		fm := g.b.register(g.sender(), m.To, m.Do == cFwdAsk, short, root, cNote, "")
+		fm := g.b.register(g.sender(), m.To, m.Do == cFwdAsk, o, cNote, "")
 		if m.Do == cFwdAsk {
 			g.ask(ctx, c, m.To, fm)
 		} else {
@@ -697,13 +734,13 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		if m.To == g.key { // a call back into itself: a sender of its own, as cBack's
 			from = fmt.Sprintf("g:%s self %d", g.key, m.ID)
 		}
-		fm := g.b.register(from, m.To, true, short, root, cBack, g.key)
+		fm := g.b.register(from, m.To, true, o, cBack, g.key)
 		g.ask(silo.AllowCallChainReentrancy(ctx), c, m.To, fm)
 	case cBack:
 		// A sender of its own: a call back runs on the turn that waits
 		// for it, ahead of what waits in the mailbox — the chain's grain's
 		// other messages among them.
-		fm := g.b.register(fmt.Sprintf("g:%s back %d", g.key, m.ID), m.To, true, short, root, cNote, "")
+		fm := g.b.register(fmt.Sprintf("g:%s back %d", g.key, m.ID), m.To, true, o, cNote, "")
 		g.ask(ctx, c, m.To, fm)
 	case cBoom:
 		panic("clients model: boom")
@@ -720,7 +757,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	case cKeep:
 		g.keep(c, m.Due)
 	case cNotify:
-		g.notify(ctx, c, m, short, root)
+		g.notify(ctx, c, m, o)
 	case cAwait:
 		// As across a call, a grain that interleaves lets others in
 		// meanwhile; what the turn sends after comes after what they sent.
@@ -735,7 +772,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		if err != nil {
 			g.b.violate("%s #%d: Await: %v", g.key, g.inst, err)
 		}
-		fm := g.b.register(g.sender(), m.To, false, short, root, cNote, "")
+		fm := g.b.register(g.sender(), m.To, false, o, cNote, "")
 		g.b.sent(fm.ID, g.runtime(c, m.To).Tell(ctx, cID(m.To), fm))
 	}
 	return g.inst, nil
@@ -745,13 +782,13 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 // subscriber, each with a message of its own (cNotifier), checking what
 // Notify says of it: a closed observer dropped from the list, the other
 // refusals counted.
-func (g *cGrain) notify(ctx context.Context, c *grain.Context, m cMsg, short bool, root cRoot) {
+func (g *cGrain) notify(ctx context.Context, c *grain.Context, m cMsg, o cOrigin) {
 	if !m.Obs.IsZero() {
 		if _, err := g.subs.Subscribe(m.Obs); err != nil {
 			g.b.violate("%s #%d: Subscribe(%v): %v", g.key, g.inst, m.Obs, err)
 		}
 	}
-	t := &cNotifier{g: g, c: c, short: short, root: root}
+	t := &cNotifier{g: g, c: c, o: o}
 	err := g.subs.Notify(ctx, t, cNote)
 	var nerr *grain.NotifyError
 	switch {
@@ -773,8 +810,7 @@ func (g *cGrain) notify(ctx context.Context, c *grain.Context, m cMsg, short boo
 type cNotifier struct {
 	g      *cGrain
 	c      *grain.Context
-	short  bool
-	root   cRoot
+	o      cOrigin
 	failed int               // tells refused, but as closed
 	closed map[grain.ID]bool // refused as closed
 }
@@ -786,7 +822,7 @@ func (t *cNotifier) Tell(ctx context.Context, id grain.ID, _ any) error {
 	if key == "" {
 		t.g.b.violate("%s #%d: Notify told %v, no observer of the run", t.g.key, t.g.inst, id)
 	}
-	m := t.g.b.register(t.g.sender(), key, false, t.short, t.root, cNote, "")
+	m := t.g.b.register(t.g.sender(), key, false, t.o, cNote, "")
 	err := t.g.runtime(t.c, key).Tell(ctx, id, m)
 	t.g.b.sent(m.ID, err)
 	switch {
@@ -801,12 +837,20 @@ func (t *cNotifier) Tell(ctx context.Context, id grain.ID, _ any) error {
 	return err
 }
 
-// origin is what m's turn's sends inherit from it: whether it came under a
-// short deadline, and its client step.
-func (b *cBook) origin(m cMsg) (short bool, root cRoot) {
+// origin is what m's turn's sends inherit from it, checking that its
+// handler's ctx holds m's client step if it is to (cSent.carry), and no
+// step if not: a tell's handler sees none of its sender's values but
+// those a propagator carries.
+func (b *cBook) origin(ctx context.Context, m cMsg) cOrigin {
+	v, has := ctx.Value(cRootKey{}).(cRoot)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.msgs[m.ID-1].short, b.msgs[m.ID-1].root
+	s := b.msgs[m.ID-1]
+	if s.carry && v != s.root || !s.carry && has {
+		b.violations = append(b.violations, fmt.Sprintf("%s>%s: message %d (ask %v) of step %v handled under a ctx holding %v (%v)",
+			s.from, s.key, m.ID, s.ask, s.root, v, has))
+	}
+	return cOrigin{short: s.short, root: s.root, has: has}
 }
 
 // cLine is a client's Stop or Deactivate: step of its script.
@@ -829,7 +873,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 	clk := cfg.Clock.(*jumpClock)
 	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
 		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{}),
-		graceful: map[string]bool{}, silos: map[string]*silo.Silo{},
+		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
 		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: obsBuf, ending: map[string]bool{}}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
@@ -1229,7 +1273,9 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 	case "notify":
 		do, ask = cNotify, o.Ask
 	}
-	m := c.b.register(fmt.Sprint("c", c.c), o.Key, ask, o.Op == "short", cRoot{c.c, step}, do, o.To)
+	root := cRoot{c.c, step}
+	ctx = context.WithValue(ctx, cRootKey{}, root)
+	m := c.b.register(fmt.Sprint("c", c.c), o.Key, ask, cOrigin{short: o.Op == "short", root: root, has: true}, do, o.To)
 	m.Due, m.Period = o.Expiry, o.Period
 	if do == cNotify && c.obs != nil {
 		m.Obs = c.obs.o.ID()
