@@ -350,7 +350,7 @@ type cSent struct {
 	ask       bool
 	short     bool // sent under a ctx of a short deadline: it may end before the send
 	root      cRoot
-	carry     bool // its handler's ctx holds root (cRootKey), and what an observer receives carries it
+	carry     bool  // its handler's ctx holds root (cRootKey), and what an observer receives carries it
 	sentAt    int64 // when its send began and ended, on the book's count (cBook.seq)
 	back      int64
 	sendErr   error
