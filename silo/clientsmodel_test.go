@@ -66,6 +66,8 @@ import (
 //     buffer was full or its client closed it; an answered ask was handled,
 //     and its reply is the one its turn returned; Notify drops the
 //     observers it found closed, and counts the other refusals;
+//   - a handler sees the grain that sent its message as its sender
+//     (grain.Context.Sender), none for a client's or another silo's grain's;
 //   - a handler's ctx holds its client step's value if an ask's caller's
 //     ctx did (an ask runs under it) or a propagator carried it with a
 //     tell, and no value otherwise; a notification carries it so too;
@@ -420,6 +422,29 @@ func (b *cBook) newObserver(name string) *cObs {
 	return ob
 }
 
+// cSenderOf is the sender the handler of a message from from to key is to
+// see: the grain that sent it, if it is of key's silo (grain.Context.Sender),
+// else none.
+func cSenderOf(from, key string) grain.ID {
+	g, ok := strings.CutPrefix(from, "g:")
+	if !ok {
+		return grain.ID{} // a client's
+	}
+	g = g[:1] // "w#2", "a self 7", "b back 9"
+	if cSiloOf(g) != cSiloOf(key) {
+		return grain.ID{}
+	}
+	return cID(g)
+}
+
+// sender checks the sender m's handler sees.
+func (b *cBook) sender(c *grain.Context, m cMsg, key string) {
+	got, _ := c.Sender()
+	if want := cSenderOf(m.From, key); got != want {
+		b.violate("%s>%s: message %d handled as from %v", m.From, key, m.ID, got)
+	}
+}
+
 // received notes n, which ob received: it is a notification of the run,
 // meant for ob, from the grain that told it.
 func (b *cBook) received(ob *cObs, n silo.Notification) {
@@ -430,12 +455,8 @@ func (b *cBook) received(ob *cObs, n silo.Notification) {
 	}
 	b.mu.Lock()
 	s := b.msgs[m.ID-1]
-	from, _, _ := strings.Cut(strings.TrimPrefix(s.from, "g:"), "#")
 	b.mu.Unlock()
-	var want grain.ID // a grain of another silo is no sender there
-	if cSiloOf(from) == cSiloOf(ob.key) {
-		want = cID(from)
-	}
+	want := cSenderOf(s.from, ob.key)
 	switch {
 	case s.key != ob.key:
 		b.violate("%s received message %d, meant for %s", ob.key, m.ID, s.key)
@@ -720,6 +741,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	g.enter()
 	defer g.leave()
 	g.b.handle(m, g.key, g.inst)
+	g.b.sender(c, m, g.key)
 	o := g.b.origin(ctx, m)
 	switch m.Do {
 	case cFwdTell, cFwdAsk:
