@@ -67,7 +67,8 @@ import (
 //     and its reply is the one its turn returned; Notify drops the
 //     observers it found closed, and counts the other refusals;
 //   - a handler sees the grain that sent its message as its sender
-//     (grain.Context.Sender), none for a client's or another silo's grain's;
+//     (grain.Context.Sender), none for a client's, another silo's grain's
+//     or a tick;
 //   - a handler's ctx holds its client step's value if an ask's caller's
 //     ctx did (an ask runs under it) or a propagator carried it with a
 //     tell, and no value otherwise; a notification carries it so too;
@@ -80,7 +81,10 @@ import (
 //     and after its own Deactivate by a later one than its last answer
 //     came from (a kind that lets turns interleave aside);
 //   - no activation deactivated as idle, or shed for memory, before the
-//     time it asked to be kept until (DelayDeactivation);
+//     time it asked to be kept until (DelayDeactivation); and none for a
+//     reason the run gave no cause for (grain.Context.DeactivationReason:
+//     requested with no DeactivateOnIdle or Deactivate, evicted with no
+//     cap, failed with no turn failed, and so on);
 //   - one activation of a key live at a time, one turn running at a time
 //     in it (another may run only while one waits in a call), a timer's
 //     ticks among them;
@@ -365,22 +369,25 @@ type cSent struct {
 
 // cBook is what the grains and clients share. Safe for concurrent use.
 type cBook struct {
-	mu         sync.Mutex
-	msgs       []*cSent       // by ID-1
-	next       map[string]int // per "from>key": the last N given
-	last       map[string]int // per "from>key": the last N handled
-	insts      map[string]int // activations of each key so far
-	live       map[string]bool
-	poison     map[string]bool
-	overload   bool            // a backlog or queue small enough to overflow
-	propagate  bool            // Config.Propagator carries a tell's cRootKey
-	graceful   map[string]bool // per silo: it ends with a Shutdown, whose bound nothing reaches
-	silos      map[string]*silo.Silo
-	seq        int64              // counts the sends' and events' beginnings and ends: what happened before what
-	events     []*cEvent          // what may explain a dead letter
-	ticks      int                // timer ticks handled
-	io         chan chan struct{} // what an Await waits on: a goroutine answers
-	violations []string
+	mu        sync.Mutex
+	msgs      []*cSent       // by ID-1
+	next      map[string]int // per "from>key": the last N given
+	last      map[string]int // per "from>key": the last N handled
+	insts     map[string]int // activations of each key so far
+	live      map[string]bool
+	poison    map[string]bool
+	overload  bool // a backlog or queue small enough to overflow
+	propagate bool // Config.Propagator carries a tell's cRootKey
+	// what may deactivate a grain: idle collection, an activation cap,
+	// memory short (Config)
+	idle, capped, short bool
+	graceful            map[string]bool // per silo: it ends with a Shutdown, whose bound nothing reaches
+	silos               map[string]*silo.Silo
+	seq                 int64              // counts the sends' and events' beginnings and ends: what happened before what
+	events              []*cEvent          // what may explain a dead letter
+	ticks               int                // timer ticks handled
+	io                  chan chan struct{} // what an Await waits on: a goroutine answers
+	violations          []string
 	// The clients' observers: every one made, and by ID and by key
 	observers []*cObs
 	obsKey    map[grain.ID]string
@@ -601,6 +608,8 @@ type cGrain struct {
 	// asked to be kept (DelayDeactivation), no later than the silo has it
 	keptUntil time.Time
 	subs      grain.Observers // the turns': its subscribers (cNotify)
+	// b.mu: a turn asked to deactivate (cLeave); a turn failed (cBoom, cFatal)
+	left, failed bool
 }
 
 func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
@@ -630,9 +639,58 @@ func (g *cGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
 	if g.key != "w" && (!g.b.live[g.key] || g.b.insts[g.key] != g.inst) {
 		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated while not the live activation", g.key, g.inst))
 	}
+	if why := g.b.deactivation(c.DeactivationReason(), g); why != "" {
+		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated (%v), but %s", g.key, g.inst, c.DeactivationReason(), why))
+	}
 	g.b.live[g.key] = false
 	g.gone = true
 	return nil
+}
+
+// deactivation says why g could not be deactivating for r, "" if it may
+// be: the run made nothing happen that would give that reason. b.mu held.
+func (b *cBook) deactivation(r grain.DeactivationReason, g *cGrain) string {
+	began := func(what, key string) bool {
+		for _, e := range b.events {
+			if e.what == what && e.key == key {
+				return true
+			}
+		}
+		return false
+	}
+	switch r {
+	case grain.DeactivationIdle:
+		if !b.idle && g.key != "w" { // (a worker's spare goes 2 s after its burst)
+			return "the run collects no idle grains"
+		}
+	case grain.DeactivationRequested:
+		if !g.left && !began("deactivate", g.key) {
+			return "it asked for none, nor was it asked to"
+		}
+	case grain.DeactivationEvicted:
+		if !b.capped {
+			return "the run has no activation cap"
+		}
+	case grain.DeactivationMemoryPressure:
+		if !b.short {
+			return "the run's memory is never short"
+		}
+	case grain.DeactivationStopped:
+		if !began("stop", g.key) {
+			return "no Stop of it began"
+		}
+	case grain.DeactivationShutdown:
+		if !began("end", cSiloOf(g.key)) {
+			return "its silo's end had not begun"
+		}
+	case grain.DeactivationFailed:
+		if !g.failed {
+			return "none of its turns failed"
+		}
+	default:
+		return "no such reason is meant for OnDeactivate"
+	}
+	return ""
 }
 
 // tick checks a timer's tick as its turn runs: it is the activation's own,
@@ -735,6 +793,9 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		g.enter()
 		defer g.leave()
 		g.tick(t)
+		if id, ok := c.Sender(); ok {
+			g.b.violate("%s #%d: a tick from %v", g.key, g.inst, id)
+		}
 		return nil, nil
 	}
 	m := msg.(cMsg)
@@ -765,12 +826,21 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		fm := g.b.register(fmt.Sprintf("g:%s back %d", g.key, m.ID), m.To, true, o, cNote, "")
 		g.ask(ctx, c, m.To, fm)
 	case cBoom:
+		g.b.mu.Lock()
+		g.failed = true
+		g.b.mu.Unlock()
 		panic("clients model: boom")
 	case cFatal:
+		g.b.mu.Lock()
+		g.failed = true
+		g.b.mu.Unlock()
 		return nil, errCFatal
 	case cOops:
 		return nil, errCOops
 	case cLeave:
+		g.b.mu.Lock()
+		g.left = true
+		g.b.mu.Unlock()
 		c.DeactivateOnIdle()
 	case cTimer:
 		g.startTimer(c, m)
@@ -896,6 +966,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
 		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{}),
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
+		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0,
 		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: obsBuf, ending: map[string]bool{}}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
@@ -1249,9 +1320,7 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		c.reopen(o.To)
 		return
 	case "deactivate", "stop":
-		if o.Op == "stop" {
-			defer c.b.event("stop", o.Key)()
-		}
+		defer c.b.event(o.Op, o.Key)()
 		c.lines = append(c.lines, cLine{op: o.Op, key: o.Key, step: step})
 		var err error
 		if o.Op == "stop" {
