@@ -36,7 +36,8 @@ import (
 // asking client's observer to its grain.Observers and notifies them all;
 // the clients read their observers now and then, close them and make new
 // ones, in either silo, their buffers small enough to fill),
-// Deactivate and Stop, and jumps of the clock — the real
+// goodbyes from OnDeactivate (a tell to the next grain, a notification to
+// the subscribers), Deactivate and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
 // — on two silos of the process, one grain in the second, which the
 // first's grains call and tell (and it tells them, and calls them back on
@@ -217,6 +218,7 @@ type cMsg struct {
 	// long to keep the grain
 	Due, Period time.Duration
 	Obs         grain.ID // cNotify: the sending client's observer
+	Bye         bool     // sent from OnDeactivate (cGrain.goodbye)
 }
 
 // cTick is a timer's tick: the activation that started the timer, and
@@ -547,6 +549,13 @@ func (b *cBook) event(what, key string) (ended func()) {
 	}
 }
 
+// mark notes a moment of key's life that explains nothing, for a failure's
+// account: an activation, a deactivation. b.mu held.
+func (b *cBook) mark(what, key string) {
+	b.seq++
+	b.events = append(b.events, &cEvent{what: what, key: key, begin: b.seq, end: b.seq})
+}
+
 // explained reports whether an event of what for m's key may have made m a
 // dead letter: for "stop" (a Stop, or a fatal ask's supervision stop), one
 // that had not ended when m was sent — a stop draws its line under what
@@ -608,8 +617,9 @@ type cGrain struct {
 	// asked to be kept (DelayDeactivation), no later than the silo has it
 	keptUntil time.Time
 	subs      grain.Observers // the turns': its subscribers (cNotify)
-	// b.mu: a turn asked to deactivate (cLeave); a turn failed (cBoom, cFatal)
-	left, failed bool
+	// b.mu: a turn asked to deactivate (cLeave); a turn failed (cBoom,
+	// cFatal); a message other than a goodbye was handled
+	left, failed, worked bool
 }
 
 func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
@@ -625,10 +635,22 @@ func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
 	g.b.live[g.key] = true
 	g.b.insts[g.key]++
 	g.inst = g.b.insts[g.key]
+	g.b.mark(fmt.Sprintf("activate #%d", g.inst), g.key)
 	return nil
 }
 
-func (g *cGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
+func (g *cGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
+	if g.deactivating(c) {
+		g.goodbye(ctx, c)
+	}
+	return nil
+}
+
+// deactivating checks the deactivation and notes it, and reports whether
+// the activation handled a message other than a goodbye: then it says
+// goodbye (but not one woken by a goodbye, or they would go round the
+// grains for ever).
+func (g *cGrain) deactivating(c *grain.Context) (worked bool) {
 	now := c.Now()
 	g.b.mu.Lock()
 	defer g.b.mu.Unlock()
@@ -644,7 +666,24 @@ func (g *cGrain) OnDeactivate(_ context.Context, c *grain.Context) error {
 	}
 	g.b.live[g.key] = false
 	g.gone = true
-	return nil
+	g.b.mark(fmt.Sprintf("deactivate #%d (%v)", g.inst, c.DeactivationReason()), g.key)
+	return g.worked
+}
+
+// goodbye is what an OnDeactivate sends — as a grain that saves its state
+// there tells others it has gone: a message to the next grain of cKeys,
+// and a notification to its subscribers. What a Shutdown takes in its
+// hooks it finishes.
+func (g *cGrain) goodbye(ctx context.Context, c *grain.Context) {
+	o := cOrigin{root: cRoot{-1, -1}} // no client's step
+	if v, has := ctx.Value(cRootKey{}).(cRoot); has {
+		o.root, o.has = v, true
+	}
+	to := cKeys[(strings.Index(strings.Join(cKeys, ""), g.key)+1)%len(cKeys)]
+	m := g.b.register(g.sender(), to, false, o, cNote, "")
+	m.Bye = true
+	g.b.sent(m.ID, g.runtime(c, to).Tell(ctx, cID(to), m))
+	g.subs.Notify(ctx, &cNotifier{g: g, c: c, o: o}, cNote) //nolint:errcheck // each tell's outcome is in the book
 }
 
 // deactivation says why g could not be deactivating for r, "" if it may
@@ -802,6 +841,11 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	g.enter()
 	defer g.leave()
 	g.b.handle(m, g.key, g.inst)
+	if !m.Bye {
+		g.b.mu.Lock()
+		g.worked = true
+		g.b.mu.Unlock()
+	}
 	g.b.sender(c, m, g.key)
 	o := g.b.origin(ctx, m)
 	switch m.Do {
@@ -1268,25 +1312,31 @@ func (b *cBook) lines(c int, ls []cLine) error {
 			continue // several activations live at once: the line holds for each, not between them
 		}
 		before, answered := 0, 0
-		for _, m := range b.msgs {
+		var byBefore, byAnswered int // the messages that set them
+		for id, m := range b.msgs {
 			if m.root.client == c && m.root.step < l.step && m.key == l.key && m.handled > 0 {
-				before = max(before, m.inst)
-				if m.ask && m.sendErr == nil {
-					answered = max(answered, m.inst)
+				if m.inst > before {
+					before, byBefore = m.inst, id
+				}
+				if m.ask && m.sendErr == nil && m.inst > answered {
+					answered, byAnswered = m.inst, id
 				}
 			}
 		}
-		floor := before
+		floor, by := before, byBefore
 		if l.op == "deactivate" {
 			if l.key == "d" || l.key == "e" {
 				continue // a busy grain that interleaves lets messages in until its last turn ends
 			}
-			floor = answered
+			floor, by = answered, byAnswered
 		}
 		for id, m := range b.msgs {
 			if m.root.client == c && m.root.step > l.step && m.key == l.key && m.handled > 0 && m.inst <= floor {
-				return fmt.Errorf("message %d, %s>%s of its step %d, after its %s of %s at step %d, handled by activation %d; want later than %d",
-					id+1, m.from, m.key, m.root.step, l.op, l.key, l.step, m.inst, floor)
+				f := b.msgs[by]
+				return fmt.Errorf("message %d, %s>%s of its step %d (sent %d–%d), after its %s of %s at step %d, handled by activation %d; "+
+					"want later than %d, which handled message %d, %s>%s of step %d (ask %v, sent %d–%d, %v); %v",
+					id+1, m.from, m.key, m.root.step, m.sentAt, m.back, l.op, l.key, l.step, m.inst,
+					floor, by+1, f.from, f.key, f.root.step, f.ask, f.sentAt, f.back, f.sendErr, b.eventsOf(l.key))
 			}
 		}
 	}

@@ -157,6 +157,7 @@ func (p *partition) deactivationOverran(a *act) {
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
 	p.floodOver(a)
+	p.keepStopLine(a)
 	h := a.ID.Hash()
 	if cur, ok := p.dir.Get(a.ID, h); ok && cur == a { // never a successor's entry
 		p.dir.Delete(a.ID, h)
@@ -731,6 +732,23 @@ func (p *partition) stopRequested(c ctl) {
 		return
 	}
 	p.halt(a, grain.DeactivationStopped)
+}
+
+// keepStopLine keeps the line of a Stop of a, read with this batch, among
+// the batch's messages not yet delivered, as a goes: they were sent before
+// the Stop, and are dead letters, as for a grain that was not active when
+// its Stop came (stopRequested) — not a fresh activation's first messages.
+// a goes before them when its hook's end is read in the same round, after
+// the Stop (TestAMessageSentBeforeAStopIsADeadLetterThoughTheGrainWentMeanwhile).
+func (p *partition) keepStopLine(a *act) {
+	x := a.x.Load()
+	if x == nil || !x.stopAt.set || x.stopAt.seq != p.batch.Seq() || p.batch.Taken() >= x.stopAt.ahead {
+		return
+	}
+	if p.stopsAhead == nil {
+		p.stopsAhead = make(map[grain.ID]stopPoint)
+	}
+	p.stopsAhead[a.ID] = x.stopAt
 }
 
 // stoppedAhead reports whether env, not for an active grain, was sent before
