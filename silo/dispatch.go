@@ -74,12 +74,12 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 		p.interleave(a, *env)
 		return true
 	}
-	if a.isStopping() && !p.sentAfterStop(a) {
+	if a.isStopping() {
 		switch {
-		case a.stoppedExplicitly():
+		case a.stoppedExplicitly() && !p.sentAfterStop(a):
 			p.s.deadLetter(*env, grain.ReasonStopped, nil)
 			return true
-		case p.inQuarantine(a.ID, a.k): // a stop by supervision
+		case p.inQuarantine(a.ID, a.k): // a stop by supervision, before a Stop's line or after it
 			p.s.deadLetter(*env, grain.ReasonQuarantined, nil)
 			return true
 		}

@@ -721,12 +721,15 @@ func (p *partition) stopRequested(c ctl) {
 		}
 		return
 	}
-	if _, q := p.quarantine[a.ID]; q && a.isStopping() {
-		return // stopped by supervision: everything until it is gone is a dead letter anyway
-	}
 	a.extra().stopAt = sp
 	if a.isStopping() || a.State() >= activation.Deactivating {
-		// Already on its way out: what waits for it was sent before this Stop.
+		// Already on its way out: what waits for it was sent before this
+		// Stop. Stopped by supervision too: what comes in its quarantine
+		// is a dead letter anyway, but the quarantine may end before the
+		// grain is gone (its last turn, or OnDeactivate, runs on), and
+		// what comes then waits for the fresh instance — not what was sent
+		// before this Stop
+		// (TestAStopDrawsItsLineThoughTheGrainsQuarantineEndsFirst).
 		a.setStopping(true)
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 		return

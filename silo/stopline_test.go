@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/silo"
 )
@@ -24,6 +25,9 @@ type slowGoer struct {
 }
 
 func (g *slowGoer) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "boom" {
+		panic("boom")
+	}
 	g.got <- msg.(string)
 	return nil, nil
 }
@@ -61,55 +65,110 @@ func (g *ownerHolder) Receive(context.Context, *grain.Context, any) (any, error)
 // activation 3 with those sent after").
 func TestAMessageSentBeforeAStopIsADeadLetterThoughTheGrainWentMeanwhile(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		got, hookIn, hookRelease := make(chan string, 8), make(chan struct{}), make(chan struct{})
-		held, holdRelease := make(chan struct{}), make(chan struct{})
-		s, err := silo.New(silo.Config{
-			Partitions:       1,         // the ownerHolder holds the grain's partition
-			HandoffThreshold: time.Hour, // and is not handed off meanwhile
-			Logger:           newTextLogger(io.Discard),
-		})
-		require.NoError(t, err)
-		n := 0
-		require.NoError(t, silo.Register(s, "g", func(grain.ID) *slowGoer {
-			n++
-			return &slowGoer{got: got, hookIn: hookIn, release: hookRelease, inst: n}
-		}))
-		require.NoError(t, silo.Register(s, "hold", func(grain.ID) *ownerHolder {
-			return &ownerHolder{in: held, release: holdRelease}
-		}))
-		require.NoError(t, s.Start())
-		defer func() { require.NoError(t, s.Shutdown(context.Background())) }()
-		dead := s.SubscribeDeadLetters(8)
-		defer dead.Cancel()
-		ctx := context.Background()
-		id := grain.NewID("g", "k")
-
-		require.NoError(t, s.Tell(ctx, id, "first"))
-		require.Equal(t, "first", <-got)
-		require.NoError(t, s.Deactivate(ctx, id))
-		<-hookIn // the hook waits, off the partition
-		require.NoError(t, s.Tell(ctx, grain.NewID("hold", "h"), "hold"))
-		<-held // the owner is held: what follows waits in the queue
-		require.NoError(t, s.Tell(ctx, id, "before"))
-		require.NoError(t, s.Stop(ctx, id))
-		close(hookRelease) // the hook's end queues behind the Stop
+		e := newStopLine(t, silo.Config{})
+		require.NoError(t, e.s.Tell(e.ctx, e.id, "first"))
+		require.Equal(t, "first", <-e.got)
+		require.NoError(t, e.s.Deactivate(e.ctx, e.id))
+		<-e.hookIn // the hook waits, off the partition
+		e.hold(t)  // what follows waits in the queue
+		require.NoError(t, e.s.Tell(e.ctx, e.id, "before"))
+		require.NoError(t, e.s.Stop(e.ctx, e.id))
+		close(e.hookRelease) // the hook's end queues behind the Stop
 		synctest.Wait()
-		close(holdRelease) // one round reads the Stop, the hook's end, "before"
-		require.NoError(t, s.Tell(ctx, id, "after"))
-
-		// Each message's outcome, in order: "before" a dead letter, then
-		// "after" handled.
-		var outcomes []string
-		for len(outcomes) < 2 {
-			select {
-			case m := <-got:
-				outcomes = append(outcomes, "handled "+m)
-			case d := <-dead.C:
-				outcomes = append(outcomes, "dead "+d.Msg.(string)+" ("+d.Reason.String()+")")
-			}
-		}
-		require.Equal(t, []string{"dead before (stopped)", "handled after"}, outcomes)
-		synctest.Wait()
-		require.Empty(t, got)
+		close(e.holdRelease) // one round reads the Stop, the hook's end, "before"
+		require.NoError(t, e.s.Tell(e.ctx, e.id, "after"))
+		e.outcomes(t, "dead before (stopped)", "handled after")
 	})
+}
+
+// A Stop that comes while a grain its supervision stopped is still
+// going — its OnDeactivate running on after its quarantine — draws its
+// line too: a message sent before it, delivered once the quarantine is
+// over, is a dead letter, not the fresh instance's. The Stop was taken for
+// one with nothing to do ("everything until it is gone is a dead letter
+// anyway", but not once the quarantine is over) and the message went to
+// the fresh instance with those sent after the Stop (the several-clients
+// model test found it: "message 144, sent before the stop, handled by
+// activation 4").
+func TestAStopDrawsItsLineThoughTheGrainsQuarantineEndsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newStopLine(t, silo.Config{
+			IdleQuantum:         time.Hour,                                                             // no idle tick ends the quarantine's record
+			DeactivationTimeout: time.Hour,                                                             // the hook runs for as long as the test says
+			Supervision:         activation.Supervision{MaxRestarts: -1, Quarantine: 10 * time.Second}, // the first failure stops the grain
+		})
+		require.NoError(t, e.s.Tell(e.ctx, e.id, "boom"))
+		<-e.hookIn                   // stopped by supervision, its hook waits off the partition
+		time.Sleep(11 * time.Second) // the quarantine is over; the grain is not gone
+		e.hold(t)
+		require.NoError(t, e.s.Tell(e.ctx, e.id, "before"))
+		require.NoError(t, e.s.Stop(e.ctx, e.id))
+		close(e.holdRelease) // one round reads the Stop and "before"
+		require.NoError(t, e.s.Tell(e.ctx, e.id, "after"))
+		synctest.Wait()
+		close(e.hookRelease) // the grain goes; a fresh instance for what waits
+		e.outcomes(t, "dead before (stopped)", "handled after")
+	})
+}
+
+// stopLine is a silo of one partition, in a synctest bubble, with a grain
+// of kind "g" whose first instance's OnDeactivate waits until hookRelease
+// closes (the kind slowGoer), and a grain that holds the partition's owner
+// until holdRelease closes (hold).
+type stopLine struct {
+	s                        *silo.Silo
+	ctx                      context.Context
+	id                       grain.ID
+	got                      chan string
+	hookIn                   chan struct{}
+	hookRelease, holdRelease chan struct{}
+	held                     chan struct{}
+	dead                     *silo.DeadLetters
+}
+
+func newStopLine(t *testing.T, cfg silo.Config) *stopLine {
+	e := &stopLine{ctx: context.Background(), id: grain.NewID("g", "k"), got: make(chan string, 8),
+		hookIn: make(chan struct{}), hookRelease: make(chan struct{}), holdRelease: make(chan struct{}), held: make(chan struct{})}
+	cfg.Partitions = 1               // the holder holds the grain's partition
+	cfg.HandoffThreshold = time.Hour // and is not handed off meanwhile
+	cfg.Logger = newTextLogger(io.Discard)
+	s, err := silo.New(cfg)
+	require.NoError(t, err)
+	n := 0
+	require.NoError(t, silo.Register(s, "g", func(grain.ID) *slowGoer {
+		n++
+		return &slowGoer{got: e.got, hookIn: e.hookIn, release: e.hookRelease, inst: n}
+	}))
+	require.NoError(t, silo.Register(s, "hold", func(grain.ID) *ownerHolder {
+		return &ownerHolder{in: e.held, release: e.holdRelease}
+	}))
+	require.NoError(t, s.Start())
+	t.Cleanup(func() { require.NoError(t, s.Shutdown(context.Background())) })
+	e.s, e.dead = s, s.SubscribeDeadLetters(8)
+	t.Cleanup(e.dead.Cancel)
+	return e
+}
+
+// hold makes the holder hold the owner: what is sent until holdRelease
+// closes waits in the queue, to be read in one round.
+func (e *stopLine) hold(t *testing.T) {
+	require.NoError(t, e.s.Tell(e.ctx, grain.NewID("hold", "h"), "hold"))
+	<-e.held
+}
+
+// outcomes checks what became of the grain's messages, in order: each
+// handled, or a dead letter with its reason.
+func (e *stopLine) outcomes(t *testing.T, want ...string) {
+	var got []string
+	for len(got) < len(want) {
+		select {
+		case m := <-e.got:
+			got = append(got, "handled "+m)
+		case d := <-e.dead.C:
+			got = append(got, "dead "+d.Msg.(string)+" ("+d.Reason.String()+")")
+		}
+	}
+	require.Equal(t, want, got)
+	synctest.Wait()
+	require.Empty(t, e.got)
 }
