@@ -96,11 +96,17 @@ import (
 //   - no ask waits: each is answered or fails well within its bound.
 //
 // It found a reentrant grain's sends out of order
-// (TestAnInterleavedTurnsSendsFollowTheCallThatLetItIn), and a reentrant
+// (TestAnInterleavedTurnsSendsFollowTheCallThatLetItIn), a reentrant
 // grain's stale tick delivered
-// (TestATickLetInBehindATurnThatEndsItsTimerIsNotDelivered). A failing run
-// prints the clients' scripts; rapid, which cannot make the same
-// interleaving happen again, calls it flaky and shrinks nothing.
+// (TestATickLetInBehindATurnThatEndsItsTimerIsNotDelivered), and two
+// messages sent before a Stop handled after it, by the fresh instance: one
+// as the grain went in the round that read the Stop
+// (TestAMessageSentBeforeAStopIsADeadLetterThoughTheGrainWentMeanwhile),
+// one as its supervision's quarantine ended before it went
+// (TestAStopDrawsItsLineThoughTheGrainsQuarantineEndsFirst). A failing run
+// prints the clients' scripts and, for a Stop's line, what the grain went
+// through (activations, deactivations, Stops); rapid, which cannot make
+// the same interleaving happen again, calls it flaky and shrinks nothing.
 func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		parts := rapid.IntRange(1, 4).Draw(rt, "partitions")
