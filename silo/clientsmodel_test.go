@@ -37,7 +37,9 @@ import (
 // the clients read their observers now and then, close them and make new
 // ones, in either silo, their buffers small enough to fill),
 // goodbyes from OnDeactivate (a tell to the next grain, a notification to
-// the subscribers), Deactivate and Stop, and jumps of the clock — the real
+// the subscribers; in half the runs OnActivate and OnDeactivate wait for
+// something outside first, a load and a save, in silo.Await), Deactivate
+// and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
 // — on two silos of the process, one grain in the second, which the
 // first's grains call and tell (and it tells them, and calls them back on
@@ -121,7 +123,9 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		if rapid.Bool().Draw(rt, "idle") {
 			cfg.IdleTimeout, cfg.IdleQuantum = 3*time.Millisecond, time.Millisecond
 		}
-		keepAlive := rapid.Bool().Draw(rt, "ticks keep alive") // the plain kind's
+		var r cRun
+		r.keepAlive = rapid.Bool().Draw(rt, "ticks keep alive") // the plain kind's
+		r.hooksWait = rapid.Bool().Draw(rt, "hooks wait")
 		if rapid.Bool().Draw(rt, "dressed") {
 			// A filter around every turn, one around every send of a
 			// grain's, and each turn's grain.Context its own.
@@ -181,7 +185,8 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 			backlog = append(backlog, silo.WithMaxBacklog(3, silo.DropOldest))
 		}
 		obsBuf := rapid.IntRange(1, 4).Draw(rt, "observer buffer") // small: a client that reads late finds some refused
-		runClients(rt, cfg, backlog, keepAlive, obsBuf, scripts, ends)
+		r.obsBuf = obsBuf
+		runClients(rt, cfg, backlog, r, scripts, ends)
 	})
 }
 
@@ -377,25 +382,27 @@ type cSent struct {
 
 // cBook is what the grains and clients share. Safe for concurrent use.
 type cBook struct {
-	mu        sync.Mutex
-	msgs      []*cSent       // by ID-1
-	next      map[string]int // per "from>key": the last N given
-	last      map[string]int // per "from>key": the last N handled
-	insts     map[string]int // activations of each key so far
-	live      map[string]bool
-	poison    map[string]bool
-	overload  bool // a backlog or queue small enough to overflow
-	propagate bool // Config.Propagator carries a tell's cRootKey
+	mu         sync.Mutex
+	msgs       []*cSent       // by ID-1
+	next       map[string]int // per "from>key": the last N given
+	last       map[string]int // per "from>key": the last N handled
+	insts      map[string]int // activations of each key so far
+	live       map[string]bool
+	poison     map[string]bool
+	overload   bool            // a backlog or queue small enough to overflow
+	propagate  bool            // Config.Propagator carries a tell's cRootKey
+	graceful   map[string]bool // per silo: it ends with a Shutdown, whose bound nothing reaches
+	silos      map[string]*silo.Silo
+	seq        int64              // counts the sends' and events' beginnings and ends: what happened before what
+	events     []*cEvent          // what may explain a dead letter
+	ticks      int                // timer ticks handled
+	io         chan chan struct{} // what an Await waits on: a goroutine answers (outside)
+	ioQuit     chan struct{}      // closed when the run is over
+	hooksWait  bool               // OnActivate and OnDeactivate wait on io
+	violations []string
 	// what may deactivate a grain: idle collection, an activation cap,
 	// memory short (Config)
 	idle, capped, short bool
-	graceful            map[string]bool // per silo: it ends with a Shutdown, whose bound nothing reaches
-	silos               map[string]*silo.Silo
-	seq                 int64              // counts the sends' and events' beginnings and ends: what happened before what
-	events              []*cEvent          // what may explain a dead letter
-	ticks               int                // timer ticks handled
-	io                  chan chan struct{} // what an Await waits on: a goroutine answers
-	violations          []string
 	// The clients' observers: every one made, and by ID and by key
 	observers []*cObs
 	obsKey    map[grain.ID]string
@@ -628,7 +635,24 @@ type cGrain struct {
 	left, failed, worked bool
 }
 
-func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
+// outside waits for the goroutine that stands for the world outside the
+// silo (I/O) to answer; once the run is over, not at all.
+func (b *cBook) outside() error {
+	done := make(chan struct{})
+	select {
+	case b.io <- done:
+		<-done
+	case <-b.ioQuit:
+	}
+	return nil
+}
+
+func (g *cGrain) OnActivate(ctx context.Context, _ *grain.Context) error {
+	if g.b.hooksWait { // a load
+		if err := silo.Await(ctx, g.b.outside); err != nil {
+			g.b.violate("%s: Await in OnActivate: %v", g.key, err)
+		}
+	}
 	g.b.mu.Lock()
 	defer g.b.mu.Unlock()
 	if g.b.poison[g.key] {
@@ -646,7 +670,13 @@ func (g *cGrain) OnActivate(context.Context, *grain.Context) error {
 }
 
 func (g *cGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
-	if g.deactivating(c) {
+	worked := g.deactivating(c)
+	if g.b.hooksWait { // a save
+		if err := silo.Await(ctx, g.b.outside); err != nil {
+			g.b.violate("%s #%d: Await in OnDeactivate: %v", g.key, g.inst, err)
+		}
+	}
+	if worked {
 		g.goodbye(ctx, c)
 	}
 	return nil
@@ -904,12 +934,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		// As across a call, a grain that interleaves lets others in
 		// meanwhile; what the turn sends after comes after what they sent.
 		g.leave()
-		err := silo.Await(ctx, func() error {
-			done := make(chan struct{})
-			g.b.io <- done
-			<-done
-			return nil
-		})
+		err := silo.Await(ctx, g.b.outside)
 		g.enter()
 		if err != nil {
 			g.b.violate("%s #%d: Await: %v", g.key, g.inst, err)
@@ -1011,22 +1036,37 @@ type cEnd struct {
 
 func (e cEnd) String() string { return fmt.Sprintf("%s: %s by c%d at %d", e.silo, e.how, e.by, e.at) }
 
-func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAlive bool, obsBuf int, scripts [][]cOp, ends [2]cEnd) {
+// cRun is what else a run drew: whether the plain kind's ticks keep its
+// grains alive (WithTimerKeepAlive), whether OnActivate and OnDeactivate
+// wait for something outside (a load and a save: silo.Await), and the
+// size of the observers' buffers.
+type cRun struct {
+	keepAlive, hooksWait bool
+	obsBuf               int
+}
+
+func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun, scripts [][]cOp, ends [2]cEnd) {
 	clk := cfg.Clock.(*jumpClock)
 	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
 		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{}),
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
 		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0,
-		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: obsBuf, ending: map[string]bool{}}
+		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: r.obsBuf, ending: map[string]bool{},
+		hooksWait: r.hooksWait, ioQuit: make(chan struct{})}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
 		defer close(ioDone)
-		for done := range b.io {
-			close(done)
+		for {
+			select {
+			case done := <-b.io:
+				close(done)
+			case <-b.ioQuit:
+				return
+			}
 		}
 	}()
 	defer func() {
-		close(b.io) // after the silo has stopped: no turn waits any more
+		close(b.ioQuit) // after the silos have stopped
 		<-ioDone
 	}()
 	sup := activation.Supervision{MaxRestarts: 1 << 20, Window: time.Nanosecond, MinBackoff: time.Nanosecond, MaxBackoff: time.Nanosecond, Quarantine: 3 * time.Millisecond,
@@ -1067,7 +1107,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, keepAli
 			if opt != nil {
 				opts = append(opts, opt)
 			}
-			if kind == "cm" && keepAlive {
+			if kind == "cm" && r.keepAlive {
 				opts = append(opts, silo.WithTimerKeepAlive())
 			}
 			if err := silo.Register(s, kind, func(id grain.ID) *cGrain { return &cGrain{b: b, key: id.Key()} }, opts...); err != nil {
