@@ -109,6 +109,7 @@ const (
 	gateOpen       gate = iota
 	gateRestricted      // PushLate only
 	gateClosed
+	gateGone // closed, its consumer gone for good: control items go nowhere either (Discard)
 )
 
 // Push appends v to the message lane, or fails with ErrClosed or ErrFull.
@@ -186,7 +187,7 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 		q.leave(waited) // its room, if held, is for this push
 	}
 	if q.gate != gateOpen {
-		if !late || q.gate == gateClosed {
+		if !late || q.gate >= gateClosed {
 			if waited != nil {
 				q.roomFreed()
 			}
@@ -243,6 +244,10 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 // not: a signal to a consumer already awake costs nothing.
 func (q *Queue[T, C]) PushControl(c C) {
 	q.mu.Lock()
+	if q.gate == gateGone {
+		q.mu.Unlock()
+		return
+	}
 	q.wakeIdle()
 	signal := len(q.ctl) == 0
 	q.ctl = append(q.ctl, c)
@@ -260,6 +265,10 @@ func (q *Queue[T, C]) PushControl(c C) {
 // after, though it reads the item first. mk must not be nil.
 func (q *Queue[T, C]) PushControlAt(mk func(ahead int) C) {
 	q.mu.Lock()
+	if q.gate == gateGone {
+		q.mu.Unlock()
+		return
+	}
 	q.wakeIdle()
 	signal := len(q.ctl) == 0 // as PushControl
 	q.ctl = append(q.ctl, mk(q.n))
@@ -366,11 +375,24 @@ func (q *Queue[T, C]) Len() int {
 // already queued stay for Drain; PushControl still works.
 func (q *Queue[T, C]) Close() {
 	q.mu.Lock()
-	q.gate = gateClosed
+	q.gate = max(q.gate, gateClosed)
 	q.idle = false     // counted no more
 	q.releaseWaiters() // they retry, and find the lane closed
 	q.mu.Unlock()
 	q.signal()
+}
+
+// Discard is Close for a consumer that has stopped for good: it also makes
+// the control lane drop what is pushed from now on, and it returns what
+// both lanes held — the messages as a Batch written into *b, the control
+// items as a slice — so that a queue no one reads holds nothing, and keeps
+// nothing alive, however late a push comes.
+func (q *Queue[T, C]) Discard(b *Batch[T, C]) []C {
+	q.mu.Lock()
+	q.gate = gateGone
+	q.releaseWaiters() // they retry, and find the lane closed
+	q.mu.Unlock()
+	return q.DrainInto(b, nil)
 }
 
 // Restrict makes Push fail with ErrClosed, as Close does, while

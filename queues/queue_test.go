@@ -151,6 +151,33 @@ func TestQueueLimitAndClose(t *testing.T) {
 	assert.Zero(t, open.Len())
 }
 
+// Discard hands back what both lanes hold and closes the queue for good:
+// a push to either lane after it — a late control item for a consumer
+// that has stopped — is refused or goes nowhere, and the queue stays
+// empty.
+func TestQueueDiscard(t *testing.T) {
+	q := queues.New[int, int](0)
+	require.NoError(t, q.Push(1))
+	q.PushControl(7)
+	q.PushControlAt(func(ahead int) int { return 100 + ahead })
+	var b queues.Batch[int, int]
+	ctl := q.Discard(&b)
+	assert.Equal(t, []int{1}, drain(&b))
+	assert.Equal(t, []int{7, 101}, ctl)
+
+	require.ErrorIs(t, q.Push(2), queues.ErrClosed)
+	_, _, err := q.PushLateOrWait(new(3), nil)
+	require.ErrorIs(t, err, queues.ErrClosed)
+	q.PushControl(8)
+	q.PushControlAt(func(int) int { t.Fatal("made for a queue discarded"); return 0 })
+	q.Close() // closing again leaves it discarded
+	q.PushControl(9)
+	assert.Zero(t, q.Len())
+	b2, ctl2 := q.Drain(nil)
+	assert.Empty(t, drain(&b2))
+	assert.Empty(t, ctl2)
+}
+
 // Many producers, one consumer: nothing lost, per-producer order kept, and
 // the consumer never misses a wake-up.
 func TestQueueManyProducers(t *testing.T) {

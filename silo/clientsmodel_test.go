@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -95,7 +96,9 @@ import (
 //     its OnDeactivate, nor after a turn stopped or replaced the timer
 //     (grain.Context.StopTimer: "no tick of it after this turn"), nor more
 //     than once for a timer of one tick; and it is never a dead letter;
-//   - no ask waits: each is answered or fails well within its bound.
+//   - no ask waits: each is answered or fails well within its bound;
+//   - each silo, stopped, holds no activation and nothing queued (Stats),
+//     and counts no more restarts and stops than its grains' turns failed.
 //
 // It found a reentrant grain's sends out of order
 // (TestAnInterleavedTurnsSendsFollowTheCallThatLetItIn), a reentrant
@@ -399,6 +402,7 @@ type cBook struct {
 	io         chan chan struct{} // what an Await waits on: a goroutine answers (outside)
 	ioQuit     chan struct{}      // closed when the run is over
 	hooksWait  bool               // OnActivate and OnDeactivate wait on io
+	failures   map[string]*[2]int // per silo: the turns that panicked (cBoom), that failed fatally (cFatal)
 	violations []string
 	// what may deactivate a grain: idle collection, an activation cap,
 	// memory short (Config)
@@ -908,11 +912,13 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	case cBoom:
 		g.b.mu.Lock()
 		g.failed = true
+		g.b.failures[cSiloOf(g.key)][0]++
 		g.b.mu.Unlock()
 		panic("clients model: boom")
 	case cFatal:
 		g.b.mu.Lock()
 		g.failed = true
+		g.b.failures[cSiloOf(g.key)][1]++
 		g.b.mu.Unlock()
 		return nil, errCFatal
 	case cOops:
@@ -1052,7 +1058,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
 		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0,
 		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: r.obsBuf, ending: map[string]bool{},
-		hooksWait: r.hooksWait, ioQuit: make(chan struct{})}
+		hooksWait: r.hooksWait, ioQuit: make(chan struct{}), failures: map[string]*[2]int{"A": {}, "B": {}}}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
 		defer close(ioDone)
@@ -1197,6 +1203,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 			rt.Fatalf("%d dead letters dropped by the subscription: the run cannot account for them", n)
 		}
 	}
+	var leftover []string
 	for name, s := range b.silos {
 		// Every dead letter the silo counts, its subscriber saw: none
 		// counted unseen (a refusal after the silo stopped was).
@@ -1206,6 +1213,21 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		}
 		if counted != seen[name] {
 			rt.Fatalf("%s: Stats counts %d dead letters, its subscription saw %d", name, counted, seen[name])
+		}
+		// Stopped, it holds nothing; and it counts a failure its
+		// supervision carried out once at most (not one whose grain was
+		// going anyway: a Stop, a shutdown).
+		st := s.Stats()
+		for kind, n := range st.Activations {
+			if n != 0 {
+				rt.Fatalf("%s, stopped: %d activations of %s", name, n, kind)
+			}
+		}
+		if slices.ContainsFunc(st.QueueDepth, func(n int) bool { return n != 0 }) || slices.ContainsFunc(st.Backlog, func(n int) bool { return n != 0 }) {
+			leftover = append(leftover, fmt.Sprintf("%s, stopped: queues %v, backlogs %v", name, st.QueueDepth, st.Backlog))
+		}
+		if f := b.failures[name]; st.Restarts > uint64(f[0]) || st.Stops > uint64(f[1]) {
+			rt.Fatalf("%s: %d restarts and %d stops counted, for %d panics and %d fatal errors", name, st.Restarts, st.Stops, f[0], f[1])
 		}
 	}
 	b.mu.Lock()
@@ -1243,6 +1265,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		if err := b.lines(c, ls); err != nil {
 			fail("c%d: %v", c, err)
 		}
+	}
+	if len(leftover) > 0 {
+		fail("%v", leftover)
 	}
 }
 

@@ -267,9 +267,33 @@ func (p *partition) stopped() bool {
 		return false
 	}
 	p.stopGrace()
+	p.stopWake()
 	p.openAllDoors()
 	close(p.done)
 	return true
+}
+
+// dropLeftovers lets go of what came for the partition after it stopped,
+// and makes what comes later go nowhere: the ends of the turns a Close did
+// not wait for (opTurnDone: their asks were answered as it closed,
+// closeAll), a Deactivate or a Stop that passed the silo's state as it
+// stopped — no one reads them now, and a stopped silo's queues held them,
+// and Stats counted them, for as long as the silo lived. A message cannot
+// be among them (a stopped partition's queue takes none), but one would be
+// a dead letter, not lost. Called once the owners have stopped.
+func (p *partition) dropLeftovers() {
+	clear(p.ctls)
+	p.ctls, p.cpos = nil, 0
+	clear(p.q.Discard(&p.batch)) // and what comes later goes nowhere
+	for {
+		env, ok := p.batch.Pop()
+		if !ok {
+			return
+		}
+		if !ranAhead(&env) {
+			p.s.deadLetter(env, grain.ReasonShutdown, nil)
+		}
+	}
 }
 
 // closeAll dead-letters everything the partition holds — the first message

@@ -421,6 +421,9 @@ func (s *Silo) finishStop(grace time.Duration) {
 		}
 	}
 	s.runners.stop(allDone) // the waiting ones go; with no turn left, all of them
+	for _, p := range s.parts {
+		p.dropLeftovers() // and what a turn still running queues later
+	}
 	s.closeObservers()
 	s.dead.close()
 	s.logw.close() // the last lines, the warning above included

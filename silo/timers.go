@@ -163,12 +163,12 @@ func (p *partition) unschedule(gt *grainTimer) {
 func (p *partition) armTimers() {
 	t := &p.timers
 	if len(t.heap) == 0 {
-		if t.armed {
-			if t.wake != nil { // nil: the armed wake is fireTimers' opTimer
-				t.wake.Stop()
-			}
-			t.armed = false
+		// Stopped armed or not: a wake armed for a later due may still be
+		// set when a slice's opTimer stood for it (fireTimers).
+		if t.wake != nil {
+			t.wake.Stop()
 		}
+		t.armed = false
 		return
 	}
 	due := t.heap[0].due
@@ -188,6 +188,17 @@ func (p *partition) armTimers() {
 		t.wake = p.s.after(d, t.fire)
 	}
 	t.at, t.armed = due, true
+}
+
+// stopWake stops the partition's clock timer as the partition stops: no
+// tick is due any more — the grains are gone — and a wake left armed for a
+// timer an hour off would keep the silo from the garbage collector for the
+// hour, then queue an opTimer for an owner that has stopped.
+func (p *partition) stopWake() {
+	if t := &p.timers; t.wake != nil {
+		t.wake.Stop()
+	}
+	p.timers.armed = false
 }
 
 // fireTimers delivers the tick of every timer now due, in due order, each

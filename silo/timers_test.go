@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -400,4 +401,65 @@ func TestStartTimerRefusesBadInput(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "barrier", <-ticks)
 	assert.Empty(t, ticks, "no other timer was started")
+}
+
+// A stopped silo holds no clock timer — a grain's timer an hour off
+// included — and nothing in its queues.
+func TestAStoppedSiloHoldsNoTimerAndNothingQueued(t *testing.T) {
+	for _, how := range []string{"shutdown", "close"} {
+		t.Run(how, func(t *testing.T) {
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			s := newSilo(t, silo.Config{Clock: clk, Partitions: 2}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "ticker", func(grain.ID) *ticker { return &ticker{ticks: make(chan string, 1)} }))
+			})
+			ctx := ctxT(t)
+			for i := range 4 {
+				_, err := s.Ask(ctx, grain.NewIntID("ticker", int64(i)), startTimer{"far", time.Hour, 0})
+				require.NoError(t, err)
+			}
+			if how == "close" {
+				require.NoError(t, s.Close())
+			} else {
+				require.NoError(t, s.Shutdown(ctx))
+			}
+			assert.Zero(t, clk.Pending(), "clock timers left armed")
+			st := s.Stats()
+			assert.Equal(t, []int{0, 0}, st.QueueDepth)
+			assert.Equal(t, []int{0, 0}, st.Backlog)
+		})
+	}
+}
+
+// stubborn's turn waits until released, whatever its ctx says.
+type stubborn struct{ release <-chan struct{} }
+
+func (g *stubborn) Receive(context.Context, *grain.Context, any) (any, error) {
+	<-g.release
+	return nil, nil
+}
+
+// A turn that ends after its partition stopped — a Close waits for the
+// turns off their partition only as long as Config.DeactivationTimeout —
+// queued its end (opTurnDone) for an owner that had gone: the stopped
+// silo's queue held it for as long as the silo lived, and Stats counted
+// it. What comes for a partition that has stopped goes nowhere now
+// (partition.dropLeftovers, queues.Queue.Discard). The several-clients
+// model test found it, and the same of a Deactivate that passed the silo's
+// state as it stopped, and of a timer wake-up left armed
+// (partition.stopWake, armTimers).
+func TestATurnThatEndsAfterItsSiloStoppedLeavesNothingQueued(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		s, err := silo.New(silo.Config{Partitions: 1, DeactivationTimeout: time.Millisecond, Logger: newTextLogger(io.Discard)})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "stubborn", func(grain.ID) *stubborn { return &stubborn{release: release} }))
+		require.NoError(t, s.Start())
+		ctx := context.Background()
+		require.NoError(t, s.Tell(ctx, grain.NewID("stubborn", "s"), "wait"))
+		synctest.Wait()
+		require.NoError(t, s.Close()) // gives up on the turn after a millisecond
+		close(release)
+		synctest.Wait() // the turn has ended, and queued what it queues
+		assert.Equal(t, []int{0}, s.Stats().QueueDepth)
+	})
 }
