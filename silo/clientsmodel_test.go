@@ -142,17 +142,7 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		}
 		if rapid.Bool().Draw(rt, "propagate") {
 			// A tell's handler's ctx holds its sender's client step.
-			cfg.Propagator = silo.PropagatorFuncs{
-				ExtractFunc: func(ctx context.Context) any {
-					if r, ok := ctx.Value(cRootKey{}).(cRoot); ok {
-						return r
-					}
-					return nil
-				},
-				InjectFunc: func(ctx context.Context, carried any) context.Context {
-					return context.WithValue(ctx, cRootKey{}, carried)
-				},
-			}
+			cfg.Propagator = valuePropagator[cRoot](cRootKey{})
 		}
 		if rapid.IntRange(0, 2).Draw(rt, "memory pressure") == 0 {
 			// Memory always short: each idle tick sheds what it may.

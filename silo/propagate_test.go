@@ -16,16 +16,21 @@ import (
 )
 
 // traceProp carries the trace id under traceKey.
-var traceProp = silo.PropagatorFuncs{
-	ExtractFunc: func(ctx context.Context) any {
-		if v, ok := ctx.Value(traceKey{}).(string); ok {
-			return v
-		}
-		return nil
-	},
-	InjectFunc: func(ctx context.Context, carried any) context.Context {
-		return context.WithValue(ctx, traceKey{}, carried)
-	},
+var traceProp = valuePropagator[string](traceKey{})
+
+// valuePropagator carries the ctx value of type V under key.
+func valuePropagator[V any](key any) silo.PropagatorFuncs {
+	return silo.PropagatorFuncs{
+		ExtractFunc: func(ctx context.Context) any {
+			if v, ok := ctx.Value(key).(V); ok {
+				return v
+			}
+			return nil
+		},
+		InjectFunc: func(ctx context.Context, carried any) context.Context {
+			return context.WithValue(ctx, key, carried)
+		},
+	}
 }
 
 // tracer reports the trace id its handler's ctx has, and its sender, then
