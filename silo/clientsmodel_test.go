@@ -37,10 +37,11 @@ import (
 // asking client's observer to its grain.Observers and notifies them all;
 // the clients read their observers now and then, close them and make new
 // ones, in either silo, their buffers small enough to fill),
-// goodbyes from OnDeactivate (a tell to the next grain, a notification to
-// the subscribers; in half the runs OnActivate and OnDeactivate wait for
-// something outside first, a load and a save, in silo.Await), Deactivate
-// and Stop, and jumps of the clock — the real
+// Stops and Deactivates from turns (of another grain, or the turn's own),
+// ActiveGrains, goodbyes from OnDeactivate (a tell to the next grain, a
+// notification to the subscribers; in half the runs OnActivate and
+// OnDeactivate wait for something outside first, a load and a save, in
+// silo.Await), Deactivate and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
 // — on two silos of the process, one grain in the second, which the
 // first's grains call and tell (and it tells them, and calls them back on
@@ -208,6 +209,8 @@ const (
 	cAwait       // wait in silo.Await for an answer from outside (I/O), then tell To a message of its own
 	cOops        // fail with errCOops: its supervision resumes it, the same instance going on
 	cNotify      // subscribe Obs (if not zero) to the activation's grain.Observers, then Notify them all
+	cStopTo      // Silo.Stop To (itself too) from the turn
+	cDeactTo     // Silo.Deactivate To (itself too) from the turn
 )
 
 // cMsg is every message of the test: the n-th its sender sent key, under
@@ -248,8 +251,8 @@ func (o cOp) String() string {
 		return fmt.Sprintf("fwd %s→%s ask=%v", o.Key, o.To, o.Ask)
 	case "bounce":
 		return fmt.Sprintf("bounce %s→%s→%s", o.Key, o.To, o.Key)
-	case "await":
-		return fmt.Sprintf("await %s→%s", o.Key, o.To)
+	case "await", "stopfrom", "deactfrom":
+		return fmt.Sprintf("%s %s→%s", o.Op, o.Key, o.To)
 	case "short":
 		return fmt.Sprintf("short %s %v", o.Key, o.Expiry)
 	case "jump":
@@ -260,6 +263,8 @@ func (o cOp) String() string {
 		return fmt.Sprintf("keep %s %v", o.Key, o.Expiry)
 	case "notify":
 		return fmt.Sprintf("notify %s ask=%v", o.Key, o.Ask)
+	case "active":
+		return "active " + cID(o.Key).Kind() + " in " + cSiloOf(o.Key)
 	case "read":
 		return "read"
 	case "reopen":
@@ -309,12 +314,12 @@ func cOpGen() *rapid.Generator[cOp] {
 			Op: rapid.SampledFrom([]string{
 				"tell", "tell", "tell", "tell", "tell", "ask", "ask", "ask", "ask", "short", "fwd", "fwd",
 				"bounce", "await", "boom", "fatal", "oops", "leave", "timer", "untimer", "keep", "poison", "deactivate", "stop", "jump", "jump",
-				"notify", "notify", "read", "read", "reopen",
+				"notify", "notify", "read", "read", "reopen", "stopfrom", "deactfrom", "active",
 			}).Draw(t, "op"),
 			Key: rapid.SampledFrom(cKeys).Draw(t, "key"),
 		}
 		switch o.Op {
-		case "bounce", "await":
+		case "bounce", "await", "stopfrom", "deactfrom":
 			o.To = rapid.SampledFrom(cKeys).Draw(t, "to")
 		case "fwd":
 			o.To = rapid.SampledFrom(cKeys).Draw(t, "to")
@@ -926,6 +931,24 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		g.keep(c, m.Due)
 	case cNotify:
 		g.notify(ctx, c, m, o)
+	case cStopTo, cDeactTo:
+		// As an admin grain does: Stop and Deactivate return at once, the
+		// grain's own too (its turn finishes first).
+		s, what := g.b.silos[cSiloOf(m.To)], "stop"
+		if m.Do == cDeactTo {
+			what = "deactivate"
+		}
+		ended := g.b.event(what, m.To)
+		var err error
+		if m.Do == cStopTo {
+			err = s.Stop(ctx, cID(m.To))
+		} else {
+			err = s.Deactivate(ctx, cID(m.To))
+		}
+		ended()
+		if err != nil && !errors.Is(err, grain.ErrSiloClosed) && ctx.Err() == nil {
+			g.b.violate("%s #%d: %s %s from its turn: %v", g.key, g.inst, what, m.To, err)
+		}
 	case cAwait:
 		// As across a call, a grain that interleaves lets others in
 		// meanwhile; what the turn sends after comes after what they sent.
@@ -1427,6 +1450,9 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 	case "read":
 		c.read()
 		return
+	case "active":
+		c.active(ctx, o.Key)
+		return
 	case "reopen":
 		c.reopen(o.To)
 		return
@@ -1465,6 +1491,10 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		do = cBounce
 	case "await":
 		do = cAwait
+	case "stopfrom":
+		do = cStopTo
+	case "deactfrom":
+		do = cDeactTo
 	case "boom":
 		do = cBoom
 	case "oops":
@@ -1493,6 +1523,32 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 	defer cancel()
 	reply, err := c.b.silos[cSiloOf(o.Key)].Ask(actx, cID(o.Key), m)
 	c.b.answered(m.ID, reply, err)
+}
+
+// active asks key's silo for the active grains of key's kind: each is of
+// that kind, one of the run's grains, and named once (a stateless
+// worker's activations are one identity).
+func (c *cClient) active(ctx context.Context, key string) {
+	kind := cID(key).Kind()
+	actx, cancel := context.WithTimeout(ctx, cAskBound)
+	defer cancel()
+	ids, err := c.b.silos[cSiloOf(key)].ActiveGrains(actx, kind)
+	if err != nil {
+		if !errors.Is(err, grain.ErrSiloClosed) {
+			c.b.violate("ActiveGrains(%s): %v", kind, err)
+		}
+		return
+	}
+	seen := map[grain.ID]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			c.b.violate("ActiveGrains(%s) in %s: %v twice", kind, cSiloOf(key), id)
+		}
+		seen[id] = true
+		if id.Kind() != kind || !slices.ContainsFunc(cKeys, func(k string) bool { return cID(k) == id && cSiloOf(k) == cSiloOf(key) }) {
+			c.b.violate("ActiveGrains(%s) in %s: %v, not a grain of the run's there", kind, cSiloOf(key), id)
+		}
+	}
 }
 
 // read takes what the client's observer holds now, without waiting.
