@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/activation"
+	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 )
@@ -147,7 +148,7 @@ func (p *partition) deactivationOverran(a *act) {
 	b.extra().restarts = x.restarts
 	if backoff := x.deact.backoff; backoff > 0 && p.mode == modeRunning {
 		_ = b.Transition(activation.Backoff) // its ready step passes it by until then
-		p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: b}) })
+		p.backOff(b, backoff)
 	}
 }
 
@@ -158,6 +159,9 @@ func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
 	p.floodOver(a)
 	p.keepStopLine(a)
+	if p.backoffs != nil {
+		p.endBackoff(a)
+	}
 	h := a.ID.Hash()
 	if cur, ok := p.dir.Get(a.ID, h); ok && cur == a { // never a successor's entry
 		p.dir.Delete(a.ID, h)
@@ -681,7 +685,27 @@ func (p *partition) restartNow(a *act, backoff time.Duration) {
 		p.rebuild(a)
 		return
 	}
-	p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: a}) })
+	p.backOff(a, backoff)
+}
+
+// backOff restarts a once backoff has passed (opRestart). The clock timer
+// is the partition's to stop: a grain gone meanwhile (a Stop ends a
+// backoff) or a partition that stops needs it no more, and a timer left
+// set kept the silo from the garbage collector until it fired
+// (TestAStoppedSiloHoldsNoTimerAndNothingQueued).
+func (p *partition) backOff(a *act, backoff time.Duration) {
+	if p.backoffs == nil {
+		p.backoffs = make(map[*act]clock.Timer)
+	}
+	p.backoffs[a] = p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: a}) })
+}
+
+// endBackoff stops a's backoff timer, if it has one.
+func (p *partition) endBackoff(a *act) {
+	if t, ok := p.backoffs[a]; ok {
+		t.Stop()
+		delete(p.backoffs, a)
+	}
 }
 
 // rebuild readies a, whose failed instance was dropped, for a fresh one:

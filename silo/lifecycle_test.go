@@ -350,6 +350,32 @@ func TestAStopEndsARestartBackoff(t *testing.T) {
 	assert.Empty(t, e.s.Stats().Deactivations, "the failed instance was gone already")
 }
 
+// Nor does the backoff's clock timer outlive the grain, or the silo: a
+// timer left set kept the silo from the garbage collector until it fired
+// (MaxBackoff, as long as a program sets it), then queued a restart for
+// an owner that had gone.
+func TestARestartBackoffsTimerGoesWithItsGrainAndSilo(t *testing.T) {
+	for _, how := range []string{"stop", "close"} {
+		t.Run(how, func(t *testing.T) {
+			e := newLife(t, silo.Config{IdleTimeout: -1}, silo.WithSupervision(hourBackoff))
+			base := e.clk.Pending() // the silo's own, while it runs
+			id := e.id("a")
+			e.backOffAnHour(t, id)
+			require.Eventually(t, func() bool { return e.clk.Pending() > base }, 5*time.Second, time.Millisecond,
+				"the backoff timer is scheduled")
+			if how == "stop" {
+				require.NoError(t, e.s.Stop(e.ctx, id))
+				_, err := e.s.ActiveGrains(e.ctx, "life") // a barrier: the Stop has been read
+				require.NoError(t, err)
+				assert.Equal(t, base, e.clk.Pending(), "the backoff's timer left set")
+				return
+			}
+			require.NoError(t, e.s.Close())
+			assert.Zero(t, e.clk.Pending(), "a clock timer left set")
+		})
+	}
+}
+
 // A Shutdown does not wait out a restart's backoff: the grain restarts at
 // once and its queued messages run — here on a manual clock that never
 // moves, which would otherwise hold the Shutdown until its deadline.

@@ -190,7 +190,7 @@ func (p *partition) armTimers() {
 	t.at, t.armed = due, true
 }
 
-// stopWake stops the partition's clock timer as the partition stops: no
+// stopWake stops the partition's clock timers as the partition stops: no
 // tick is due any more — the grains are gone — and a wake left armed for a
 // timer an hour off would keep the silo from the garbage collector for the
 // hour, then queue an opTimer for an owner that has stopped.
@@ -199,6 +199,9 @@ func (p *partition) stopWake() {
 		t.wake.Stop()
 	}
 	p.timers.armed = false
+	for a := range p.backoffs { // and a restart's, for a grain that is gone
+		p.endBackoff(a)
+	}
 }
 
 // fireTimers delivers the tick of every timer now due, in due order, each
