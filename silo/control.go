@@ -319,6 +319,13 @@ func (p *partition) closeAll() {
 	p.dir.All(func(_ grain.ID, a *act) bool { all = append(all, a); return true })
 	for _, a := range all {
 		p.stopTimers(a)
+		if x := a.x.Load(); x != nil && x.deact != nil && x.deact.timer != nil {
+			// An OnDeactivate under way: no give-up is needed once the
+			// grain is gone, and its timer would keep the silo until it
+			// fired (TestAStoppedSiloHoldsNoTimerAndNothingQueued).
+			x.deact.timer.Stop()
+			x.deact.timer = nil
+		}
 		p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonShutdown, nil) })
 		a.setDeactWant(false)
 		p.remove(a) // a turn still running finds its activation gone (finish)

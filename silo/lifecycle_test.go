@@ -376,6 +376,20 @@ func TestARestartBackoffsTimerGoesWithItsGrainAndSilo(t *testing.T) {
 	}
 }
 
+// Nor does the give-up timer of an OnDeactivate under way outlive a Close
+// (which waits for a hook that ignores its ctx only DeactivationTimeout):
+// the grain is gone, and the timer kept the silo until it fired.
+func TestCloseDuringOnDeactivateLeavesNoTimerSet(t *testing.T) {
+	e := newLife(t, silo.Config{IdleTimeout: -1, DeactivationTimeout: 10 * time.Millisecond})
+	hang := e.hangFirstDeactivation()
+	defer close(hang)
+	e.call(t, "a", incr{1})
+	require.NoError(t, e.s.Deactivate(e.ctx, e.id("a")))
+	require.Equal(t, "a", <-e.j.deact) // OnDeactivate runs, and waits
+	require.NoError(t, e.s.Close())
+	assert.Zero(t, e.clk.Pending(), "a clock timer left set")
+}
+
 // A Shutdown does not wait out a restart's backoff: the grain restarts at
 // once and its queued messages run — here on a manual clock that never
 // moves, which would otherwise hold the Shutdown until its deadline.
