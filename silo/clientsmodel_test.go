@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -99,7 +100,8 @@ import (
 //     than once for a timer of one tick; and it is never a dead letter;
 //   - no ask waits: each is answered or fails well within its bound;
 //   - each silo, stopped, holds no activation and nothing queued (Stats),
-//     and counts no more restarts and stops than its grains' turns failed.
+//     leaves no clock timer set (jumpClock counts them), and counts no
+//     more restarts and stops than its grains' turns failed.
 //
 // It found a reentrant grain's sends out of order
 // (TestAnInterleavedTurnsSendsFollowTheCallThatLetItIn), a reentrant
@@ -1195,6 +1197,16 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		}
 	}
 	collecting.Wait()
+	// Both silos have stopped: none of their timers is left set — a
+	// grain's timer, a restart's backoff, an OnDeactivate's give-up, the
+	// idle tick — but those that fired as they stopped, whose functions
+	// may not have begun yet: given a moment.
+	for bound := time.Now().Add(time.Second); clk.armed.Load() != 0 && time.Now().Before(bound); {
+		runtime.Gosched()
+	}
+	if n := clk.armed.Load(); n != 0 {
+		b.violate("%d clock timers left set by the stopped silos", n)
+	}
 	// What the observers hold once their silos have stopped is still
 	// theirs to read; then each is closed.
 	for _, ob := range b.observers {
@@ -1588,10 +1600,59 @@ func (c *cClient) reopen(name string) {
 // jumpClock is the real clock, but for the jumps forward the clients make
 // it take — a process paused, say, for a garbage collection or a VM's
 // migration: what counts in time, an idle timeout, a quarantine, passes in
-// a jump, the timers firing at their real times and finding it passed.
-// Safe for concurrent use.
-type jumpClock struct{ off atomic.Int64 }
+// a jump, the timers firing at their real times and finding it passed. It
+// counts the timers set and neither fired nor stopped (armed), so that a
+// run can check a stopped silo left none. Safe for concurrent use.
+type jumpClock struct{ off, armed atomic.Int64 }
 
 func (c *jumpClock) Now() time.Time { return time.Now().Add(time.Duration(c.off.Load())) }
 
-func (c *jumpClock) AfterFunc(d time.Duration, f func()) clock.Timer { return time.AfterFunc(d, f) }
+func (c *jumpClock) AfterFunc(d time.Duration, f func()) clock.Timer {
+	jt := &jumpTimer{c: c, armed: true}
+	c.armed.Add(1)
+	jt.t = time.AfterFunc(d, func() {
+		jt.disarm()
+		f()
+	})
+	return jt
+}
+
+// jumpTimer is a jumpClock's timer: a *time.Timer, counted while armed.
+// Reset keeps the silo on the path it takes with the real clock (a wake
+// reset in place). A Reset that races the timer's firing may leave the
+// count one short, never one over: the check it serves misses a timer
+// then, and never reports one that is not there.
+type jumpTimer struct {
+	c     *jumpClock
+	t     *time.Timer
+	mu    sync.Mutex
+	armed bool
+}
+
+func (jt *jumpTimer) disarm() {
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	if jt.armed {
+		jt.armed = false
+		jt.c.armed.Add(-1)
+	}
+}
+
+// Stop disarms the timer whatever time.Timer.Stop says: false means it
+// fired (its function may not have begun yet) or was stopped before.
+func (jt *jumpTimer) Stop() bool {
+	stopped := jt.t.Stop()
+	jt.disarm()
+	return stopped
+}
+
+func (jt *jumpTimer) Reset(d time.Duration) bool {
+	jt.mu.Lock()
+	defer jt.mu.Unlock()
+	active := jt.t.Reset(d)
+	if !jt.armed {
+		jt.armed = true
+		jt.c.armed.Add(1)
+	}
+	return active
+}
