@@ -322,7 +322,7 @@ func (p *partition) closeAll() {
 		if x := a.x.Load(); x != nil && x.deact != nil && x.deact.timer != nil {
 			// An OnDeactivate under way: no give-up is needed once the
 			// grain is gone, and its timer would keep the silo until it
-			// fired (TestAStoppedSiloHoldsNoTimerAndNothingQueued).
+			// fired (TestCloseDuringOnDeactivateLeavesNoTimerSet).
 			x.deact.timer.Stop()
 			x.deact.timer = nil
 		}

@@ -692,7 +692,7 @@ func (p *partition) restartNow(a *act, backoff time.Duration) {
 // is the partition's to stop: a grain gone meanwhile (a Stop ends a
 // backoff) or a partition that stops needs it no more, and a timer left
 // set kept the silo from the garbage collector until it fired
-// (TestAStoppedSiloHoldsNoTimerAndNothingQueued).
+// (TestARestartBackoffsTimerGoesWithItsGrainAndSilo).
 func (p *partition) backOff(a *act, backoff time.Duration) {
 	if p.backoffs == nil {
 		p.backoffs = make(map[*act]clock.Timer)
