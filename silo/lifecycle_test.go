@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"sync"
@@ -353,27 +354,46 @@ func TestAStopEndsARestartBackoff(t *testing.T) {
 // Nor does the backoff's clock timer outlive the grain, or the silo: a
 // timer left set kept the silo from the garbage collector until it fired
 // (MaxBackoff, as long as a program sets it), then queued a restart for
-// an owner that had gone.
+// a grain or an owner that had gone. In a synctest bubble, on a clock that
+// counts the timers set (jumpClock), each step ends with every goroutine
+// idle: the timers counted are those left set.
 func TestARestartBackoffsTimerGoesWithItsGrainAndSilo(t *testing.T) {
 	for _, how := range []string{"stop", "close"} {
 		t.Run(how, func(t *testing.T) {
-			e := newLife(t, silo.Config{IdleTimeout: -1}, silo.WithSupervision(hourBackoff))
-			base := e.clk.Pending() // the silo's own, while it runs
-			id := e.id("a")
-			e.backOffAnHour(t, id)
-			require.Eventually(t, func() bool { return e.clk.Pending() > base }, 5*time.Second, time.Millisecond,
-				"the backoff timer is scheduled")
-			if how == "stop" {
-				require.NoError(t, e.s.Stop(e.ctx, id))
-				_, err := e.s.ActiveGrains(e.ctx, "life") // a barrier: the Stop has been read
-				require.NoError(t, err)
-				assert.Equal(t, base, e.clk.Pending(), "the backoff's timer left set")
-				return
-			}
-			require.NoError(t, e.s.Close())
-			assert.Zero(t, e.clk.Pending(), "a clock timer left set")
+			synctest.Test(t, func(t *testing.T) {
+				clk := new(jumpClock)
+				s := newSilo(t, silo.Config{Clock: clk, IdleTimeout: -1, Logger: newTextLogger(io.Discard)}, func(s *silo.Silo) {
+					require.NoError(t, silo.Register(s, "boomer", func(grain.ID) *boomer { return &boomer{} }, silo.WithSupervision(hourBackoff)))
+				})
+				ctx, id := context.Background(), grain.NewID("boomer", "b")
+				for range 2 { // restarted at once, then backing off an hour
+					require.NoError(t, s.Tell(ctx, id, "boom"))
+					synctest.Wait()
+				}
+				backingOff := clk.armed.Load()
+				require.Positive(t, backingOff)
+				if how == "stop" {
+					require.NoError(t, s.Stop(ctx, id))
+					synctest.Wait()
+					assert.Equal(t, backingOff-1, clk.armed.Load(), "the backoff's timer left set")
+					return
+				}
+				require.NoError(t, s.Close())
+				synctest.Wait()
+				assert.Zero(t, clk.armed.Load(), "a clock timer left set")
+			})
 		})
 	}
+}
+
+// boomer panics on "boom".
+type boomer struct{}
+
+func (*boomer) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	if msg == "boom" {
+		panic("boom")
+	}
+	return nil, nil
 }
 
 // Nor does the give-up timer of an OnDeactivate under way outlive a Close
