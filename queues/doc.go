@@ -16,7 +16,9 @@
 // (PushLateOrWait), and MarkIdle lets a set of queues tell when all of them
 // are quiet at once; Close then refuses every message (the control lane
 // stays open: the runtime's own items must reach the consumer until it
-// stops).
+// stops). Discard, once the consumer has stopped for good, hands back what
+// both lanes hold and drops what is pushed later, so a queue no one reads
+// holds nothing.
 //
 // An envelope has a wire form (AppendEnvelope, DecodeEnvelope), the seam
 // for silos that pass messages to one another: everything in it but an

@@ -239,7 +239,8 @@ func (q *Queue[T, C]) push(v *T, late, wait bool, waited <-chan struct{}) (<-cha
 
 // PushControl appends c to the control lane, which the consumer drains ahead
 // of the message lane. The control lane never closes: the runtime's own
-// messages (a finished turn, a timer) must reach the consumer until it stops.
+// messages (a finished turn, a timer) must reach the consumer until it stops
+// — and once it has (Discard), c goes nowhere.
 // The first item since a drain signals the consumer, messages queued or
 // not: a signal to a consumer already awake costs nothing.
 func (q *Queue[T, C]) PushControl(c C) {
