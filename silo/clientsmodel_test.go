@@ -33,7 +33,9 @@ import (
 // meanwhile) and then send, panics (restart), errors its supervision
 // stops the grain for (a quarantine) or resumes it for, activations that
 // fail, DeactivateOnIdle, DelayDeactivation, timers started, replaced and
-// stopped (their ticks keeping the plain grains alive in half the runs),
+// stopped (their ticks keeping the plain grains alive in half the runs;
+// one started in OnActivate by every other activation, and one refused
+// in OnDeactivate),
 // notifications to the clients' observers (each grain subscribes the
 // asking client's observer to its grain.Observers and notifies them all;
 // the clients read their observers now and then, close them and make new
@@ -648,12 +650,25 @@ func (b *cBook) outside() error {
 	return nil
 }
 
-func (g *cGrain) OnActivate(ctx context.Context, _ *grain.Context) error {
+func (g *cGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 	if g.b.hooksWait { // a load
 		if err := silo.Await(ctx, g.b.outside); err != nil {
 			g.b.violate("%s: Await in OnActivate: %v", g.key, err)
 		}
 	}
+	if err := g.activated(); err != nil {
+		return err
+	}
+	if g.inst%2 == 1 {
+		// A timer started as the grain activates, as one that saves
+		// periodically does: a tick of one, due in 0–2 ms.
+		g.startTimer(c, cMsg{Due: time.Duration(g.inst%3) * time.Millisecond})
+	}
+	return nil
+}
+
+// activated notes the activation, or fails it if the grain was poisoned.
+func (g *cGrain) activated() error {
 	g.b.mu.Lock()
 	defer g.b.mu.Unlock()
 	if g.b.poison[g.key] {
@@ -672,6 +687,11 @@ func (g *cGrain) OnActivate(ctx context.Context, _ *grain.Context) error {
 
 func (g *cGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
 	worked := g.deactivating(c)
+	// A timer started from OnDeactivate is refused: it would never fire
+	// (were one to, tick reports it).
+	if err := c.StartTimer("late", time.Millisecond, 0, cTick{Key: g.key, Inst: g.inst, Gen: -1}); !errors.Is(err, grain.ErrDeactivating) {
+		g.b.violate("%s #%d: StartTimer in OnDeactivate: %v, want ErrDeactivating", g.key, g.inst, err)
+	}
 	if g.b.hooksWait { // a save
 		if err := silo.Await(ctx, g.b.outside); err != nil {
 			g.b.violate("%s #%d: Await in OnDeactivate: %v", g.key, g.inst, err)
