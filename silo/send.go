@@ -154,7 +154,10 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			// not even a call back on the hook's own chain — and its next
 			// activation waits for the hook (a stateless worker's other
 			// activations excepted).
-			leaving := ti.deact != nil && id == ti.a.ID && !ti.a.isWorker()
+			// (The kind's count, not the activation's mark: its marks
+			// are its owner's, written as the owner stops it, and this
+			// is the hook's goroutine.)
+			leaving := ti.deact != nil && id == ti.a.ID && ti.a.k.workers <= 1
 			if !l.AllowReentry && !letIn || leaving {
 				unreserve(p, k)
 				return nil, chain.Cycle(s.incarnation, s.cfg.Name, id)
