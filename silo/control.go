@@ -95,7 +95,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opList:
 		p.list(c.list)
 	case opRestart:
-		delete(p.backoffs, c.a)
+		p.forgetBackoff(c.a)
 		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a && c.a.State() == activation.Backoff {
 			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {
 				_ = c.a.Transition(activation.Activating)

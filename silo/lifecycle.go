@@ -704,7 +704,17 @@ func (p *partition) backOff(a *act, backoff time.Duration) {
 func (p *partition) endBackoff(a *act) {
 	if t, ok := p.backoffs[a]; ok {
 		t.Stop()
-		delete(p.backoffs, a)
+		p.forgetBackoff(a)
+	}
+}
+
+// forgetBackoff drops a's backoff timer from the partition's, leaving the
+// map nil when none is left: remove, on every grain's way out, looks only
+// while a backoff is under way.
+func (p *partition) forgetBackoff(a *act) {
+	delete(p.backoffs, a)
+	if len(p.backoffs) == 0 {
+		p.backoffs = nil
 	}
 }
 
