@@ -171,6 +171,16 @@ type deactHook struct {
 	// its calls are no edges of the wait-for graph from then on. Guarded
 	// by the lock of its partition's wait shard (waitShard.dropHook).
 	givenUp bool
+	// abandoned: the same, for its partition's owner alone, which counts
+	// the hook out of the turns a Shutdown waits for (partition.abandoned)
+	abandoned bool
+}
+
+// deactAbandoned reports whether a's OnDeactivate is one the owner gave up
+// on (deactivationOverran). Owner only.
+func deactAbandoned(a *act) bool {
+	x := a.x.Load()
+	return x != nil && x.deact != nil && x.deact.abandoned
 }
 
 // deferDirective keeps d for when the grain's last turn ends; of several,

@@ -94,6 +94,7 @@ func (p *partition) activationOverran(a *act, w *worker) {
 	if !atomic.CompareAndSwapInt32(&w.actRace, actHooking, actGivenUp) {
 		return
 	}
+	p.abandoned++ // until its turn ends (finish: res.gaveUp)
 	p.s.log(slog.LevelWarn, "granary: the activation overran its timeout; it failed without it", "grain", a.ID.String())
 	if hc := w.hook.Load(); hc != nil { // else it is not there yet: hookCtx ends it
 		hc.timeOut() // the hook's ctx (turn.go: hookCtx) ends, DeadlineExceeded
@@ -121,6 +122,7 @@ func (p *partition) closeActivations() {
 		if !atomic.CompareAndSwapInt32(&aw.w.actRace, actHooking, actGivenUp) {
 			continue // it ended, or the turn runs its first message
 		}
+		p.abandoned++ // as at a give-up: its turn ends with res.gaveUp
 		if first := aw.w.env; first.Msg != nil {
 			p.s.deadLetter(first, grain.ReasonShutdown, nil)
 		}

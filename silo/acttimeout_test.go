@@ -2,6 +2,7 @@ package silo_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -236,4 +237,63 @@ func TestAGiveUpBeforeTheHookBeginsEndsItsCtx(t *testing.T) {
 	_, err := s.Ask(ctx, id, "third") // a fresh instance
 	require.NoError(t, err)
 	require.NoError(t, <-began)
+}
+
+// A Shutdown gives up on an activation that hangs as a running silo does:
+// at Config.ActivationTimeout the messages that waited for it are dead
+// letters (reason activation failed, the ask's error matching
+// ErrActivation), and the Shutdown, with nothing else to wait for,
+// returns. Before, the idle ticks that look at the watched activations
+// stopped as the Shutdown began: it waited out its ctx (2 s here, a
+// DeadlineExceeded), and the messages were a shutdown's dead letters.
+func TestAShutdownGivesUpOnAnActivationThatHangs(t *testing.T) {
+	for _, honour := range []bool{false, true} {
+		name := "ignoring its ctx"
+		if honour {
+			name = "ending with its ctx"
+		}
+		t.Run(name, func(t *testing.T) {
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			in, release := make(chan struct{}, 1), make(chan struct{})
+			cause := make(chan error, 1)
+			var built atomic.Int32
+			s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "slow", func(grain.ID) *slowStart {
+					return &slowStart{instance: int(built.Add(1)), honour: honour, in: in, release: release, cause: cause, handled: &sync.Map{}}
+				}))
+			})
+			t.Cleanup(func() { close(release) })
+			dl := s.SubscribeDeadLetters(16)
+			ctx := ctxT(t)
+			id := grain.NewID("slow", "s")
+			require.NoError(t, s.Tell(ctx, id, "first")) // activates: the hook hangs
+			<-in
+			asked := make(chan error, 1)
+			go func() { _, err := s.Ask(ctx, id, "second"); asked <- err }()
+			waitBacklog(t, s, 1) // handed off: watched
+
+			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			shut := make(chan error, 1)
+			go func() { shut <- s.Shutdown(sctx) }()
+			require.Eventually(t, func() bool { // the Shutdown has begun
+				return errors.Is(s.Tell(ctx, id, "late"), grain.ErrSiloClosed)
+			}, 10*time.Second, time.Millisecond)
+			clk.Advance(time.Minute + time.Second) // the deadline, and the idle tick after it
+
+			err := <-asked
+			require.ErrorIs(t, err, grain.ErrActivation)
+			require.ErrorIs(t, err, context.DeadlineExceeded)
+			require.NoError(t, <-shut)
+			got := map[any]grain.Reason{}
+			for range 2 {
+				d := <-dl.C
+				got[d.Msg] = d.Reason
+			}
+			assert.Equal(t, map[any]grain.Reason{"first": grain.ReasonActivationFailed, "second": grain.ReasonActivationFailed}, got)
+			if honour {
+				require.ErrorIs(t, <-cause, context.DeadlineExceeded, "the hook's ctx ended at the give-up")
+			}
+		})
+	}
 }

@@ -134,6 +134,13 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		var r cRun
 		r.keepAlive = rapid.Bool().Draw(rt, "ticks keep alive") // the plain kind's
 		r.hooksWait = rapid.Bool().Draw(rt, "hooks wait")
+		if r.hooksWait && rapid.IntRange(0, 2).Draw(rt, "overrun") == 0 {
+			// Now and then a hook's load or save hangs past its bound,
+			// which the silo gives up on (cBook.hookIO).
+			r.overrun = true
+			cfg.ActivationTimeout, cfg.DeactivationTimeout = 3*time.Millisecond, 3*time.Millisecond
+			cfg.IdleQuantum = time.Millisecond // the give-ups' checks
+		}
 		if rapid.Bool().Draw(rt, "dressed") {
 			// A filter around every turn, one around every send of a
 			// grain's, and each turn's grain.Context its own.
@@ -401,6 +408,14 @@ type cBook struct {
 	io         chan chan struct{} // what an Await waits on: a goroutine answers (outside)
 	ioQuit     chan struct{}      // closed when the run is over
 	hooksWait  bool               // OnActivate and OnDeactivate wait on io
+	// overrun: now and then a hook's wait lasts past its bound
+	// (cBook.hookIO); hooks counts the waits, slow those under way, which
+	// slowQuit ends once the silos have stopped
+	overrun  bool
+	hooks    int
+	slow     sync.WaitGroup
+	slowQuit chan struct{}
+	liveG    map[string]*cGrain // the live activation of each key (but w's)
 	failures   map[string]*[2]int // per silo: the turns that panicked (cBoom), that failed fatally (cFatal)
 	violations []string
 	// what may deactivate a grain: idle collection, an activation cap,
@@ -633,6 +648,7 @@ type cGrain struct {
 	// asked to be kept (DelayDeactivation), no later than the silo has it
 	keptUntil time.Time
 	subs      grain.Observers // the turns': its subscribers (cNotify)
+	actCtx    context.Context // OnActivate's: whether the silo gave up on it (givenUp)
 	// b.mu: a turn asked to deactivate (cLeave); a turn failed (cBoom,
 	// cFatal); a message other than a goodbye was handled
 	left, failed, worked bool
@@ -650,12 +666,62 @@ func (b *cBook) outside() error {
 	return nil
 }
 
+// hookIO is what a hook waits for in silo.Await: the outside world, or
+// in a run whose hooks overrun, one wait in three a store that hangs past
+// the hook's bound (Config.ActivationTimeout, DeactivationTimeout) — in
+// turn until the hook's ctx ends, and for longer, ignoring it.
+func (b *cBook) hookIO(ctx context.Context, key string) func() error {
+	if !b.overrun {
+		return b.outside
+	}
+	b.mu.Lock()
+	b.hooks++
+	n := b.hooks
+	if n%3 == 0 {
+		b.mark("overrun", key) // may explain an activation failed
+		b.slow.Add(1)
+	}
+	b.mu.Unlock()
+	switch n % 6 {
+	case 0: // heeding its ctx
+		return func() error {
+			defer b.slow.Done()
+			select {
+			case <-ctx.Done():
+			case <-b.slowQuit:
+			}
+			return ctx.Err()
+		}
+	case 3: // ignoring it
+		return func() error {
+			defer b.slow.Done()
+			select {
+			case <-time.After(8 * time.Millisecond):
+			case <-b.slowQuit:
+			}
+			return nil
+		}
+	}
+	return b.outside
+}
+
+// givenUp reports whether the silo gave up on the activation's OnActivate
+// (Config.ActivationTimeout): its ctx ended for it.
+func (g *cGrain) givenUp() bool {
+	return g.actCtx != nil && errors.Is(context.Cause(g.actCtx), context.DeadlineExceeded)
+}
+
 func (g *cGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 	if g.b.hooksWait { // a load
-		if err := silo.Await(ctx, g.b.outside); err != nil {
+		if err := silo.Await(ctx, g.b.hookIO(ctx, g.key)); err != nil && !(g.b.overrun && ctx.Err() != nil) {
 			g.b.violate("%s: Await in OnActivate: %v", g.key, err)
 		}
 	}
+	if g.b.overrun && ctx.Err() != nil {
+		// Given up on (or its silo closed): the activation failed.
+		return context.Cause(ctx)
+	}
+	g.actCtx = ctx // whose end may yet say the silo gave up on the hook
 	if err := g.activated(); err != nil {
 		return err
 	}
@@ -675,10 +741,11 @@ func (g *cGrain) activated() error {
 		delete(g.b.poison, g.key)
 		return errRacePoison
 	}
-	if g.b.live[g.key] && g.key != "w" {
+	if g.b.live[g.key] && g.key != "w" && !g.b.liveG[g.key].givenUp() {
+		// (One whose hook returned as the silo gave up on it never was.)
 		g.b.violations = append(g.b.violations, g.key+" activated while an activation of it was live")
 	}
-	g.b.live[g.key] = true
+	g.b.live[g.key], g.b.liveG[g.key] = true, g
 	g.b.insts[g.key]++
 	g.inst = g.b.insts[g.key]
 	g.b.mark(fmt.Sprintf("activate #%d", g.inst), g.key)
@@ -693,7 +760,7 @@ func (g *cGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
 		g.b.violate("%s #%d: StartTimer in OnDeactivate: %v, want ErrDeactivating", g.key, g.inst, err)
 	}
 	if g.b.hooksWait { // a save
-		if err := silo.Await(ctx, g.b.outside); err != nil {
+		if err := silo.Await(ctx, g.b.hookIO(ctx, g.key)); err != nil && !(g.b.overrun && ctx.Err() != nil) {
 			g.b.violate("%s #%d: Await in OnDeactivate: %v", g.key, g.inst, err)
 		}
 	}
@@ -888,6 +955,9 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	if t, ok := msg.(cTick); ok {
 		g.enter()
 		defer g.leave()
+		if g.givenUp() {
+			g.b.violate("%s #%d, given up on as it activated, ran a tick", g.key, g.inst)
+		}
 		g.tick(t)
 		if id, ok := c.Sender(); ok {
 			g.b.violate("%s #%d: a tick from %v", g.key, g.inst, id)
@@ -897,6 +967,9 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	m := msg.(cMsg)
 	g.enter()
 	defer g.leave()
+	if g.givenUp() {
+		g.b.violate("%s #%d, given up on as it activated, handled message %d", g.key, g.inst, m.ID)
+	}
 	g.b.handle(m, g.key, g.inst)
 	if !m.Bye {
 		g.b.mu.Lock()
@@ -1079,10 +1152,11 @@ func (e cEnd) String() string { return fmt.Sprintf("%s: %s by c%d at %d", e.silo
 
 // cRun is what else a run drew: whether the plain kind's ticks keep its
 // grains alive (WithTimerKeepAlive), whether OnActivate and OnDeactivate
-// wait for something outside (a load and a save: silo.Await), and the
+// wait for something outside (a load and a save: silo.Await) — and now and
+// then for longer than their bounds (overrun) — and the
 // size of the observers' buffers.
 type cRun struct {
-	keepAlive, hooksWait bool
+	keepAlive, hooksWait, overrun bool
 	obsBuf               int
 }
 
@@ -1093,7 +1167,8 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
 		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0,
 		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: r.obsBuf, ending: map[string]bool{},
-		hooksWait: r.hooksWait, ioQuit: make(chan struct{}), failures: map[string]*[2]int{"A": {}, "B": {}}}
+		hooksWait: r.hooksWait, overrun: r.overrun, slowQuit: make(chan struct{}), liveG: map[string]*cGrain{},
+		ioQuit: make(chan struct{}), failures: map[string]*[2]int{"A": {}, "B": {}}}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
 		defer close(ioDone)
@@ -1217,6 +1292,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		}
 	}
 	collecting.Wait()
+	// The hooks the silos gave up on end too, before the book is read.
+	close(b.slowQuit)
+	b.slow.Wait()
 	// Both silos have stopped: none of their timers is left set — a
 	// grain's timer, a restart's backoff, an OnDeactivate's give-up, the
 	// idle tick — but those that fired as they stopped, whose functions
@@ -1352,7 +1430,8 @@ func (b *cBook) account(m *cSent) error {
 		// (A turn's ctx ends when the silo closes: an ask from it then
 		// sends nothing.)
 		return errors.New("an ask failed, neither handled nor a dead letter, for no reason that keeps it from being sent")
-	case m.ask && errors.Is(m.sendErr, context.DeadlineExceeded) && !m.short:
+	case m.ask && errors.Is(m.sendErr, context.DeadlineExceeded) && !m.short && !errors.Is(m.sendErr, grain.ErrActivation):
+		// (An activation given up on fails with a deadline's cause.)
 		return fmt.Errorf("an ask waited %v", cAskBound)
 	}
 	for _, r := range m.dead {
@@ -1364,6 +1443,9 @@ func (b *cBook) account(m *cSent) error {
 			why = "fatal"
 		case grain.ReasonActivationFailed:
 			why = "poison"
+			if b.explained(m, "overrun") {
+				continue
+			}
 		case grain.ReasonShutdown:
 			if b.graceful[cSiloOf(m.key)] {
 				return errors.New("a shutdown dead letter in a graceful Shutdown: what was taken is to finish")

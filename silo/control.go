@@ -175,6 +175,17 @@ func unoccupied(a *act) bool {
 // collectIdle deactivates the grains whose idle deadline passed.
 func (p *partition) collectIdle(shedPPM int) {
 	p.now = p.s.since()
+	if p.mode != modeRunning {
+		// A Shutdown: it deactivates every grain its own way, but gives
+		// up on an activation that hangs as a running silo does.
+		if p.mode != modeClosing {
+			p.checkActivations()
+		}
+		if len(p.actWatch) == 0 {
+			p.idleQuiet.Store(true)
+		}
+		return
+	}
 	if p.rhead == len(p.ready) { // a quiet moment: let a burst's ready list go
 		p.ready, p.rhead = reuse(p.ready, 0), 0
 	}
@@ -264,7 +275,7 @@ func (p *partition) stopped() bool {
 	// run off the partition (their asks were answered by closeAll) — but
 	// for the first messages that failed activations hand back, which no
 	// user code holds up any more (closeActivations).
-	if p.mode == modeDraining && p.inflight > 0 || p.firstsOut.Load() > 0 {
+	if p.mode == modeDraining && p.waitedFor() > 0 || p.firstsOut.Load() > 0 {
 		return false
 	}
 	p.stopGrace()

@@ -90,15 +90,26 @@ func (p *partition) decideGoexited(w *worker, a *act, res *turnResult, handOn fu
 // handOnGoexited sends the outcome c of a turn cut short by runtime.Goexit
 // to the partition's owner, and counts the turn out.
 func (p *partition) handOnGoexited(w *worker, c *ctl) {
-	if c.res.kind == tkActivate && !c.res.ranMsg && w.env.Msg != nil {
+	if c.res.kind == tkActivate && !c.res.ranMsg {
 		// An activation's first message, which did not run — unless a
 		// give-up or a Close takes it first: the race is settled as when
-		// the hook returns (turn.go, execute).
-		p.firstsOut.Add(1)
-		if atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned) {
-			c.first, c.res.firstOut = w.env, true
-		} else {
-			p.firstsOut.Add(-1)
+		// the hook returns (turn.go, execute). One the owner gave up on
+		// is counted out of the turns a Shutdown waits for as it ends
+		// (res.gaveUp, partition.abandoned).
+		first := w.env.Msg != nil
+		if first {
+			p.firstsOut.Add(1)
+		}
+		switch {
+		case atomic.CompareAndSwapInt32(&w.actRace, actHooking, actReturned):
+			if first {
+				c.first, c.res.firstOut = w.env, true
+			}
+		default:
+			if first {
+				p.firstsOut.Add(-1)
+			}
+			c.res.gaveUp = atomic.LoadInt32(&w.actRace) == actGivenUp
 		}
 	}
 	p.q.PushControl(*c)

@@ -34,13 +34,15 @@ func (s *Silo) idleTick() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.state.Load(); st != stateRunning && st != stateNew {
+	if !s.ticking() {
 		return
 	}
 	for _, p := range s.parts {
 		p.q.PushControl(ctl{op: opIdleTick, ahead: shed})
 	}
-	s.lookSoon(false)
+	if s.state.Load() == stateRunning {
+		s.lookSoon(false)
+	}
 	if s.quietEverywhere() {
 		s.idleAsleep.Store(true)
 		if s.quietEverywhere() {
@@ -72,17 +74,36 @@ func (s *Silo) wakeIdleTicks() {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st := s.state.Load(); (st == stateRunning || st == stateNew) && s.idleTimer == nil {
+	if s.ticking() && s.idleTimer == nil {
 		s.scheduleIdle()
 	}
 }
 
+// ticking reports whether the idle ticks go on: while the silo runs, and
+// through a graceful Shutdown until a Close or the stop's end, for an
+// activation that hangs is given up on then too (checkActivations: else
+// the Shutdown waited out its ctx for it, and made the messages that
+// waited dead letters as a shutdown's). s.mu held.
+func (s *Silo) ticking() bool {
+	switch s.state.Load() {
+	case stateNew, stateRunning:
+		return true
+	case stateStopping:
+		return !s.closing && !s.finishing
+	}
+	return false
+}
+
+// stopIdle stops the looks at memory, and the idle ticks unless they go on
+// (ticking). s.mu held.
 func (s *Silo) stopIdle() {
-	if s.idleTimer != nil {
+	if s.idleTimer != nil && !s.ticking() {
 		s.idleTimer.Stop()
+		s.idleTimer = nil
 	}
 	if s.memTimer != nil {
 		s.memTimer.Stop()
+		s.memTimer = nil
 	}
 }
 

@@ -115,6 +115,8 @@ func (p *partition) deactivationOverran(a *act) {
 	p.s.log(slog.LevelWarn, "granary: OnDeactivate overran its timeout; the grain was removed without it", "grain", a.ID.String())
 	p.endDeactCtx(a, errDeactivationOverran)
 	if x := a.x.Load(); x != nil && x.deact != nil {
+		x.deact.abandoned = true
+		p.abandoned++
 		key := h
 		if a.isWorker() {
 			key = workerWaitKey(h, p.idx)
@@ -235,6 +237,9 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	}
 	a.Turns--
 	p.inflight--
+	if res.gaveUp || res.kind == tkDeactivate && deactAbandoned(a) {
+		p.abandoned--
+	}
 	p.nHandled++
 	if a.isWorker() {
 		p.swBusy.Add(-1) // as inflight: counted up where a turn begins

@@ -110,6 +110,10 @@ type partition struct {
 	clockRounds int
 	clockAt     uint64
 	inflight    int                          // turns running, inline or on other goroutines
+	// abandoned: of those, the hooks the owner gave up on — an OnActivate
+	// or OnDeactivate past its bound — which a Shutdown waits for no
+	// longer (waitedFor)
+	abandoned int
 	orphans     map[*queues.Request]struct{} // asks being handled off the partition
 	mode        mode
 	keptBusy    []keptBusy      // while the silo settles: what kept the partition busy (unsettled.go)
@@ -527,3 +531,10 @@ func (p *partition) tick(parked bool) {
 		p.now = t
 	}
 }
+
+// waitedFor is how many of the partition's turns run that a Shutdown
+// waits for: all but the hooks the owner gave up on, which go on alone
+// (an OnActivate past Config.ActivationTimeout, an OnDeactivate past
+// Config.DeactivationTimeout). Waited for too, each such hook held the
+// Shutdown until its ctx ended, bounds and all. Owner only.
+func (p *partition) waitedFor() int { return p.inflight - p.abandoned }

@@ -56,7 +56,7 @@ func (s *Silo) lateSend(ti *turnInfo) bool {
 // ends the settling if it was the last. The owner calls it at the end of
 // each round while the silo settles.
 func (p *partition) settle() {
-	if p.rhead < len(p.ready) || p.inflight > 0 || p.backlog.Load() > 0 {
+	if p.rhead < len(p.ready) || p.waitedFor() > 0 || p.backlog.Load() > 0 {
 		p.noteKeptBusy()
 		return
 	}

@@ -60,6 +60,7 @@ type Silo struct {
 	mu        sync.Mutex
 	state     atomic.Int32
 	finishing bool // a finishStop is under way (mu)
+	closing   bool // a Close began (mu): the idle ticks end (ticking)
 	// settling: a Shutdown lets the work under way finish, and the turns'
 	// calls are still taken; busyParts counts the partitions not yet
 	// quiet (settle.go)
@@ -306,6 +307,8 @@ func (s *Silo) closeNow(grace time.Duration) {
 	s.beginStop(opClose)
 	s.settling.Store(false) // a Shutdown's turns may call no more
 	s.mu.Lock()
+	s.closing = true
+	s.stopIdle()
 	if s.settleBound != nil {
 		s.settleBound.Stop()
 	}
@@ -354,7 +357,10 @@ func (s *Silo) beginStop(op ctlOp) bool {
 		s.dead.close()
 		return false
 	}
-	s.stopIdle()
+	if op != opShutdown {
+		s.closing = true
+	}
+	s.stopIdle() // the ticks go on through a Shutdown (ticking)
 	for _, p := range s.parts {
 		if op == opShutdown {
 			p.q.Restrict(&s.busyParts) // the turns under way may still call (settle.go)
@@ -398,6 +404,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 		return
 	}
 	s.finishing = true
+	s.stopIdle()
 	close(s.dog.stop)
 	s.mu.Unlock()
 	s.owners.Wait() // after this, nothing starts a turn goroutine

@@ -591,15 +591,18 @@ func (c *turnCtx) Value(key any) any {
 		}
 		return &c.info
 	}
-	if c.parent != nil {
+	if c.parent != nil && c.parent != c.home.base {
 		return c.parent.Value(key)
 	}
-	// The silo's ctx carries no values, so a tell's has none — and must
+	// The silo's ctx carries no values, so a tell's has none — nor a
+	// tell's hook's, its parent the partition's child of it — and must
 	// not show the context package the cancelCtx under it: found, a ctx
 	// derived in the turn registers with it directly, and its timer's
 	// unlinking (removeChild) reads this ctx from another goroutine, maybe
-	// as the worker readies it for its next turn (a data race). Not found,
-	// the package registers through AfterFunc, whose undoing touches only
-	// the silo's ctx.
+	// as the worker readies it for its next turn (a data race); and
+	// context.Cause reads that cancelCtx's cause, not this ctx's — a hook
+	// given up on, its cause DeadlineExceeded, said Canceled once the silo
+	// had stopped. Not found, the package registers through AfterFunc,
+	// whose undoing touches only the silo's ctx, and Cause says Err.
 	return nil
 }

@@ -71,7 +71,7 @@ const unsettledNames = 8
 // rounds kept running is kept from the bound on (settle) for this.
 func (p *partition) reportUnsettled() {
 	queued := p.q.Len() + p.batchLeft() + int(p.backlog.Load())
-	if len(p.keptBusy) == 0 && p.inflight == 0 && p.rhead == len(p.ready) && queued == 0 {
+	if len(p.keptBusy) == 0 && p.waitedFor() == 0 && p.rhead == len(p.ready) && queued == 0 {
 		return
 	}
 	var running []string
