@@ -391,31 +391,31 @@ type cSent struct {
 
 // cBook is what the grains and clients share. Safe for concurrent use.
 type cBook struct {
-	mu         sync.Mutex
-	msgs       []*cSent       // by ID-1
-	next       map[string]int // per "from>key": the last N given
-	last       map[string]int // per "from>key": the last N handled
-	insts      map[string]int // activations of each key so far
-	live       map[string]bool
-	poison     map[string]bool
-	overload   bool            // a backlog or queue small enough to overflow
-	propagate  bool            // Config.Propagator carries a tell's cRootKey
-	graceful   map[string]bool // per silo: it ends with a Shutdown, whose bound nothing reaches
-	silos      map[string]*silo.Silo
-	seq        int64              // counts the sends' and events' beginnings and ends: what happened before what
-	events     []*cEvent          // what may explain a dead letter
-	ticks      int                // timer ticks handled
-	io         chan chan struct{} // what an Await waits on: a goroutine answers (outside)
-	ioQuit     chan struct{}      // closed when the run is over
-	hooksWait  bool               // OnActivate and OnDeactivate wait on io
+	mu        sync.Mutex
+	msgs      []*cSent       // by ID-1
+	next      map[string]int // per "from>key": the last N given
+	last      map[string]int // per "from>key": the last N handled
+	insts     map[string]int // activations of each key so far
+	live      map[string]bool
+	poison    map[string]bool
+	overload  bool            // a backlog or queue small enough to overflow
+	propagate bool            // Config.Propagator carries a tell's cRootKey
+	graceful  map[string]bool // per silo: it ends with a Shutdown, whose bound nothing reaches
+	silos     map[string]*silo.Silo
+	seq       int64              // counts the sends' and events' beginnings and ends: what happened before what
+	events    []*cEvent          // what may explain a dead letter
+	ticks     int                // timer ticks handled
+	io        chan chan struct{} // what an Await waits on: a goroutine answers (outside)
+	ioQuit    chan struct{}      // closed when the run is over
+	hooksWait bool               // OnActivate and OnDeactivate wait on io
 	// overrun: now and then a hook's wait lasts past its bound
 	// (cBook.hookIO); hooks counts the waits, slow those under way, which
 	// slowQuit ends once the silos have stopped
-	overrun  bool
-	hooks    int
-	slow     sync.WaitGroup
-	slowQuit chan struct{}
-	liveG    map[string]*cGrain // the live activation of each key (but w's)
+	overrun    bool
+	hooks      int
+	slow       sync.WaitGroup
+	slowQuit   chan struct{}
+	liveG      map[string]*cGrain // the live activation of each key (but w's)
 	failures   map[string]*[2]int // per silo: the turns that panicked (cBoom), that failed fatally (cFatal)
 	violations []string
 	// what may deactivate a grain: idle collection, an activation cap,
@@ -1157,7 +1157,7 @@ func (e cEnd) String() string { return fmt.Sprintf("%s: %s by c%d at %d", e.silo
 // size of the observers' buffers.
 type cRun struct {
 	keepAlive, hooksWait, overrun bool
-	obsBuf               int
+	obsBuf                        int
 }
 
 func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun, scripts [][]cOp, ends [2]cEnd) {
