@@ -44,7 +44,9 @@ import (
 // ActiveGrains, goodbyes from OnDeactivate (a tell to the next grain, a
 // notification to the subscribers; in half the runs OnActivate and
 // OnDeactivate wait for something outside first, a load and a save, in
-// silo.Await), Deactivate and Stop, and jumps of the clock — the real
+// silo.Await — in a third of those, one wait in three for longer than
+// the hook's bound, Config.ActivationTimeout or DeactivationTimeout, which
+// the silo gives up on), Deactivate and Stop, and jumps of the clock — the real
 // clock, made to jump forward as a paused process finds it has (jumpClock)
 // — on two silos of the process, one grain in the second, which the
 // first's grains call and tell (and it tells them, and calls them back on
@@ -93,6 +95,8 @@ import (
 //     reason the run gave no cause for (grain.Context.DeactivationReason:
 //     requested with no DeactivateOnIdle or Deactivate, evicted with no
 //     cap, failed with no turn failed, and so on);
+//   - an activation the silo gave up on as it activated handles nothing,
+//     and what waited for it is a dead letter (activation failed);
 //   - one activation of a key live at a time, one turn running at a time
 //     in it (another may run only while one waits in a call), a timer's
 //     ticks among them;
@@ -113,7 +117,11 @@ import (
 // as the grain went in the round that read the Stop
 // (TestAMessageSentBeforeAStopIsADeadLetterThoughTheGrainWentMeanwhile),
 // one as its supervision's quarantine ended before it went
-// (TestAStopDrawsItsLineThoughTheGrainsQuarantineEndsFirst). A failing run
+// (TestAStopDrawsItsLineThoughTheGrainsQuarantineEndsFirst), and a
+// Shutdown held until its ctx ended by a hook it had given up on, or by an
+// activation it did not give up on
+// (TestAShutdownGivesUpOnAnActivationThatHangs,
+// TestAShutdownDoesNotWaitForAnOnDeactivateItGaveUpOn). A failing run
 // prints the clients' scripts and, for a Stop's line, what the grain went
 // through (activations, deactivations, Stops); rapid, which cannot make
 // the same interleaving happen again, calls it flaky and shrinks nothing.

@@ -101,7 +101,8 @@ type Config struct {
 	// context.DeadlineExceeded, and so do the messages that waited for it
 	// (dead letters, reason activation failed); the hook's ctx ends; the
 	// next message tries a fresh activation under the kind's restart
-	// limits, while the hook goes on alone (Orleans' ActivationTimeout).
+	// limits, while the hook goes on alone (Orleans' ActivationTimeout) —
+	// during a Shutdown too, which does not wait for the hook then.
 	// Default DefaultActivationTimeout; negative means no bound.
 	ActivationTimeout time.Duration
 	// DeactivationTimeout bounds each OnDeactivate: its ctx ends then (in

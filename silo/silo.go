@@ -220,7 +220,9 @@ func (s *Silo) Start() error {
 // deactivated (OnDeactivate runs, bounded by Config.DeactivationTimeout;
 // its sends to grains are refused, and so are those of turns still running
 // by then — tells to observers go out, and observers close once the silo
-// has stopped). If ctx ends first, the silo closes as Close
+// has stopped). A hook the silo gave up on — an OnDeactivate past that
+// bound, an activation past Config.ActivationTimeout — is not waited for:
+// it may still run when Shutdown returns. If ctx ends first, the silo closes as Close
 // does — whatever is still undelivered becomes a dead letter with reason
 // shutdown, handler contexts are cancelled, asks still being handled fail
 // with ErrSiloClosed — and Shutdown returns ctx's error without waiting for
