@@ -61,6 +61,10 @@ type Silo struct {
 	state     atomic.Int32
 	finishing bool // a finishStop is under way (mu)
 	closing   bool // a Close began (mu): the idle ticks end (ticking)
+	// graceAsked is the longest a stop asked finishStop to wait for the
+	// turns running on (mu): a Close's, though a Shutdown's finishes the
+	// stop (a Close while a Shutdown runs)
+	graceAsked time.Duration
 	// settling: a Shutdown lets the work under way finish, and the turns'
 	// calls are still taken; busyParts counts the partitions not yet
 	// quiet (settle.go)
@@ -310,6 +314,7 @@ func (s *Silo) closeNow(grace time.Duration) {
 	s.settling.Store(false) // a Shutdown's turns may call no more
 	s.mu.Lock()
 	s.closing = true
+	s.graceAsked = max(s.graceAsked, grace)
 	s.stopIdle()
 	if s.settleBound != nil {
 		s.settleBound.Stop()
@@ -412,6 +417,17 @@ func (s *Silo) finishStop(grace time.Duration) {
 	s.owners.Wait() // after this, nothing starts a turn goroutine
 	s.gcRuns.Wait() // a GC the idle ticker asked for (memory.go): it ends
 	s.endBase()
+	if grace != noWait {
+		// A Close that came while a Shutdown ran (the Shutdown finishing,
+		// with no grace of its own) waits for the turns as a Close does:
+		// until the seventy-third session it returned with them still
+		// running, the first message of an activation among them run
+		// after it. (Not for a Close from a turn: it would wait for
+		// itself.)
+		s.mu.Lock()
+		grace = max(grace, s.graceAsked)
+		s.mu.Unlock()
+	}
 	allDone := s.liveTurns.Load() == 0
 	// Waiting for them only with a grace to wait: a graceful Shutdown has
 	// none (its turns finished, or it gave up on a stuck one and said so),
