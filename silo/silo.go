@@ -292,8 +292,9 @@ func (s *Silo) drainOrClose(end <-chan struct{}) bool {
 // fail with ErrSiloClosed, and OnDeactivate does not run. Close returns once
 // the partitions have stopped and the turns in progress have noticed their
 // ctx — waiting at most Config.DeactivationTimeout for handlers that ignore
-// it; called from a grain's turn, it cannot wait for that turn, and returns
-// once the partitions have stopped. It returns nil (ErrSiloClosed for a Silo
+// it, a Shutdown under way or not; called from a grain's turn, it cannot
+// wait for that turn, and returns once the partitions have stopped. It
+// returns nil (ErrSiloClosed for a Silo
 // not made by New), and is safe to call more than once and after Shutdown.
 func (s *Silo) Close() error {
 	if err := s.made(); err != nil {
