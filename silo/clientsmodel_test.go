@@ -62,10 +62,10 @@ import (
 // activations; in a sixth of the runs each partition queue holds four
 // messages (sends wait for room), in a third each grain's backlog three
 // (senders refused, held at its door, or its oldest dropped). Each silo
-// ends with a Shutdown — a third of them hasty, its ctx ending within
-// 2 ms, most often before its work has, a third cut short by a Close
-// while it runs — or a Close, in half the runs while the clients still
-// send. No one order of the clients' steps is
+// ends with a Shutdown — a fourth of them hasty, its ctx ending within
+// 2 ms, most often before its work has, a fourth cut short by a Close
+// while it runs, a fourth begun by a grain's turn — or a Close, in half
+// the runs while the clients still send. No one order of the clients' steps is
 // known, so the test checks what the silo promises whatever the order:
 //
 //   - per sender and grain, messages are handled in the order sent —
@@ -180,7 +180,7 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		// or early, at a client's step.
 		var ends [2]cEnd
 		for i, name := range []string{"A", "B"} {
-			e := cEnd{silo: name, how: rapid.SampledFrom([]string{"shutdown", "shutdown early", "close", "close early", "hasty shutdown", "hasty shutdown early", "shutdown cut short", "shutdown cut short early"}).Draw(rt, "end of "+name)}
+			e := cEnd{silo: name, how: rapid.SampledFrom([]string{"shutdown", "shutdown early", "close", "close early", "hasty shutdown", "hasty shutdown early", "shutdown cut short", "shutdown cut short early", "shutdown from a turn", "shutdown from a turn early"}).Draw(rt, "end of "+name)}
 			e.by, e.at = rapid.IntRange(0, n-1).Draw(rt, name+" ended by"), rapid.IntRange(0, 200).Draw(rt, name+" ended at")
 			if !strings.HasSuffix(e.how, "early") {
 				e.at = -1
@@ -998,6 +998,14 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		}
 		return nil, nil
 	}
+	if _, ok := msg.(cShutdownFrom); ok {
+		g.enter()
+		defer g.leave()
+		if err := g.b.silos[cSiloOf(g.key)].Shutdown(ctx); err != nil && !errors.Is(err, silo.ErrShutdownFromTurn) {
+			g.b.violate("%s #%d: Shutdown from its turn: %v", g.key, g.inst, err)
+		}
+		return g.inst, nil
+	}
 	m := msg.(cMsg)
 	g.enter()
 	defer g.leave()
@@ -1294,6 +1302,29 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 			}
 			return
 		}
+		if strings.HasPrefix(e.how, "shutdown from a turn") {
+			// An admin grain's turn shuts its silo down: Shutdown begins
+			// it and returns ErrShutdownFromTurn; the silo is waited for
+			// on Done. If the grain cannot take the message (stopped,
+			// overloaded), the Shutdown is called from outside.
+			key := map[string]string{"A": "a", "B": "x"}[e.silo]
+			actx, cancel := context.WithTimeout(ctx, cAskBound)
+			_, err := s.Ask(actx, cID(key), cShutdownFrom{})
+			cancel()
+			if err != nil {
+				sctx, cancel := context.WithTimeout(ctx, cAskBound)
+				defer cancel()
+				if serr := s.Shutdown(sctx); serr != nil {
+					b.violate("%s: Shutdown (from outside, the turn's message refused: %v): %v", e.silo, err, serr)
+				}
+			}
+			select {
+			case <-s.Done():
+			case <-time.After(cAskBound):
+				b.violate("%s: shut down from a turn, not stopped after %v", e.silo, cAskBound)
+			}
+			return
+		}
 		if strings.HasPrefix(e.how, "shutdown cut short") {
 			// A Close while a Shutdown runs — a second signal, a
 			// deferred Close — ends it as Close does; the Shutdown
@@ -1413,14 +1444,25 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 	// Every send has returned, its silo stopped — a turn's among them,
 	// told by its ended ctx — but for those a moment from returning: given
 	// one. Else what holds them is printed.
+	// So is every tell taken handled or a dead letter by then — but for
+	// those a silo's stop did not wait for: one whose Shutdown's ctx had
+	// ended (hasty) returns without waiting for the turns in progress,
+	// the first message of an activation whose hook has returned among
+	// them, which runs after.
+	deadIDs := map[uint64]bool{}
+	for _, d := range dead {
+		if m, ok := d.Msg.(cMsg); ok {
+			deadIDs[m.ID] = true
+		}
+	}
 	var held string
 	for bound := time.Now().Add(2 * time.Second); ; runtime.Gosched() {
-		if !b.sendsOut() {
+		if !b.sendsOut() && !b.outcomesDue(deadIDs) {
 			break
 		}
 		if time.Now().After(bound) {
 			buf := make([]byte, 1<<20)
-			held = "\nsends still out; the goroutines:\n" + string(buf[:runtime.Stack(buf, true)])
+			held = "\nsends still out, or tells neither handled nor dead; the goroutines:\n" + string(buf[:runtime.Stack(buf, true)])
 			break
 		}
 	}
@@ -1434,6 +1476,9 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		rt.Fatalf(format+"\nends %v; the scripts:%s", append(args, ends, sb.String())...)
 	}
 	for _, d := range dead {
+		if _, ok := d.Msg.(cShutdownFrom); ok {
+			continue // the end's own: then the end was called from outside
+		}
 		if t, ok := d.Msg.(cTick); ok { // nobody sent it (docs/calls.md, "Timers")
 			fail("a tick of %s #%d a dead letter (%v)", t.Key, t.Inst, d.Reason)
 		}
@@ -1835,4 +1880,21 @@ func (b *cBook) sendsOut() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.ContainsFunc(b.msgs, func(m *cSent) bool { return !m.returned })
+}
+
+// cShutdownFrom makes its grain's turn shut its silo down, as an admin
+// grain does (Silo.Shutdown from a turn: ErrShutdownFromTurn).
+type cShutdownFrom struct{}
+
+// outcomesDue reports whether a tell taken (its send returned nil) has been
+// neither handled nor made a dead letter (dead: the IDs of those that were).
+func (b *cBook) outcomesDue(dead map[uint64]bool) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, m := range b.msgs {
+		if m.returned && !m.ask && m.sendErr == nil && m.handled == 0 && !dead[uint64(i+1)] {
+			return true
+		}
+	}
+	return false
 }
