@@ -226,12 +226,13 @@ func (s *Silo) Start() error {
 // by then — tells to observers go out, and observers close once the silo
 // has stopped). A hook the silo gave up on — an OnDeactivate past that
 // bound, an activation past Config.ActivationTimeout — is not waited for:
-// it may still run when Shutdown returns. If ctx ends first, the silo closes as Close
-// does — whatever is still undelivered becomes a dead letter with reason
-// shutdown, handler contexts are cancelled, asks still being handled fail
-// with ErrSiloClosed — and Shutdown returns ctx's error without waiting for
-// handlers that ignore their ctx. Every pending ask has returned, or
-// returns at once, when Shutdown does.
+// it may still run when Shutdown returns. If ctx ends first, the silo
+// closes as Close does — whatever is still undelivered becomes a dead
+// letter with reason shutdown, handler contexts are cancelled, asks still
+// being handled fail with ErrSiloClosed — and Shutdown returns ctx's error
+// without waiting for the handlers, which may still be returning (a Close
+// waits for them). Every pending ask has returned, or returns at once, when
+// Shutdown does.
 //
 // Shutdown on a silo never started just marks it closed. Called from a
 // grain's turn, it cannot wait for that turn: it begins the shutdown and
@@ -294,8 +295,8 @@ func (s *Silo) drainOrClose(end <-chan struct{}) bool {
 // ctx — waiting at most Config.DeactivationTimeout for handlers that ignore
 // it, a Shutdown under way or not; called from a grain's turn, it cannot
 // wait for that turn, and returns once the partitions have stopped. It
-// returns nil (ErrSiloClosed for a Silo
-// not made by New), and is safe to call more than once and after Shutdown.
+// returns nil (ErrSiloClosed for a Silo not made by New), and is safe to
+// call more than once and after Shutdown.
 func (s *Silo) Close() error {
 	if err := s.made(); err != nil {
 		return err
