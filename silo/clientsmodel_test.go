@@ -62,10 +62,11 @@ import (
 // activations; in a sixth of the runs each partition queue holds four
 // messages (sends wait for room), in a third each grain's backlog three
 // (senders refused, held at its door, or its oldest dropped). Each silo
-// ends with a Shutdown — a fourth of them hasty, its ctx ending within
-// 2 ms, most often before its work has, a fourth cut short by a Close
-// while it runs, a fourth begun by a grain's turn — or a Close, in half
-// the runs while the clients still send. No one order of the clients' steps is
+// ends with a Shutdown — some hasty, its ctx ending within 2 ms, most
+// often before its work has, some cut short by a Close while it runs,
+// some begun by a grain's turn, some called twice at once — or a Close,
+// some from a grain's turn, in half the runs while the clients still
+// send. No one order of the clients' steps is
 // known, so the test checks what the silo promises whatever the order:
 //
 //   - per sender and grain, messages are handled in the order sent —
@@ -180,7 +181,7 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 		// or early, at a client's step.
 		var ends [2]cEnd
 		for i, name := range []string{"A", "B"} {
-			e := cEnd{silo: name, how: rapid.SampledFrom([]string{"shutdown", "shutdown early", "close", "close early", "hasty shutdown", "hasty shutdown early", "shutdown cut short", "shutdown cut short early", "shutdown from a turn", "shutdown from a turn early"}).Draw(rt, "end of "+name)}
+			e := cEnd{silo: name, how: rapid.SampledFrom([]string{"shutdown", "shutdown early", "close", "close early", "hasty shutdown", "hasty shutdown early", "shutdown cut short", "shutdown cut short early", "shutdown from a turn", "shutdown from a turn early", "close from a turn", "close from a turn early", "shutdown twice", "shutdown twice early"}).Draw(rt, "end of "+name)}
 			e.by, e.at = rapid.IntRange(0, n-1).Draw(rt, name+" ended by"), rapid.IntRange(0, 200).Draw(rt, name+" ended at")
 			if !strings.HasSuffix(e.how, "early") {
 				e.at = -1
@@ -998,10 +999,15 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		}
 		return nil, nil
 	}
-	if _, ok := msg.(cShutdownFrom); ok {
+	if end, ok := msg.(cEndFrom); ok {
 		g.enter()
 		defer g.leave()
-		if err := g.b.silos[cSiloOf(g.key)].Shutdown(ctx); err != nil && !errors.Is(err, silo.ErrShutdownFromTurn) {
+		s := g.b.silos[cSiloOf(g.key)]
+		if end.Close {
+			if err := s.Close(); err != nil {
+				g.b.violate("%s #%d: Close from its turn: %v", g.key, g.inst, err)
+			}
+		} else if err := s.Shutdown(ctx); err != nil && !errors.Is(err, silo.ErrShutdownFromTurn) {
 			g.b.violate("%s #%d: Shutdown from its turn: %v", g.key, g.inst, err)
 		}
 		return g.inst, nil
@@ -1302,14 +1308,16 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 			}
 			return
 		}
-		if strings.HasPrefix(e.how, "shutdown from a turn") {
-			// An admin grain's turn shuts its silo down: Shutdown begins
-			// it and returns ErrShutdownFromTurn; the silo is waited for
-			// on Done. If the grain cannot take the message (stopped,
-			// overloaded), the Shutdown is called from outside.
+		if fromTurn := strings.HasPrefix(e.how, "shutdown from a turn"); fromTurn || strings.HasPrefix(e.how, "close from a turn") {
+			// An admin grain's turn shuts its silo down, or closes it:
+			// Shutdown begins it and returns ErrShutdownFromTurn, Close
+			// returns once the partitions have stopped, waiting for no
+			// turn; the silo is waited for on Done. If the grain cannot
+			// take the message (stopped, overloaded), it is ended from
+			// outside.
 			key := map[string]string{"A": "a", "B": "x"}[e.silo]
 			actx, cancel := context.WithTimeout(ctx, cAskBound)
-			_, err := s.Ask(actx, cID(key), cShutdownFrom{})
+			_, err := s.Ask(actx, cID(key), cEndFrom{Close: !fromTurn})
 			cancel()
 			if err != nil {
 				sctx, cancel := context.WithTimeout(ctx, cAskBound)
@@ -1323,6 +1331,27 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 			case <-time.After(cAskBound):
 				b.violate("%s: shut down from a turn, not stopped after %v", e.silo, cAskBound)
 			}
+			return
+		}
+		if strings.HasPrefix(e.how, "shutdown twice") {
+			// Two Shutdowns at once — a signal handler's and a deferred
+			// one: each returns once the silo has stopped.
+			sctx, cancel := context.WithTimeout(ctx, cAskBound)
+			defer cancel()
+			var twice sync.WaitGroup
+			for range 2 {
+				twice.Go(func() {
+					if err := s.Shutdown(sctx); err != nil {
+						b.violate("%s: one of two Shutdowns: %v", e.silo, err)
+					}
+					select {
+					case <-s.Done():
+					default:
+						b.violate("%s: a Shutdown returned before its silo stopped", e.silo)
+					}
+				})
+			}
+			twice.Wait()
 			return
 		}
 		if strings.HasPrefix(e.how, "shutdown cut short") {
@@ -1476,7 +1505,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		rt.Fatalf(format+"\nends %v; the scripts:%s", append(args, ends, sb.String())...)
 	}
 	for _, d := range dead {
-		if _, ok := d.Msg.(cShutdownFrom); ok {
+		if _, ok := d.Msg.(cEndFrom); ok {
 			continue // the end's own: then the end was called from outside
 		}
 		if t, ok := d.Msg.(cTick); ok { // nobody sent it (docs/calls.md, "Timers")
@@ -1882,9 +1911,9 @@ func (b *cBook) sendsOut() bool {
 	return slices.ContainsFunc(b.msgs, func(m *cSent) bool { return !m.returned })
 }
 
-// cShutdownFrom makes its grain's turn shut its silo down, as an admin
-// grain does (Silo.Shutdown from a turn: ErrShutdownFromTurn).
-type cShutdownFrom struct{}
+// cEndFrom makes its grain's turn shut its silo down, or close it, as an
+// admin grain does (Silo.Shutdown from a turn: ErrShutdownFromTurn).
+type cEndFrom struct{ Close bool }
 
 // outcomesDue reports whether a tell taken (its send returned nil) has been
 // neither handled nor made a dead letter (dead: the IDs of those that were).

@@ -109,18 +109,14 @@ type partition struct {
 	// rounds since now was last read from the clock, and nHandled then
 	clockRounds int
 	clockAt     uint64
-	inflight    int // turns running, inline or on other goroutines
-	// abandoned: of those, the hooks the owner gave up on — an OnActivate
-	// or OnDeactivate past its bound — which a Shutdown waits for no
-	// longer (waitedFor)
-	abandoned int
-	orphans   map[*queues.Request]struct{} // asks being handled off the partition
-	mode      mode
-	keptBusy  []keptBusy      // while the silo settles: what kept the partition busy (unsettled.go)
-	timers    partitionTimers // owner: its grains' timers (timers.go)
-	done      chan struct{}   // closed when the partition has stopped for good
-	grace     holdGraces      // held grains whose turns the monitor took or senders stepped off (holdgrace.go)
-	over      chan struct{}   // closed at birth: the Done of a turn's ctx that is over (ownCtx)
+	inflight    int                          // turns running, inline or on other goroutines (abandoned: some of them)
+	orphans     map[*queues.Request]struct{} // asks being handled off the partition
+	mode        mode
+	keptBusy    []keptBusy      // while the silo settles: what kept the partition busy (unsettled.go)
+	timers      partitionTimers // owner: its grains' timers (timers.go)
+	done        chan struct{}   // closed when the partition has stopped for good
+	grace       holdGraces      // held grains whose turns the monitor took or senders stepped off (holdgrace.go)
+	over        chan struct{}   // closed at birth: the Done of a turn's ctx that is over (ownCtx)
 
 	// shared
 	cur      atomic.Pointer[worker] // the owner, for the watchdog
@@ -161,6 +157,12 @@ type partition struct {
 	spare     sync.Pool // workers of finished handoffs (workerpool.go)
 	// workers freshWorker had to make: a test's window on the pool
 	workersMade atomic.Uint64
+
+	// owner: of the turns running (inflight), the hooks the owner gave up
+	// on — an OnActivate or OnDeactivate past its bound — which a Shutdown
+	// waits for no longer (waitedFor). Last, so that it moves none of the
+	// shared fields above to another cache line.
+	abandoned int
 }
 
 func newPartition(s *Silo, idx, limit int) (*partition, error) {
