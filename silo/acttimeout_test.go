@@ -47,6 +47,34 @@ func (g *slowStart) Receive(_ context.Context, _ *grain.Context, msg any) (any, 
 	return g.instance, nil
 }
 
+// honourName names a subtest by how its hanging hook treats its ctx.
+func honourName(honour bool) string {
+	if honour {
+		return "ending with its ctx"
+	}
+	return "ignoring its ctx"
+}
+
+// slowStartSilo starts a silo of one partition on a manual clock, with an
+// ActivationTimeout of a minute and a kind "slow" whose first instance
+// hangs in OnActivate (slowStart) until the test ends. in says the hook
+// has begun; cause, with honour, what ended its ctx.
+func slowStartSilo(t *testing.T, honour bool) (s *silo.Silo, clk *clock.Manual, in <-chan struct{}, cause <-chan error, handled *sync.Map) {
+	t.Helper()
+	clk = clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	began, release := make(chan struct{}, 1), make(chan struct{})
+	ended := make(chan error, 1)
+	handled = &sync.Map{}
+	var built atomic.Int32
+	s = newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "slow", func(grain.ID) *slowStart {
+			return &slowStart{instance: int(built.Add(1)), honour: honour, in: began, release: release, cause: ended, handled: handled}
+		}))
+	})
+	t.Cleanup(func() { close(release) }) // the first hook, which the silo gave up on, ends with the test
+	return s, clk, began, ended, handled
+}
+
 // An OnActivate that overruns Config.ActivationTimeout is given up on, on
 // the silo's clock (at the first idle tick past the deadline, counted from
 // the handoff of its blocked turn): the messages that waited for the
@@ -58,22 +86,8 @@ func (g *slowStart) Receive(_ context.Context, _ *grain.Context, msg any) (any, 
 // ever and each ask until its caller's deadline.
 func TestAnOverrunningOnActivateIsGivenUpOn(t *testing.T) {
 	for _, honour := range []bool{false, true} {
-		name := "ignoring its ctx"
-		if honour {
-			name = "ending with its ctx"
-		}
-		t.Run(name, func(t *testing.T) {
-			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			in, release := make(chan struct{}, 1), make(chan struct{})
-			cause := make(chan error, 1)
-			handled := &sync.Map{}
-			var built atomic.Int32
-			s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
-				require.NoError(t, silo.Register(s, "slow", func(grain.ID) *slowStart {
-					return &slowStart{instance: int(built.Add(1)), honour: honour, in: in, release: release, cause: cause, handled: handled}
-				}))
-			})
-			t.Cleanup(func() { close(release) }) // the first hook, which the silo gave up on, ends with the test
+		t.Run(honourName(honour), func(t *testing.T) {
+			s, clk, in, cause, handled := slowStartSilo(t, honour)
 			dl := s.SubscribeDeadLetters(16)
 			ctx := ctxT(t)
 			id := grain.NewID("slow", "s")
@@ -248,21 +262,8 @@ func TestAGiveUpBeforeTheHookBeginsEndsItsCtx(t *testing.T) {
 // DeadlineExceeded), and the messages were a shutdown's dead letters.
 func TestAShutdownGivesUpOnAnActivationThatHangs(t *testing.T) {
 	for _, honour := range []bool{false, true} {
-		name := "ignoring its ctx"
-		if honour {
-			name = "ending with its ctx"
-		}
-		t.Run(name, func(t *testing.T) {
-			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-			in, release := make(chan struct{}, 1), make(chan struct{})
-			cause := make(chan error, 1)
-			var built atomic.Int32
-			s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
-				require.NoError(t, silo.Register(s, "slow", func(grain.ID) *slowStart {
-					return &slowStart{instance: int(built.Add(1)), honour: honour, in: in, release: release, cause: cause, handled: &sync.Map{}}
-				}))
-			})
-			t.Cleanup(func() { close(release) })
+		t.Run(honourName(honour), func(t *testing.T) {
+			s, clk, in, cause, _ := slowStartSilo(t, honour)
 			dl := s.SubscribeDeadLetters(16)
 			ctx := ctxT(t)
 			id := grain.NewID("slow", "s")
