@@ -25,7 +25,8 @@ import (
 // goroutine, so that a model can say what each answer must be. This test
 // drives them from several at once, as a service's request handlers do:
 // each client runs a script rapid drew — tells, asks (some with a deadline
-// short enough to end before the turn, some with a ctx ended before the
+// short enough to end before the turn — in a fourth of the runs none, but
+// a Config.CallTimeout of 20–500 µs — some with a ctx ended before the
 // send), asks that make the grain tell or ask another key or itself, asks
 // that make it call a grain (itself too) that calls it back on an
 // AllowCallChainReentrancy chain, turns that wait in silo.Await for
@@ -199,6 +200,13 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 			backlog = append(backlog, silo.WithMaxBacklog(3, silo.RejectNewest))
 		case 3:
 			backlog = append(backlog, silo.WithMaxBacklog(3, silo.DropOldest))
+		}
+		if rapid.IntRange(0, 3).Draw(rt, "timed") == 0 {
+			// The clients' short asks carry no deadline: the silo's
+			// default call timeout, this short, bounds them (the only asks
+			// without one: a turn's inherit their client's).
+			r.timed = true
+			cfg.CallTimeout = time.Duration(rapid.IntRange(20, 500).Draw(rt, "call timeout")) * time.Microsecond
 		}
 		obsBuf := rapid.IntRange(1, 4).Draw(rt, "observer buffer") // small: a client that reads late finds some refused
 		r.obsBuf = obsBuf
@@ -423,6 +431,7 @@ type cBook struct {
 	// (cBook.hookIO); hooks counts the waits, slow those under way, which
 	// slowQuit ends once the silos have stopped
 	overrun    bool
+	timed      bool // the clients' short asks have no deadline but Config.CallTimeout
 	hooks      int
 	slow       sync.WaitGroup
 	slowQuit   chan struct{}
@@ -1204,8 +1213,8 @@ func (e cEnd) String() string { return fmt.Sprintf("%s: %s by c%d at %d", e.silo
 // then for longer than their bounds (overrun) — and the
 // size of the observers' buffers.
 type cRun struct {
-	keepAlive, hooksWait, overrun bool
-	obsBuf                        int
+	keepAlive, hooksWait, overrun, timed bool
+	obsBuf                               int
 }
 
 func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun, scripts [][]cOp, ends [2]cEnd) {
@@ -1215,7 +1224,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
 		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0,
 		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: r.obsBuf, ending: map[string]bool{},
-		hooksWait: r.hooksWait, overrun: r.overrun, slowQuit: make(chan struct{}), liveG: map[string]*cGrain{},
+		hooksWait: r.hooksWait, overrun: r.overrun, timed: r.timed, slowQuit: make(chan struct{}), liveG: map[string]*cGrain{},
 		ioQuit: make(chan struct{}), failures: map[string]*[2]int{"A": {}, "B": {}}}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
@@ -1776,11 +1785,19 @@ func (c *cClient) do(ctx context.Context, o cOp, step int) {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, cAskBound)
-	if o.Op == "short" {
+	timed := o.Op == "short" && c.b.timed
+	switch {
+	case timed:
+		actx, cancel = context.WithCancel(ctx) // bounded by Config.CallTimeout
+	case o.Op == "short":
 		actx, cancel = context.WithTimeout(ctx, o.Expiry)
 	}
 	defer cancel()
 	reply, err := c.b.silos[cSiloOf(o.Key)].Ask(actx, cID(o.Key), m)
+	var te *grain.TimeoutError
+	if timed && errors.Is(err, context.DeadlineExceeded) && !errors.As(err, &te) && !errors.Is(err, grain.ErrActivation) {
+		c.b.violate("a short ask to %s, timed out by the silo's call timeout: %v (%T), not a *grain.TimeoutError", o.Key, err, err)
+	}
 	c.b.answered(m.ID, reply, err)
 }
 
