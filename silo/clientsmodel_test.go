@@ -57,7 +57,8 @@ import (
 // tells (Config.Propagator), in a third under an activation cap of one grain a partition, in a third with
 // memory always short (Config.MemoryLimit: each idle tick sheds), in half
 // through a filter around every turn and one around every send, each
-// turn's grain.Context its own (Config.CheckContexts); of its
+// turn's grain.Context its own (Config.CheckContexts) and its goroutine
+// labelled by its kind (Config.ProfileLabels); of its
 // seven grains one is of a reentrant kind, one of a kind that lets some
 // messages in (WithMayInterleave) and one a stateless worker of two
 // activations; in a sixth of the runs each partition queue holds four
@@ -163,6 +164,7 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 				return next(ctx, s)
 			})}
 			cfg.CheckContexts = true
+			cfg.ProfileLabels = true // each turn's goroutine labelled by its kind
 		}
 		if rapid.Bool().Draw(rt, "propagate") {
 			// A tell's handler's ctx holds its sender's client step.
