@@ -29,7 +29,8 @@ import (
 // a Config.CallTimeout of 20–500 µs — some with a ctx ended before the
 // send), asks that make the grain tell or ask another key or itself, asks
 // that make it call a grain (itself too) that calls it back on an
-// AllowCallChainReentrancy chain, turns that wait in silo.Await for
+// AllowCallChainReentrancy chain (in a fourth of the runs refused, with
+// ErrCallTooDeep, by a Config.MaxCallDepth of 1), turns that wait in silo.Await for
 // something outside (the grains that interleave letting others in
 // meanwhile) and then send, panics (restart), errors its supervision
 // stops the grain for (a quarantine) or resumes it for, activations that
@@ -202,6 +203,12 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 			backlog = append(backlog, silo.WithMaxBacklog(3, silo.RejectNewest))
 		case 3:
 			backlog = append(backlog, silo.WithMaxBacklog(3, silo.DropOldest))
+		}
+		if rapid.IntRange(0, 3).Draw(rt, "depth capped") == 0 {
+			// A call chain may hold one grain waiting: a call back into
+			// a grain whose turn waits (cBounce) fails with
+			// ErrCallTooDeep, sending nothing.
+			cfg.MaxCallDepth = 1
 		}
 		if rapid.IntRange(0, 3).Draw(rt, "timed") == 0 {
 			// The clients' short asks carry no deadline: the silo's
@@ -432,14 +439,17 @@ type cBook struct {
 	// overrun: now and then a hook's wait lasts past its bound
 	// (cBook.hookIO); hooks counts the waits, slow those under way, which
 	// slowQuit ends once the silos have stopped
-	overrun    bool
-	timed      bool // the clients' short asks have no deadline but Config.CallTimeout
-	hooks      int
-	slow       sync.WaitGroup
-	slowQuit   chan struct{}
-	liveG      map[string]*cGrain // the live activation of each key (but w's)
-	failures   map[string]*[2]int // per silo: the turns that panicked (cBoom), that failed fatally (cFatal)
-	violations []string
+	overrun bool
+	timed   bool // the clients' short asks have no deadline but Config.CallTimeout
+	// depthCapped: a call chain may hold one grain waiting
+	// (Config.MaxCallDepth)
+	depthCapped bool
+	hooks       int
+	slow        sync.WaitGroup
+	slowQuit    chan struct{}
+	liveG       map[string]*cGrain // the live activation of each key (but w's)
+	failures    map[string]*[2]int // per silo: the turns that panicked (cBoom), that failed fatally (cFatal)
+	violations  []string
 	// what may deactivate a grain: idle collection, an activation cap,
 	// memory short (Config)
 	idle, capped, short bool
@@ -1224,7 +1234,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
 		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{}),
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
-		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0,
+		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0, depthCapped: cfg.MaxCallDepth > 0,
 		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: r.obsBuf, ending: map[string]bool{},
 		hooksWait: r.hooksWait, overrun: r.overrun, timed: r.timed, slowQuit: make(chan struct{}), liveG: map[string]*cGrain{},
 		ioQuit: make(chan struct{}), failures: map[string]*[2]int{"A": {}, "B": {}}}
@@ -1581,7 +1591,10 @@ func (b *cBook) account(m *cSent) error {
 		return errors.New("an ask answered, but not handled")
 	case m.ask && m.sendErr == nil && m.reply != any(m.inst):
 		return fmt.Errorf("an ask answered %v, though activation %d handled it: another's reply", m.reply, m.inst)
+	case errors.Is(m.sendErr, grain.ErrCallTooDeep) && (!b.depthCapped || !strings.HasPrefix(m.from, "g:") || n != 0):
+		return errors.New("refused as too deep a call, but the run caps no depth, or not a turn's call, or handled or a dead letter")
 	case m.ask && m.sendErr != nil && n == 0 && !m.short && !errors.Is(m.sendErr, grain.ErrSiloClosed) && !errors.Is(m.sendErr, grain.ErrCallCycle) &&
+		!errors.Is(m.sendErr, grain.ErrCallTooDeep) &&
 		!(strings.HasPrefix(m.from, "g:") && errors.Is(m.sendErr, context.Canceled) && b.explained(m, "end")):
 		// (A turn's ctx ends when the silo closes: an ask from it then
 		// sends nothing.)
