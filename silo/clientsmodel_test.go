@@ -1352,6 +1352,13 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 			case <-time.After(cAskBound):
 				b.violate("%s: shut down from a turn, not stopped after %v", e.silo, cAskBound)
 			}
+			if !fromTurn {
+				// As main does once its admin grain has closed the silo:
+				// Close waits for the turns the grain's Close did not.
+				if err := s.Close(); err != nil {
+					b.violate("%s: Close after a grain's Close: %v", e.silo, err)
+				}
+			}
 			return
 		}
 		if strings.HasPrefix(e.how, "shutdown twice") {

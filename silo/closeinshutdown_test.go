@@ -61,3 +61,49 @@ func TestACloseDuringAShutdownWaitsForTheTurnsAsACloseDoes(t *testing.T) {
 		})
 	}
 }
+
+// adminGrain closes its own silo from a turn when told "close", and says
+// so once Close has returned (it waits for no turn, its own among them);
+// told "work", it runs until its ctx ends and then tidies up (tidyHandler).
+type adminGrain struct {
+	s      **silo.Silo
+	closed chan<- struct{}
+	tidyHandler
+}
+
+func (g adminGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if msg == "close" {
+		_ = (*g.s).Close()
+		g.closed <- struct{}{}
+		return nil, nil
+	}
+	return g.tidyHandler.Receive(ctx, c, msg)
+}
+
+// A grain's turn that closes its silo waits for no turn — its own among
+// them — but a Close from outside after it waits for them as a Close does
+// (an admin grain ends the program's silo; main calls Close and exits).
+// Before, that Close found the stop finished and returned at once, the
+// other grain's turn still tidying up.
+func TestACloseAfterAGrainClosedItsSiloWaitsForTheTurns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		began, closed := make(chan struct{}, 1), make(chan struct{}, 1)
+		var returned atomic.Bool
+		var s *silo.Silo
+		s, err := silo.New(silo.Config{Partitions: 2})
+		require.NoError(t, err)
+		require.NoError(t, silo.Register(s, "admin", func(grain.ID) adminGrain {
+			return adminGrain{s: &s, closed: closed, tidyHandler: tidyHandler{began: began, returned: &returned}}
+		}))
+		require.NoError(t, s.Start())
+		ctx := t.Context()
+		require.NoError(t, s.Tell(ctx, grain.NewID("admin", "worker"), "work"))
+		<-began
+		require.NoError(t, s.Tell(ctx, grain.NewID("admin", "closer"), "close"))
+		<-closed // the turn's Close has returned: the silo has stopped
+
+		require.NoError(t, s.Close())
+		assert.True(t, returned.Load(), "Close returned before the turn the closing ended")
+		time.Sleep(time.Second) // the bubble's clock: whatever still tidies up, finishes
+	})
+}

@@ -65,6 +65,9 @@ type Silo struct {
 	// turns running on (mu): a Close's, though a Shutdown's finishes the
 	// stop (a Close while a Shutdown runs)
 	graceAsked time.Duration
+	// unwaited: the stop was finished by a Close from a turn, which waits
+	// for no turn (mu): a Close after it waits for them (finishStop)
+	unwaited bool
 	// settling: a Shutdown lets the work under way finish, and the turns'
 	// calls are still taken; busyParts counts the partitions not yet
 	// quiet (settle.go)
@@ -294,8 +297,8 @@ func (s *Silo) drainOrClose(end <-chan struct{}) bool {
 // the partitions have stopped and the turns in progress have noticed their
 // ctx — waiting at most Config.DeactivationTimeout for handlers that ignore
 // it, a Shutdown under way or not; called from a grain's turn, it cannot
-// wait for that turn, and returns once the partitions have stopped. It
-// returns nil (ErrSiloClosed for a Silo not made by New), and is safe to
+// wait for that turn, and returns once the partitions have stopped — a
+// Close from outside after it waits for the turns then. It returns nil (ErrSiloClosed for a Silo not made by New), and is safe to
 // call more than once and after Shutdown.
 func (s *Silo) Close() error {
 	if err := s.made(); err != nil {
@@ -409,6 +412,16 @@ func (s *Silo) finishStop(grace time.Duration) {
 		s.mu.Unlock()
 		if grace != noWait {
 			<-s.done
+			s.mu.Lock()
+			unwaited := s.unwaited
+			s.mu.Unlock()
+			if unwaited && grace > 0 {
+				// A grain's turn closed the silo, waiting for no turn —
+				// its own among them: this Close waits for them as a Close
+				// does. Until the seventy-third session it returned at
+				// once, the turns still running.
+				s.awaitTurns(grace)
+			}
 		}
 		return
 	}
@@ -435,15 +448,7 @@ func (s *Silo) finishStop(grace time.Duration) {
 	// none (its turns finished, or it gave up on a stuck one and said so),
 	// and a warning then would be about turns that are just returning.
 	if !allDone && grace > 0 {
-		turnsDone := make(chan struct{})
-		go func() {
-			s.turns.Wait()
-			close(turnsDone)
-		}()
-		select {
-		case <-turnsDone:
-			allDone = true
-		case <-time.After(grace):
+		if allDone = s.awaitTurns(grace); !allDone {
 			s.log(slog.LevelWarn, "granary: silo stopped with turns still running; their handlers ignore ctx")
 		}
 	}
@@ -455,9 +460,29 @@ func (s *Silo) finishStop(grace time.Duration) {
 	s.dead.close()
 	s.logw.close() // the last lines, the warning above included
 	s.mu.Lock()
+	s.unwaited = grace == noWait && !allDone
 	s.state.Store(stateStopped)
 	close(s.done)
 	s.mu.Unlock()
+}
+
+// awaitTurns waits up to grace for the turns running off their partitions
+// to return, and reports whether they did.
+func (s *Silo) awaitTurns(grace time.Duration) bool {
+	if s.liveTurns.Load() == 0 {
+		return true
+	}
+	turnsDone := make(chan struct{})
+	go func() {
+		s.turns.Wait()
+		close(turnsDone)
+	}()
+	select {
+	case <-turnsDone:
+		return true
+	case <-time.After(grace):
+		return false
+	}
 }
 
 // endBase ends the silo's base ctx, and with it every turn's: those that
