@@ -298,8 +298,9 @@ func (s *Silo) drainOrClose(end <-chan struct{}) bool {
 // ctx — waiting at most Config.DeactivationTimeout for handlers that ignore
 // it, a Shutdown under way or not; called from a grain's turn, it cannot
 // wait for that turn, and returns once the partitions have stopped — a
-// Close from outside after it waits for the turns then. It returns nil (ErrSiloClosed for a Silo not made by New), and is safe to
-// call more than once and after Shutdown.
+// Close from outside after it waits for the turns then. It returns nil
+// (ErrSiloClosed for a Silo not made by New), and is safe to call more
+// than once and after Shutdown.
 func (s *Silo) Close() error {
 	if err := s.made(); err != nil {
 		return err
