@@ -171,8 +171,11 @@ func (c *Context) DelayDeactivation(d time.Duration) {
 // save due a minute after the last change) is fine — and no tick of the one
 // replaced reaches the grain after this turn, not even one already queued
 // behind it (Akka's guarantee). Timers stop when the grain deactivates or
-// restarts, their queued ticks with them; one started from
-// OnDeactivate is refused with ErrDeactivating. Whether ticks keep the grain
+// restarts, their queued ticks with them. A timer that would never fire
+// is refused: one started from OnDeactivate with ErrDeactivating, one
+// started by an OnActivate the silo gave up on (past its ActivationTimeout)
+// with ErrActivation, one started as the silo closes or after it stopped
+// with ErrSiloClosed. Whether ticks keep the grain
 // from idle deactivation is the kind's choice (silo.WithTimerKeepAlive).
 // A negative due or period, or a nil msg, is an error; a due or period of
 // about 146 years or more (math.MaxInt64, say) means never: no tick, or

@@ -93,8 +93,8 @@ type actExtra struct {
 	// turn has finished
 	mu         sync.Mutex // interleaved turns may write concurrently
 	deactivate bool
-	closing    bool // OnDeactivate runs (or ran): a timer started now would never fire
-	unkept     bool // DelayDeactivation(d <= 0): the keep-alive was cancelled
+	refuse     timerRefusal // why a timer started now would never fire, if it would not
+	unkept     bool         // DelayDeactivation(d <= 0): the keep-alive was cancelled
 	// The small fields below sit in the word mu leaves: a grain with a
 	// timer needs this record, and pays for it whole (192 bytes, in the
 	// allocator's classes; TestActExtraFits192Bytes).
@@ -271,9 +271,13 @@ func (a *act) StartTimer(name string, due, period time.Duration, msg any) error 
 	letIn := a.k.takes(msg)
 	x := a.extra()
 	x.mu.Lock()
-	if x.closing {
+	why := x.refuse
+	if why == refuseNone && a.k.s.baseEnded.Load() {
+		why = refuseClosed
+	}
+	if why != refuseNone {
 		x.mu.Unlock()
-		return fmt.Errorf("%w: timer %q started in OnDeactivate would never fire", grain.ErrDeactivating, name)
+		return why.err(name)
 	}
 	x.timerOps = append(x.timerOps, timerOp{name: name, due: due, period: period, msg: msg, letIn: letIn})
 	x.mu.Unlock()

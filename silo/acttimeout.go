@@ -26,7 +26,8 @@ import (
 // activation failed), the grain leaves the directory, the failure counts
 // against the kind's restart limits, the hook's ctx ends — while the hook
 // goes on alone. What it does later is dropped: it never runs the first
-// message.
+// message, a timer it starts is refused (refuseTimers), and a hook that
+// had not begun — the factory still ran — is not run (activateHook).
 //
 // The hook's return and the give-up race; worker.actRace settles it: the
 // turn moves it from actHooking to actReturned once the factory and the
@@ -95,6 +96,7 @@ func (p *partition) activationOverran(a *act, w *worker) {
 		return
 	}
 	p.abandoned++ // until its turn ends (finish: res.gaveUp)
+	refuseTimers(a, refuseGivenUp)
 	p.s.log(slog.LevelWarn, "granary: the activation overran its timeout; it failed without it", "grain", a.ID.String())
 	if hc := w.hook.Load(); hc != nil { // else it is not there yet: hookCtx ends it
 		hc.timeOut() // the hook's ctx (turn.go: hookCtx) ends, DeadlineExceeded
@@ -123,6 +125,7 @@ func (p *partition) closeActivations() {
 			continue // it ended, or the turn runs its first message
 		}
 		p.abandoned++ // as at a give-up: its turn ends with res.gaveUp
+		refuseTimers(aw.a, refuseClosed)
 		if first := aw.w.env; first.Msg != nil {
 			p.s.deadLetter(first, grain.ReasonShutdown, nil)
 		}

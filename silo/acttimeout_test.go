@@ -219,19 +219,23 @@ func (g lateHook) OnActivate(ctx context.Context, _ *grain.Context) error {
 
 func (lateHook) Receive(context.Context, *grain.Context, any) (any, error) { return nil, nil }
 
-// A give-up that comes while the factory still runs, before OnActivate has
-// a ctx (partition.hookCtx makes one per hook), still ends that ctx: the
-// hook, if it runs at all, begins with it done.
-func TestAGiveUpBeforeTheHookBeginsEndsItsCtx(t *testing.T) {
+// A give-up that comes while the factory still runs, before OnActivate
+// has begun, skips the hook: the activation has failed, its messages are
+// dead letters, and the hook would load for nothing, beside the grain's
+// next activation perhaps. Until the seventy-fourth session it ran all the
+// same, its ctx ended (partition.hookCtx ends it for a give-up that comes
+// after it is made, and before the hook has begun).
+func TestAGiveUpBeforeTheHookBeginsSkipsIt(t *testing.T) {
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	building, release := make(chan struct{}, 1), make(chan struct{})
-	began := make(chan error, 1)
+	firstBegan, began := make(chan error, 1), make(chan error, 1)
 	var built atomic.Int32
 	s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "late", func(grain.ID) lateHook {
 			if built.Add(1) == 1 {
 				building <- struct{}{}
 				<-release // the first factory hangs until the test lets it go
+				return lateHook{began: firstBegan}
 			}
 			return lateHook{began: began}
 		}))
@@ -246,11 +250,16 @@ func TestAGiveUpBeforeTheHookBeginsEndsItsCtx(t *testing.T) {
 	clk.Advance(time.Minute + time.Second) // the deadline, and the idle tick after it
 	require.ErrorIs(t, <-asked, context.DeadlineExceeded)
 
-	close(release) // the factory returns; the hook runs after the give-up
-	require.ErrorIs(t, <-began, context.DeadlineExceeded, "the hook's ctx was ended before it began")
+	close(release)                    // the factory returns after the give-up
 	_, err := s.Ask(ctx, id, "third") // a fresh instance
 	require.NoError(t, err)
 	require.NoError(t, <-began)
+	require.NoError(t, s.Close()) // waits for the abandoned turn too
+	select {
+	case err := <-firstBegan:
+		t.Fatalf("the hook given up on before it began ran (its ctx: %v)", err)
+	default:
+	}
 }
 
 // A Shutdown gives up on an activation that hangs as a running silo does:
@@ -295,6 +304,56 @@ func TestAShutdownGivesUpOnAnActivationThatHangs(t *testing.T) {
 			if honour {
 				require.ErrorIs(t, <-cause, context.DeadlineExceeded, "the hook's ctx ended at the give-up")
 			}
+		})
+	}
+}
+
+// timerAtStart's OnActivate waits for its ctx to end, then starts a timer
+// and reports StartTimer's error.
+type timerAtStart struct {
+	in      chan<- struct{}
+	started chan<- error
+}
+
+func (g timerAtStart) OnActivate(ctx context.Context, gc *grain.Context) error {
+	g.in <- struct{}{}
+	<-ctx.Done()
+	g.started <- gc.StartTimer("save", time.Second, 0, "tick")
+	return ctx.Err()
+}
+
+func (timerAtStart) Receive(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+
+// An OnActivate the silo gave up on — past Config.ActivationTimeout, or
+// running on as the silo closes — is told so if it starts a timer: the
+// timer would never fire (its activation failed, or its silo stopped), and
+// StartTimer said nil before.
+func TestATimerStartedByAnOnActivateGivenUpOnIsRefused(t *testing.T) {
+	for _, end := range []string{"timeout", "close"} {
+		t.Run(end, func(t *testing.T) {
+			clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+			in, started := make(chan struct{}, 1), make(chan error, 1)
+			s := newSilo(t, silo.Config{Clock: clk, ActivationTimeout: time.Minute, Partitions: 1}, func(s *silo.Silo) {
+				require.NoError(t, silo.Register(s, "timerAtStart", func(grain.ID) timerAtStart {
+					return timerAtStart{in: in, started: started}
+				}))
+			})
+			ctx := ctxT(t)
+			id := grain.NewID("timerAtStart", "t")
+			require.NoError(t, s.Tell(ctx, id, "first")) // activates: the hook waits for its ctx
+			<-in
+			require.NoError(t, s.Tell(ctx, id, "second"))
+			waitBacklog(t, s, 1) // handed off: watched
+
+			if end == "timeout" {
+				clk.Advance(time.Minute + time.Second) // the deadline, and the idle tick after it
+				err := <-started
+				require.ErrorIs(t, err, grain.ErrActivation)
+				require.ErrorIs(t, err, context.DeadlineExceeded)
+				return
+			}
+			require.NoError(t, s.Close())
+			require.ErrorIs(t, <-started, grain.ErrSiloClosed)
 		})
 	}
 }

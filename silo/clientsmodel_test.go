@@ -765,7 +765,7 @@ func (g *cGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 	if g.inst%2 == 1 {
 		// A timer started as the grain activates, as one that saves
 		// periodically does: a tick of one, due in 0–2 ms.
-		g.startTimer(c, cMsg{Due: time.Duration(g.inst%3) * time.Millisecond})
+		g.startTimer(ctx, c, cMsg{Due: time.Duration(g.inst%3) * time.Millisecond}, true)
 	}
 	return nil
 }
@@ -934,16 +934,28 @@ func (g *cGrain) tick(t cTick) {
 	}
 }
 
-// startTimer starts the activation's timer for m, replacing the one it had.
-func (g *cGrain) startTimer(c *grain.Context, m cMsg) {
+// startTimer starts the activation's timer for m, replacing the one it
+// had, from a turn with ctx (from OnActivate: hook).
+func (g *cGrain) startTimer(ctx context.Context, c *grain.Context, m cMsg, hook bool) {
 	g.b.mu.Lock()
 	g.timerGen++
 	g.timerOn, g.oneShot, g.timerTicks = true, m.Period == 0, 0
 	t := cTick{Key: g.key, Inst: g.inst, Gen: g.timerGen}
 	g.b.mu.Unlock()
-	if err := c.StartTimer("t", m.Due, m.Period, t); err != nil {
-		g.b.violate("%s #%d: StartTimer: %v", g.key, g.inst, err)
+	err := c.StartTimer("t", m.Due, m.Period, t)
+	if err == nil {
+		return
 	}
+	// Refused as it would never fire: its silo stops, or the silo gave up
+	// on the OnActivate that starts it. Either ends the turn's ctx.
+	if errors.Is(err, grain.ErrSiloClosed) || hook && g.b.overrun && errors.Is(err, grain.ErrActivation) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(2 * time.Second):
+		}
+	}
+	g.b.violate("%s #%d: StartTimer: %v", g.key, g.inst, err)
 }
 
 // keep asks to keep the activation for d (d <= 0: not any more), and
@@ -1088,7 +1100,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		g.b.mu.Unlock()
 		c.DeactivateOnIdle()
 	case cTimer:
-		g.startTimer(c, m)
+		g.startTimer(ctx, c, m, false)
 	case cUntimer:
 		g.stopTimer(c)
 	case cKeep:

@@ -102,7 +102,9 @@ type Config struct {
 	// (dead letters, reason activation failed); the hook's ctx ends; the
 	// next message tries a fresh activation under the kind's restart
 	// limits, while the hook goes on alone (Orleans' ActivationTimeout) —
-	// during a Shutdown too, which does not wait for the hook then.
+	// during a Shutdown too, which does not wait for the hook then. A
+	// timer the hook starts then is refused; a hook not yet begun (the
+	// factory blocked) never runs.
 	// Default DefaultActivationTimeout; negative means no bound.
 	ActivationTimeout time.Duration
 	// DeactivationTimeout bounds each OnDeactivate: its ctx ends then (in

@@ -53,7 +53,7 @@ func (p *partition) beginDeactivate(w *worker, a *act) bool {
 	// past the timeout, not after that long in real time.
 	x := a.extra()
 	x.mu.Lock()
-	x.closing = true // before the hook's turn begins: its StartTimer sees it
+	x.refuse = refuseDeactivating // before the hook's turn begins: its StartTimer sees it
 	x.mu.Unlock()
 	x.deactReason = why
 	d := &deactHook{}
@@ -682,7 +682,7 @@ func (p *partition) restartNow(a *act, backoff time.Duration) {
 		x.mu.Lock()
 		x.deactivate, x.keepUntil, x.timerOps = false, 0, nil
 		x.deferred, x.deactWhenIdle = false, false
-		x.closing = false // set for the failed instance's OnDeactivate
+		x.refuse = refuseNone // set for the failed instance's OnDeactivate
 		x.mu.Unlock()
 		x.deactReason, x.deact = grain.DeactivationNone, nil
 	}

@@ -77,9 +77,12 @@ type Silo struct {
 
 	base   context.Context // cancelled at Close: the ctx of tells and hooks
 	cancel context.CancelFunc
-	owners sync.WaitGroup // partition owners and the watchdog
-	turns  sync.WaitGroup // turns running off their partition: handed off or interleaved (turnBegun, turnEnded)
-	done   chan struct{}  // closed when every goroutine of the silo has returned
+	// baseEnded: base is cancelled, or about to be — no timer fires again,
+	// so a turn's StartTimer is refused (act.StartTimer)
+	baseEnded atomic.Bool
+	owners    sync.WaitGroup // partition owners and the watchdog
+	turns     sync.WaitGroup // turns running off their partition: handed off or interleaved (turnBegun, turnEnded)
+	done      chan struct{}  // closed when every goroutine of the silo has returned
 
 	dog watchdog
 	// deadlockMu serialises the verdicts on cross-chain deadlocks
@@ -490,6 +493,7 @@ func (s *Silo) awaitTurns(grace time.Duration) bool {
 // made a Done channel of their own are ended through their partition's
 // liveCtxs.
 func (s *Silo) endBase() {
+	s.baseEnded.Store(true) // before the cancel: a hook woken by it sees it
 	s.cancel()
 	for _, p := range s.parts {
 		p.endBase() // ended with its parent already; said for the reader and vet

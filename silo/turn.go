@@ -305,6 +305,13 @@ func handOnToken(a *act, from, to *turnCtx) {
 // kind (see actExtra.activating), under the values its first message, a
 // tell's, carries (see hookValues).
 func (p *partition) activateHook(w *worker, a *act, tc *turnCtx, first any) error {
+	if atomic.LoadInt32(&w.actRace) == actGivenUp {
+		// Given up on while the factory ran (or the silo closed): the
+		// activation has failed and its messages are dead letters, so
+		// the hook would load for nothing, beside the grain's next
+		// activation perhaps. It does not run.
+		return errActivationOverran
+	}
 	ctx, err := w.hookValues(tc, first)
 	if err != nil {
 		return err
