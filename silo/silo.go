@@ -77,12 +77,9 @@ type Silo struct {
 
 	base   context.Context // cancelled at Close: the ctx of tells and hooks
 	cancel context.CancelFunc
-	// baseEnded: base is cancelled, or about to be — no timer fires again,
-	// so a turn's StartTimer is refused (act.StartTimer)
-	baseEnded atomic.Bool
-	owners    sync.WaitGroup // partition owners and the watchdog
-	turns     sync.WaitGroup // turns running off their partition: handed off or interleaved (turnBegun, turnEnded)
-	done      chan struct{}  // closed when every goroutine of the silo has returned
+	owners sync.WaitGroup // partition owners and the watchdog
+	turns  sync.WaitGroup // turns running off their partition: handed off or interleaved (turnBegun, turnEnded)
+	done   chan struct{}  // closed when every goroutine of the silo has returned
 
 	dog watchdog
 	// deadlockMu serialises the verdicts on cross-chain deadlocks
@@ -118,10 +115,13 @@ type Silo struct {
 	// Last, off the lines that sends and owners read:
 	liveTurns   atomic.Int64  // what turns counts, readable without waiting (offturns.go)
 	failedTells atomic.Uint64 // failed turns with no caller (lifecycle.go: tellFailed)
-	observers   observers
-	logs        *logSampler              // Config.LogSampling (log.go)
-	logw        *logWriter               // writes the lines logs let through (logwriter.go)
-	deadMsgs    [grain.NumReasons]string // a tell's dead letter's log line, by reason (deadletter.go)
+	// baseEnded: base is cancelled, or about to be — no timer fires again,
+	// so a turn's StartTimer is refused (act.StartTimer)
+	baseEnded atomic.Bool
+	observers observers
+	logs      *logSampler              // Config.LogSampling (log.go)
+	logw      *logWriter               // writes the lines logs let through (logwriter.go)
+	deadMsgs  [grain.NumReasons]string // a tell's dead letter's log line, by reason (deadletter.go)
 
 	// testFailedActivation, set by tests alone, runs in a failed
 	// activation's turn once the turn has settled its race with the owner

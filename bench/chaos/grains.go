@@ -80,6 +80,11 @@ func (g *chaosGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 	if cfg.actFailEvery > 0 && g.rng.IntN(cfg.actFailEvery) == 0 {
 		return errPlannedActivation // storage down, say: the messages waiting fail with it
 	}
+	if cfg.actHangEvery > 0 && g.rng.IntN(cfg.actHangEvery) == 0 {
+		if err := g.hang(ctx, c); err != nil {
+			return err
+		}
+	}
 	if cfg.tickEvery > 0 && g.rng.IntN(cfg.tickEvery) == 0 {
 		if err := c.StartTimer("tick", cfg.tickPeriod, cfg.tickPeriod, tick{}); err != nil {
 			return err
@@ -91,6 +96,27 @@ func (g *chaosGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 		g.r.out(ctx, c.Silo(), g.id, t, g.rng, 0, "activate:")
 	}
 	return nil
+}
+
+// hang is a load that hangs past Config.ActivationTimeout (-acthang): half
+// the time it ends with its ctx, which the silo's give-up ends, half it
+// ignores its ctx for three times the bound and then looks. A hook the
+// silo gave up on (or whose silo closed) must find a timer it starts
+// refused — it would never fire — and its grain's waiting messages are
+// dead letters or failed asks (activation failed), never lost.
+func (g *chaosGrain) hang(ctx context.Context, c *grain.Context) error {
+	if g.rng.IntN(2) == 0 {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	}
+	time.Sleep(3 * g.r.cfg.actTimeout) // storage that ignores its ctx
+	if ctx.Err() == nil {
+		return nil // not given up on yet: the load came back in time after all
+	}
+	if err := c.StartTimer("late", time.Millisecond, 0, tick{}); err == nil {
+		g.r.led.brokenHook(fmt.Sprintf("%v: a timer started by an OnActivate given up on (%v) was taken", g.id, context.Cause(ctx)))
+	}
+	return ctx.Err()
 }
 
 func (g *chaosGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
@@ -201,12 +227,14 @@ func (r *run) send(ctx context.Context, rt grain.Runtime, from string, parent ui
 }
 
 // askOutcome names how an ask made with ctx from where ended: as outcome
-// does, but for an OnDeactivate's call cut off when the hook's own time
-// ran out (Config.DeactivationTimeout, -hooktimeout) — the silo kept its
+// does, but for a hook's call cut off when the hook's own time ran out
+// (an OnDeactivate's at Config.DeactivationTimeout, -hooktimeout; an
+// OnActivate's as the silo gave up on it, -acthang) — the silo kept its
 // word to the hook, and the call was not left to hang.
 func askOutcome(ctx context.Context, err error, where string) string {
 	out := outcome(err)
-	if out == outcomeTimeout && where == "deactivate:" && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+	hook := where == "deactivate:" || where == "activate:"
+	if out == outcomeTimeout && hook && errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		return outcomeHookBound
 	}
 	return out
@@ -220,7 +248,14 @@ func outcome(err error) string {
 	switch {
 	case err == nil:
 		return "ok"
-	case errors.As(err, &te), errors.Is(err, context.DeadlineExceeded):
+	case errors.As(err, &te):
+		return outcomeTimeout
+	case errors.Is(err, grain.ErrActivation):
+		// Before the ctx's errors: an activation given up on past
+		// Config.ActivationTimeout (-acthang) fails its asks with a cause
+		// that matches context.DeadlineExceeded, the caller's ctx live.
+		return "activation-failed"
+	case errors.Is(err, context.DeadlineExceeded):
 		return outcomeTimeout
 	case errors.Is(err, silo.ErrCallCycle):
 		return "cycle"
@@ -228,8 +263,6 @@ func outcome(err error) string {
 		return "too-deep"
 	case errors.As(err, &pe):
 		return "panic"
-	case errors.Is(err, grain.ErrActivation):
-		return "activation-failed"
 	case errors.As(err, &dl):
 		return "dead-letter:" + dl.Reason.String()
 	case errors.Is(err, context.Canceled):

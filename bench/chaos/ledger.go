@@ -38,6 +38,10 @@ type ledger struct {
 	// ended, by call and outcome ("stop:ok")
 	controls       map[string]int
 	failedControls int // of those, the ones that broke a promise
+	// brokenHooks: what hooks saw that broke a promise (-acthang: a timer
+	// taken from an OnActivate the silo gave up on), a few of them
+	brokenHooks  []string
+	nBrokenHooks int
 	// slowest: the longest an ask under a client's deadline (a hop's, not
 	// a hook's or a tick's) took that ended other than at that deadline —
 	// one near it says the timeouts of a run may be asks as slow, not
@@ -197,6 +201,16 @@ func (l *ledger) controlled(what string, err error) {
 	l.mu.Unlock()
 }
 
+// brokenHook records a broken promise a hook saw, what saying which.
+func (l *ledger) brokenHook(what string) {
+	l.mu.Lock()
+	l.nBrokenHooks++
+	if len(l.brokenHooks) < 5 {
+		l.brokenHooks = append(l.brokenHooks, what)
+	}
+	l.mu.Unlock()
+}
+
 // ended records how ask id ended.
 func (l *ledger) ended(id uint64, outcome string) {
 	l.mu.Lock()
@@ -218,7 +232,9 @@ type verdict struct {
 	timeouts, handled int
 	slowest           time.Duration // the longest an ask took that did not time out
 	controls          map[string]int
-	badControls       int            // Stops and Deactivates that failed but for a closed silo or an ended ctx
+	badControls       int      // Stops and Deactivates that failed but for a closed silo or an ended ctx
+	badHooks          []string // a few broken promises hooks saw
+	nBadHooks         int
 	deadBy            map[string]int // dead letters by reason
 	observed          int            // hops read by observers
 }
@@ -227,7 +243,8 @@ func (l *ledger) verdict() verdict {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	v := verdict{hops: len(l.sent), outcomes: maps.Clone(l.out), slowest: l.slowest,
-		controls: maps.Clone(l.controls), badControls: l.failedControls, deadBy: maps.Clone(l.deadBy), observed: l.nObserved}
+		controls: maps.Clone(l.controls), badControls: l.failedControls, deadBy: maps.Clone(l.deadBy), observed: l.nObserved,
+		badHooks: slices.Clone(l.brokenHooks), nBadHooks: l.nBrokenHooks}
 	for k, n := range l.out {
 		if strings.HasSuffix(k, outcomeTimeout) {
 			v.timeouts += n // a hook's or a tick's call left to its deadline too
@@ -256,9 +273,10 @@ func (l *ledger) verdict() verdict {
 }
 
 // ok says whether the run kept every promise: nothing lost, nothing
-// doubled, no ask left to its deadline, no Stop or Deactivate refused.
+// doubled, no ask left to its deadline, no Stop or Deactivate refused, no
+// hook seeing a promise broken.
 func (v verdict) ok() bool {
-	return v.nLost == 0 && v.nDoubled == 0 && v.timeouts == 0 && v.badControls == 0
+	return v.nLost == 0 && v.nDoubled == 0 && v.timeouts == 0 && v.badControls == 0 && v.nBadHooks == 0
 }
 
 func (v verdict) String() string {
@@ -282,6 +300,12 @@ func (v verdict) String() string {
 	}
 	for _, s := range v.doubled {
 		fmt.Fprintf(&b, "\n  doubled: %s", s)
+	}
+	if v.nBadHooks > 0 {
+		fmt.Fprintf(&b, "\n  %d broken promises hooks saw", v.nBadHooks)
+	}
+	for _, s := range v.badHooks {
+		fmt.Fprintf(&b, "\n  hook: %s", s)
 	}
 	return b.String()
 }

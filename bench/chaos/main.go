@@ -57,6 +57,8 @@ type config struct {
 	deactOutEvery int           // the same with Silo.Deactivate
 	shutdownAt    int           // Shutdown once this many hops were sent from outside, the clients still sending (0: once they are done)
 	actFailEvery  int           // an OnActivate fails one time in this many (0: never)
+	actHangEvery  int           // an OnActivate hangs past actTimeout one time in this many (0: never)
+	actTimeout    time.Duration // Config.ActivationTimeout, with actHangEvery
 	supervise     string        // the kinds' failure policy: restart, resume, stop or strict
 	observers     int           // observers the hops may go to (0: none), the first closed halfway through the clients' hops
 	obsEvery      int           // a hop goes to an observer one time in this many
@@ -80,7 +82,7 @@ func defaults() config {
 		hookCallEvery: 3, actCallEvery: 4, tickEvery: 3, tickPeriod: 2 * time.Millisecond,
 		partitions: 2, idle: 20 * time.Millisecond, hookTimeout: 5 * time.Second,
 		deadline: 10 * time.Second, dumpAfter: 8 * time.Second, kinds: allKinds,
-		obsEvery: 8, obsBuffer: 8, supervise: "restart",
+		obsEvery: 8, obsBuffer: 8, supervise: "restart", actTimeout: 25 * time.Millisecond,
 	}
 }
 
@@ -102,6 +104,8 @@ func main() {
 	flag.IntVar(&cfg.stopEvery, "stop", cfg.stopEvery, "a hop's turn, or a client before sending a hop, stops a random grain (Silo.Stop) one time in this many (0: never)")
 	flag.IntVar(&cfg.shutdownAt, "shutdownat", cfg.shutdownAt, "shut the silo down once this many hops were sent from outside, its clients still sending: what it took must be handled or be dead letters, what comes after is refused (0: once the storm is done)")
 	flag.IntVar(&cfg.actFailEvery, "actfail", cfg.actFailEvery, "an OnActivate returns an error one time in this many, as with its storage down (0: never)")
+	flag.IntVar(&cfg.actHangEvery, "acthang", cfg.actHangEvery, "an OnActivate hangs past -acttimeout one time in this many, as with its storage stuck: half end when the silo gives up on them, half ignore it (0: never)")
+	flag.DurationVar(&cfg.actTimeout, "acttimeout", cfg.actTimeout, "with -acthang, Config.ActivationTimeout (without, the library's default)")
 	flag.StringVar(&cfg.supervise, "supervise", cfg.supervise, "the kinds' failure policy after a panic or a failed activation: restart (the library's defaults), resume, stop (quarantined 50 ms), strict (no restart: the first failure stops)")
 	flag.IntVar(&cfg.observers, "observers", cfg.observers, "observers (Silo.NewObserver) the hops may be told to, each read by a goroutine of its own; the first is closed halfway through the clients' hops (0: none)")
 	flag.IntVar(&cfg.obsEvery, "obsevery", cfg.obsEvery, "with -observers, a hop is a tell to an observer one time in this many")
@@ -154,8 +158,9 @@ type run struct {
 // stall's dump's path.
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || (cfg.observers > 0 && cfg.obsEvery < 1) ||
-		min(cfg.depth, cfg.stopEvery, cfg.deactOutEvery, cfg.shutdownAt, cfg.actFailEvery, cfg.observers) < 0 {
-		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail and -observers at least 0")
+		min(cfg.depth, cfg.stopEvery, cfg.deactOutEvery, cfg.shutdownAt, cfg.actFailEvery, cfg.actHangEvery, cfg.observers) < 0 ||
+		(cfg.actHangEvery > 0 && cfg.actTimeout <= 0) {
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers, -acttimeout with -acthang) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail, -acthang and -observers at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {
@@ -173,6 +178,9 @@ func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 		DeactivationTimeout: cfg.hookTimeout,
 		MaxActivations:      cfg.maxActs,
 		Logger:              logger,
+	}
+	if cfg.actHangEvery > 0 {
+		sc.ActivationTimeout = cfg.actTimeout
 	}
 	if cfg.shed {
 		sc.MemoryLimit = 1

@@ -90,6 +90,22 @@ func TestAStormWithFailingActivationsLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// Activations that hang past Config.ActivationTimeout (-acthang), half
+// ending with their ctx and half ignoring it, are given up on: what waited
+// for them fails (asks with the activation's error, tells as dead
+// letters), none is lost, no ask waits for its deadline, and a hook given
+// up on finds a timer it starts refused (before the seventy-fourth
+// session the silo took it, to go nowhere, and this storm failed).
+func TestAStormWithActivationsThatHangLosesAndDoublesNothing(t *testing.T) {
+	v := storm(t, func(c *config) { c.actHangEvery = 5 })
+	if v.outcomes["activation-failed"] == 0 || v.deadBy[grain.ReasonActivationFailed.String()] == 0 {
+		t.Fatalf("no ask failed by an activation given up on, or no dead letter of one: %v", v)
+	}
+	if v.nBadHooks != 0 {
+		t.Fatalf("hooks saw promises broken: %v", v)
+	}
+}
+
 // Under each failure policy the messages a failure strands — queued for a
 // grain stopped and quarantined, or for one whose restart waits — are
 // dead letters or run, never lost.
@@ -130,6 +146,8 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		func(c *config) { c.shutdownAt = -1 },
 		func(c *config) { c.observers, c.obsEvery = 2, 0 },
 		func(c *config) { c.actFailEvery = -1 },
+		func(c *config) { c.actHangEvery = -1 },
+		func(c *config) { c.actHangEvery, c.actTimeout = 5, 0 },
 		func(c *config) { c.supervise = "sometimes" },
 	} {
 		cfg := defaults()
@@ -163,9 +181,11 @@ func TestTheSlowestAskIsOneThatDidNotTimeOut(t *testing.T) {
 	}
 }
 
-// An OnDeactivate's call cut off by the hook's own deadline is counted
-// apart, not as an ask left to its deadline; a turn's call that timed out,
-// or a hook's whose ctx had not ended, still is.
+// A hook's call cut off by the hook's own deadline is counted apart, not
+// as an ask left to its deadline; a turn's call that timed out, or a
+// hook's whose ctx had not ended, still is. An ask failed by an activation
+// given up on is no timeout either, though its cause matches
+// context.DeadlineExceeded.
 func TestAHooksCallCutOffByItsDeadlineIsNoTimeout(t *testing.T) {
 	ended, cancel := context.WithDeadline(t.Context(), time.Now().Add(-time.Second))
 	defer cancel()
@@ -178,6 +198,9 @@ func TestAHooksCallCutOffByItsDeadlineIsNoTimeout(t *testing.T) {
 	}{
 		{ended, te, "deactivate:", outcomeHookBound},
 		{ended, context.DeadlineExceeded, "deactivate:", outcomeHookBound},
+		{ended, context.DeadlineExceeded, "activate:", outcomeHookBound},
+		{t.Context(), context.DeadlineExceeded, "activate:", outcomeTimeout},
+		{t.Context(), &grain.ActivationError{Err: context.DeadlineExceeded}, "", "activation-failed"},
 		{t.Context(), te, "deactivate:", outcomeTimeout},
 		{ended, te, "", outcomeTimeout},
 		{ended, te, "tick:", outcomeTimeout},
