@@ -105,6 +105,7 @@ func (g *chaosGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 // refused — it would never fire — and its grain's waiting messages are
 // dead letters or failed asks (activation failed), never lost.
 func (g *chaosGrain) hang(ctx context.Context, c *grain.Context) error {
+	g.r.led.hookHung()
 	if g.rng.IntN(2) == 0 {
 		<-ctx.Done()
 		return context.Cause(ctx)
@@ -119,7 +120,29 @@ func (g *chaosGrain) hang(ctx context.Context, c *grain.Context) error {
 	return ctx.Err()
 }
 
+// hangDeactivating is a save that hangs past Config.DeactivationTimeout
+// (-deacthang): half the time it ends with its ctx, which ends at the
+// bound; half it ignores its ctx for three times the bound, the silo
+// giving up on it meanwhile — removing the grain, whose messages go to a
+// fresh activation while this hook runs on. A timer it starts then must
+// be refused, as any from OnDeactivate is.
+func (g *chaosGrain) hangDeactivating(ctx context.Context, c *grain.Context) {
+	g.r.led.hookHung()
+	if g.rng.IntN(2) == 0 {
+		<-ctx.Done()
+		return
+	}
+	time.Sleep(3 * g.r.cfg.hookTimeout) // storage that ignores its ctx
+	if err := c.StartTimer("late", time.Millisecond, 0, tick{}); !errors.Is(err, grain.ErrDeactivating) {
+		g.r.led.brokenHook(fmt.Sprintf("%v: a timer started by an OnDeactivate run past its bound: %v, want ErrDeactivating", g.id, err))
+	}
+}
+
 func (g *chaosGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
+	if e := g.r.cfg.deactHangEvery; e > 0 && g.rng.IntN(e) == 0 {
+		g.hangDeactivating(ctx, c)
+		return ctx.Err()
+	}
 	if e := g.r.cfg.hookCallEvery; e > 0 && g.rng.IntN(e) == 0 {
 		t := g.r.led.hookTurn("deactivate:" + g.id.String())
 		defer g.r.led.turnEnded(t)

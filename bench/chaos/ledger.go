@@ -42,6 +42,8 @@ type ledger struct {
 	// taken from an OnActivate the silo gave up on), a few of them
 	brokenHooks  []string
 	nBrokenHooks int
+	// hung: hooks that hung past their bound (-acthang, -deacthang)
+	hung int
 	// slowest: the longest an ask under a client's deadline (a hop's, not
 	// a hook's or a tick's) took that ended other than at that deadline —
 	// one near it says the timeouts of a run may be asks as slow, not
@@ -201,6 +203,13 @@ func (l *ledger) controlled(what string, err error) {
 	l.mu.Unlock()
 }
 
+// hookHung records a hook that hangs past its bound.
+func (l *ledger) hookHung() {
+	l.mu.Lock()
+	l.hung++
+	l.mu.Unlock()
+}
+
 // brokenHook records a broken promise a hook saw, what saying which.
 func (l *ledger) brokenHook(what string) {
 	l.mu.Lock()
@@ -235,6 +244,7 @@ type verdict struct {
 	badControls       int      // Stops and Deactivates that failed but for a closed silo or an ended ctx
 	badHooks          []string // a few broken promises hooks saw
 	nBadHooks         int
+	hung              int            // hooks that hung past their bound
 	deadBy            map[string]int // dead letters by reason
 	observed          int            // hops read by observers
 }
@@ -244,7 +254,7 @@ func (l *ledger) verdict() verdict {
 	defer l.mu.Unlock()
 	v := verdict{hops: len(l.sent), outcomes: maps.Clone(l.out), slowest: l.slowest,
 		controls: maps.Clone(l.controls), badControls: l.failedControls, deadBy: maps.Clone(l.deadBy), observed: l.nObserved,
-		badHooks: slices.Clone(l.brokenHooks), nBadHooks: l.nBrokenHooks}
+		badHooks: slices.Clone(l.brokenHooks), nBadHooks: l.nBrokenHooks, hung: l.hung}
 	for k, n := range l.out {
 		if strings.HasSuffix(k, outcomeTimeout) {
 			v.timeouts += n // a hook's or a tick's call left to its deadline too
@@ -290,6 +300,9 @@ func (v verdict) String() string {
 	}
 	if v.observed > 0 {
 		fmt.Fprintf(&b, "; read by observers %d", v.observed)
+	}
+	if v.hung > 0 {
+		fmt.Fprintf(&b, "; hooks hung past their bound %d", v.hung)
 	}
 	if len(v.controls) > 0 {
 		b.WriteString("; from outside:")

@@ -40,39 +40,40 @@ import (
 
 // config is one run's settings; the flags set them.
 type config struct {
-	seed          uint64
-	msgs          int           // hops sent from outside
-	clients       int           // goroutines sending them
-	keys          int           // keys of each kind
-	depth         int           // the longest chain a hop from outside starts
-	fan           int           // the most calls one turn makes at once (1: no fan-out)
-	panicEvery    int           // a hop's turn panics one time in this many (0: never)
-	deactEvery    int           // a hop's turn asks to deactivate one time in this many
-	tellEvery     int           // a hop is a tell one time in this many
-	hookCallEvery int           // an OnDeactivate calls out one time in this many
-	actCallEvery  int           // an OnActivate calls out one time in this many
-	tickEvery     int           // an activation starts a timer one time in this many
-	tickPeriod    time.Duration // its period
-	stopEvery     int           // a hop's turn, or a client before its hop, stops a random grain (Silo.Stop) one time in this many (0: never)
-	deactOutEvery int           // the same with Silo.Deactivate
-	shutdownAt    int           // Shutdown once this many hops were sent from outside, the clients still sending (0: once they are done)
-	actFailEvery  int           // an OnActivate fails one time in this many (0: never)
-	actHangEvery  int           // an OnActivate hangs past actTimeout one time in this many (0: never)
-	actTimeout    time.Duration // Config.ActivationTimeout, with actHangEvery
-	supervise     string        // the kinds' failure policy: restart, resume, stop or strict
-	observers     int           // observers the hops may go to (0: none), the first closed halfway through the clients' hops
-	obsEvery      int           // a hop goes to an observer one time in this many
-	obsBuffer     int           // each observer's buffer
-	partitions    int
-	maxActs       int           // Config.MaxActivations
-	shed          bool          // memory shedding at every idle tick
-	idle          time.Duration // the kinds' idle timeout
-	hookTimeout   time.Duration // Config.DeactivationTimeout
-	deadline      time.Duration // each ask's from outside
-	dumpAfter     time.Duration // write the goroutines' stacks after this long without progress
-	dumpTo        string
-	logs          bool   // the silo's log lines to stderr
-	kinds         string // the kinds registered, of allKinds
+	seed           uint64
+	msgs           int           // hops sent from outside
+	clients        int           // goroutines sending them
+	keys           int           // keys of each kind
+	depth          int           // the longest chain a hop from outside starts
+	fan            int           // the most calls one turn makes at once (1: no fan-out)
+	panicEvery     int           // a hop's turn panics one time in this many (0: never)
+	deactEvery     int           // a hop's turn asks to deactivate one time in this many
+	tellEvery      int           // a hop is a tell one time in this many
+	hookCallEvery  int           // an OnDeactivate calls out one time in this many
+	actCallEvery   int           // an OnActivate calls out one time in this many
+	tickEvery      int           // an activation starts a timer one time in this many
+	tickPeriod     time.Duration // its period
+	stopEvery      int           // a hop's turn, or a client before its hop, stops a random grain (Silo.Stop) one time in this many (0: never)
+	deactOutEvery  int           // the same with Silo.Deactivate
+	shutdownAt     int           // Shutdown once this many hops were sent from outside, the clients still sending (0: once they are done)
+	actFailEvery   int           // an OnActivate fails one time in this many (0: never)
+	actHangEvery   int           // an OnActivate hangs past actTimeout one time in this many (0: never)
+	actTimeout     time.Duration // Config.ActivationTimeout, with actHangEvery
+	deactHangEvery int           // an OnDeactivate hangs past hookTimeout one time in this many (0: never)
+	supervise      string        // the kinds' failure policy: restart, resume, stop or strict
+	observers      int           // observers the hops may go to (0: none), the first closed halfway through the clients' hops
+	obsEvery       int           // a hop goes to an observer one time in this many
+	obsBuffer      int           // each observer's buffer
+	partitions     int
+	maxActs        int           // Config.MaxActivations
+	shed           bool          // memory shedding at every idle tick
+	idle           time.Duration // the kinds' idle timeout
+	hookTimeout    time.Duration // Config.DeactivationTimeout
+	deadline       time.Duration // each ask's from outside
+	dumpAfter      time.Duration // write the goroutines' stacks after this long without progress
+	dumpTo         string
+	logs           bool   // the silo's log lines to stderr
+	kinds          string // the kinds registered, of allKinds
 }
 
 func defaults() config {
@@ -106,6 +107,7 @@ func main() {
 	flag.IntVar(&cfg.actFailEvery, "actfail", cfg.actFailEvery, "an OnActivate returns an error one time in this many, as with its storage down (0: never)")
 	flag.IntVar(&cfg.actHangEvery, "acthang", cfg.actHangEvery, "an OnActivate hangs past -acttimeout one time in this many, as with its storage stuck: half end when the silo gives up on them, half ignore it (0: never)")
 	flag.DurationVar(&cfg.actTimeout, "acttimeout", cfg.actTimeout, "with -acthang, Config.ActivationTimeout (without, the library's default)")
+	flag.IntVar(&cfg.deactHangEvery, "deacthang", cfg.deactHangEvery, "an OnDeactivate hangs past -hooktimeout one time in this many, as with its save stuck: half end with their ctx, half ignore it for three times the bound (0: never; give it a short -hooktimeout)")
 	flag.StringVar(&cfg.supervise, "supervise", cfg.supervise, "the kinds' failure policy after a panic or a failed activation: restart (the library's defaults), resume, stop (quarantined 50 ms), strict (no restart: the first failure stops)")
 	flag.IntVar(&cfg.observers, "observers", cfg.observers, "observers (Silo.NewObserver) the hops may be told to, each read by a goroutine of its own; the first is closed halfway through the clients' hops (0: none)")
 	flag.IntVar(&cfg.obsEvery, "obsevery", cfg.obsEvery, "with -observers, a hop is a tell to an observer one time in this many")
@@ -158,9 +160,9 @@ type run struct {
 // stall's dump's path.
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || (cfg.observers > 0 && cfg.obsEvery < 1) ||
-		min(cfg.depth, cfg.stopEvery, cfg.deactOutEvery, cfg.shutdownAt, cfg.actFailEvery, cfg.actHangEvery, cfg.observers) < 0 ||
-		(cfg.actHangEvery > 0 && cfg.actTimeout <= 0) {
-		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers, -acttimeout with -acthang) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail, -acthang and -observers at least 0")
+		min(cfg.depth, cfg.stopEvery, cfg.deactOutEvery, cfg.shutdownAt, cfg.actFailEvery, cfg.actHangEvery, cfg.deactHangEvery, cfg.observers) < 0 ||
+		(cfg.actHangEvery > 0 && cfg.actTimeout <= 0) || (cfg.deactHangEvery > 0 && cfg.hookTimeout <= 0) {
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers, -acttimeout with -acthang, -hooktimeout with -deacthang) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail, -acthang, -deacthang and -observers at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {

@@ -101,8 +101,21 @@ func TestAStormWithActivationsThatHangLosesAndDoublesNothing(t *testing.T) {
 	if v.outcomes["activation-failed"] == 0 || v.deadBy[grain.ReasonActivationFailed.String()] == 0 {
 		t.Fatalf("no ask failed by an activation given up on, or no dead letter of one: %v", v)
 	}
-	if v.nBadHooks != 0 {
-		t.Fatalf("hooks saw promises broken: %v", v)
+	if v.nBadHooks != 0 || v.hung == 0 {
+		t.Fatalf("hooks saw promises broken, or none hung: %v", v)
+	}
+}
+
+// OnDeactivate hooks that hang past Config.DeactivationTimeout
+// (-deacthang, the bound 20 ms), half ending with their ctx and half
+// ignoring it, are given up on, their grains removed while they run on:
+// the messages that came meanwhile go to fresh activations, none lost or
+// doubled, no ask waits for its deadline, and the Shutdown does not wait
+// for the hooks it gave up on.
+func TestAStormWithDeactivationsThatHangLosesAndDoublesNothing(t *testing.T) {
+	v := storm(t, func(c *config) { c.deactHangEvery, c.hookTimeout = 3, 20*time.Millisecond })
+	if v.nBadHooks != 0 || v.hung == 0 {
+		t.Fatalf("hooks saw promises broken, or none hung: %v", v)
 	}
 }
 
@@ -148,6 +161,8 @@ func TestBadSettingsAreRefused(t *testing.T) {
 		func(c *config) { c.actFailEvery = -1 },
 		func(c *config) { c.actHangEvery = -1 },
 		func(c *config) { c.actHangEvery, c.actTimeout = 5, 0 },
+		func(c *config) { c.deactHangEvery = -1 },
+		func(c *config) { c.deactHangEvery, c.hookTimeout = 5, 0 },
 		func(c *config) { c.supervise = "sometimes" },
 	} {
 		cfg := defaults()
