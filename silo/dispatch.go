@@ -390,6 +390,15 @@ func (p *partition) advance(w *worker, a *act) bool {
 			p.remove(a)
 			return true
 		}
+		if a.isStopping() {
+			// Stopped before its activation turn began — a restart's fresh
+			// instance readied, then a Stop read in the same round: what
+			// waited for it went as dead letters (halt), and an instance
+			// built now would only load its state to be deactivated
+			// (TestAStopBeforeARestartsActivationTurnBuildsNoInstance).
+			p.remove(a)
+			return true
+		}
 		return p.runTurn(w, a, tkActivate, &queues.Envelope{})
 	case activation.Active:
 		if a.wantsDeactivate() {

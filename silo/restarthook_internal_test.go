@@ -43,3 +43,42 @@ func TestAStopBeforeTheRestartHookLeavesTheReasonFailed(t *testing.T) {
 	require.Equal(t, grain.DeactivationFailed, seen)
 	require.Equal(t, activation.Gone, a.State(), "stopped: gone, not restarted")
 }
+
+// builtGrain counts the instances its factory builds and the OnActivates
+// they run.
+type builtGrain struct{ activated *int }
+
+func (g *builtGrain) Receive(context.Context, *grain.Context, any) (any, error) { return nil, nil }
+
+func (g *builtGrain) OnActivate(context.Context, *grain.Context) error {
+	*g.activated++
+	return nil
+}
+
+// A Stop read after a restart has readied the fresh instance, before its
+// activation turn — in the same round of the owner: the failed turn's
+// finish, then the Stop — stops the grain without building the instance:
+// no factory, no OnActivate loading state for nothing, no OnDeactivate;
+// what waited for it is a dead letter (halt), and the next message
+// activates a fresh one. Until the seventy-fourth session the instance
+// was built, activated and at once deactivated, reason stopped.
+func TestAStopBeforeARestartsActivationTurnBuildsNoInstance(t *testing.T) {
+	p, w := ownedPartition(t, t.Context(), Config{})
+	p.base = t.Context()
+	var built, activated int
+	require.NoError(t, Register(p.s, "built", func(grain.ID) *builtGrain { built++; return &builtGrain{activated: &activated} }))
+	id := grain.NewID("built", "a")
+	a := p.activate(p.s.kinds["built"], id, id.Hash())
+	a.g = &builtGrain{activated: &activated}
+	require.NoError(t, a.Transition(activation.Active))
+
+	p.restart(a, 0) // no OnDeactivate: the fresh instance is readied at once
+	require.Equal(t, activation.Activating, a.State())
+	p.halt(a, grain.DeactivationStopped) // the Stop, read before the activation turn
+	p.advance(w, a)
+	require.Zero(t, built, "no instance built for a grain stopped before it was")
+	require.Zero(t, activated)
+	require.Equal(t, activation.Gone, a.State())
+	_, ok := p.dir.Get(id, id.Hash())
+	require.False(t, ok, "out of the directory: the next message activates a fresh instance")
+}
