@@ -938,6 +938,7 @@ func (g *cGrain) tick(t cTick) {
 // had, from a turn with ctx (from OnActivate: hook).
 func (g *cGrain) startTimer(ctx context.Context, c *grain.Context, m cMsg, hook bool) {
 	g.b.mu.Lock()
+	wasOn, wasOneShot, wasTicks := g.timerOn, g.oneShot, g.timerTicks // restored if the start is refused
 	g.timerGen++
 	g.timerOn, g.oneShot, g.timerTicks = true, m.Period == 0, 0
 	t := cTick{Key: g.key, Inst: g.inst, Gen: g.timerGen}
@@ -947,7 +948,17 @@ func (g *cGrain) startTimer(ctx context.Context, c *grain.Context, m cMsg, hook 
 		return
 	}
 	// Refused as it would never fire: its silo stops, or the silo gave up
-	// on the OnActivate that starts it. Either ends the turn's ctx.
+	// on the OnActivate that starts it. Either ends the turn's ctx. A
+	// timer it was to replace is not replaced: a tick of it already on
+	// its way may still run as the silo closes, and the book says so
+	// again — unless another turn started one since. (No tick runs
+	// between the two: the turn holds its grain, in no call.)
+	g.b.mu.Lock()
+	if g.timerGen == t.Gen {
+		g.timerGen--
+		g.timerOn, g.oneShot, g.timerTicks = wasOn, wasOneShot, wasTicks
+	}
+	g.b.mu.Unlock()
 	if errors.Is(err, grain.ErrSiloClosed) || hook && g.b.overrun && errors.Is(err, grain.ErrActivation) {
 		select {
 		case <-ctx.Done():
