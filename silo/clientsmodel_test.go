@@ -36,8 +36,8 @@ import (
 // stops the grain for (a quarantine) or resumes it for, activations that
 // fail, DeactivateOnIdle, DelayDeactivation, timers started, replaced and
 // stopped (their ticks keeping the plain grains alive in half the runs;
-// one started in OnActivate by every other activation, and one refused
-// in OnDeactivate),
+// one started in OnActivate by every other activation, one refused in
+// OnDeactivate, and one refused in an OnActivate the silo gave up on),
 // notifications to the clients' observers (each grain subscribes the
 // asking client's observer to its grain.Observers and notifies them all;
 // the clients read their observers now and then, close them and make new
@@ -755,7 +755,13 @@ func (g *cGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 		}
 	}
 	if g.b.overrun && ctx.Err() != nil {
-		// Given up on (or its silo closed): the activation failed.
+		// Given up on (or its silo closed): the activation failed, and a
+		// timer started now would never fire — it is refused. (Nothing
+		// else ends this ctx: not an ask's caller giving up.)
+		err := c.StartTimer("late", time.Millisecond, 0, cTick{Key: g.key, Inst: g.inst, Gen: -1})
+		if !errors.Is(err, grain.ErrActivation) && !errors.Is(err, grain.ErrSiloClosed) {
+			g.b.violate("%s #%d: StartTimer in an OnActivate given up on: %v, want ErrActivation or ErrSiloClosed", g.key, g.inst, err)
+		}
 		return context.Cause(ctx)
 	}
 	g.actCtx = ctx // whose end may yet say the silo gave up on the hook
