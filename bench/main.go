@@ -35,12 +35,15 @@ type Result struct {
 	P99us     float64 `json:"p99_us,omitempty"`
 	// steady and relay: their calls timed from when the caller's
 	// goroutine began each, not from its arrival (steady.go)
-	RunP50us           float64        `json:"run_p50_us,omitempty"`
-	RunP99us           float64        `json:"run_p99_us,omitempty"`
-	BytesPerActivation float64        `json:"bytes_per_activation,omitempty"`
-	LineRTTns          float64        `json:"line_rtt_ns,omitempty"`
-	Params             map[string]any `json:"params"`
-	Error              string         `json:"error,omitempty"`
+	RunP50us           float64 `json:"run_p50_us,omitempty"`
+	RunP99us           float64 `json:"run_p99_us,omitempty"`
+	BytesPerActivation float64 `json:"bytes_per_activation,omitempty"`
+	LineRTTns          float64 `json:"line_rtt_ns,omitempty"`
+	// tell and zipf: the check's read of every grain's count, timed again
+	// once all is idle, and taken off the run's time (timedTells)
+	CheckReadMs float64        `json:"check_read_ms,omitempty"`
+	Params      map[string]any `json:"params"`
+	Error       string         `json:"error,omitempty"`
 }
 
 var impls = []string{"granary", "protoactor", "raw"}

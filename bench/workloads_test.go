@@ -119,6 +119,47 @@ func TestALostMessageFailsTheRun(t *testing.T) {
 	}
 }
 
+// timed is a counter whose tells and asks take time: time.Sleep in a
+// synctest bubble, so the test's clock moves by exactly that.
+type timed struct {
+	counter
+	tell, ask time.Duration
+}
+
+func (c *timed) Tell(key int64, m *bmsg) error {
+	time.Sleep(c.tell)
+	return c.counter.Tell(key, m)
+}
+
+func (c *timed) Ask(key int64, m *bmsg) (int, error) {
+	time.Sleep(c.ask)
+	return c.counter.Ask(key, m)
+}
+
+// tell and zipf time their tells until the check's read has seen every
+// one, less that read's own cost (the same read again, all idle), which
+// they report: the tells' 1 s here, not the 1.5 s with the 0.5 s read.
+func TestTellAndZipfTakeTheChecksReadOffTheirTime(t *testing.T) {
+	for name, run := range map[string]func(target, params) (Result, error){"tell": runTell, "zipf": runZipf} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				p := params{grains: 100, producers: 2, msgs: 2000}
+				// activateAll's tells (one a grain, from one goroutine)
+				// cost 100 ms before the clock starts; the producers' 1000
+				// each cost 1 s, side by side; a read, 100 asks, 0.5 s.
+				c := &timed{tell: time.Millisecond, ask: 5 * time.Millisecond}
+				r, err := run(c, p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.OpsPerSec != 2000 || r.CheckReadMs != 500 {
+					t.Fatalf("%v ops/s, the read %v ms: want 2000 (the tells' 1 s) and 500", r.OpsPerSec, r.CheckReadMs)
+				}
+			})
+		})
+	}
+}
+
 // The ping-pong workloads wait for their last message on a channel; a
 // count that stops moving ends the wait with an error.
 func TestAStalledRunFailsAtTheStallLimit(t *testing.T) {
