@@ -81,8 +81,11 @@ func (g *chaosGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 		return errPlannedActivation // storage down, say: the messages waiting fail with it
 	}
 	if cfg.actHangEvery > 0 && g.rng.IntN(cfg.actHangEvery) == 0 {
-		if err := g.hang(ctx, c); err != nil {
-			return err
+		// Refused with ErrActivation once given up on, ErrSiloClosed as
+		// the silo closes.
+		g.hangPast(ctx, c, cfg.actTimeout, "OnActivate", func(err error) bool { return err != nil })
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
 		}
 	}
 	if cfg.tickEvery > 0 && g.rng.IntN(cfg.tickEvery) == 0 {
@@ -98,49 +101,31 @@ func (g *chaosGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 	return nil
 }
 
-// hang is a load that hangs past Config.ActivationTimeout (-acthang): half
-// the time it ends with its ctx, which the silo's give-up ends, half it
-// ignores its ctx for three times the bound and then looks. A hook the
-// silo gave up on (or whose silo closed) must find a timer it starts
-// refused — it would never fire — and its grain's waiting messages are
-// dead letters or failed asks (activation failed), never lost.
-func (g *chaosGrain) hang(ctx context.Context, c *grain.Context) error {
-	g.r.led.hookHung()
-	if g.rng.IntN(2) == 0 {
-		<-ctx.Done()
-		return context.Cause(ctx)
-	}
-	time.Sleep(3 * g.r.cfg.actTimeout) // storage that ignores its ctx
-	if ctx.Err() == nil {
-		return nil // not given up on yet: the load came back in time after all
-	}
-	if err := c.StartTimer("late", time.Millisecond, 0, tick{}); err == nil {
-		g.r.led.brokenHook(fmt.Sprintf("%v: a timer started by an OnActivate given up on (%v) was taken", g.id, context.Cause(ctx)))
-	}
-	return ctx.Err()
-}
-
-// hangDeactivating is a save that hangs past Config.DeactivationTimeout
-// (-deacthang): half the time it ends with its ctx, which ends at the
-// bound; half it ignores its ctx for three times the bound, the silo
-// giving up on it meanwhile — removing the grain, whose messages go to a
-// fresh activation while this hook runs on. A timer it starts then must
-// be refused, as any from OnDeactivate is.
-func (g *chaosGrain) hangDeactivating(ctx context.Context, c *grain.Context) {
+// hangPast is a hook's storage hanging past the hook's bound (-acthang:
+// a load past Config.ActivationTimeout; -deacthang: a save past
+// DeactivationTimeout): half the time it ends with its ctx, which the
+// silo ends at the bound; half it ignores its ctx for three times the
+// bound and then, its ctx ended, starts a timer — which would never fire,
+// and must be refused as refused says. The grain's messages meanwhile are
+// dead letters, failed asks or a fresh activation's: never lost.
+func (g *chaosGrain) hangPast(ctx context.Context, c *grain.Context, bound time.Duration, hook string, refused func(error) bool) {
 	g.r.led.hookHung()
 	if g.rng.IntN(2) == 0 {
 		<-ctx.Done()
 		return
 	}
-	time.Sleep(3 * g.r.cfg.hookTimeout) // storage that ignores its ctx
-	if err := c.StartTimer("late", time.Millisecond, 0, tick{}); !errors.Is(err, grain.ErrDeactivating) {
-		g.r.led.brokenHook(fmt.Sprintf("%v: a timer started by an OnDeactivate run past its bound: %v, want ErrDeactivating", g.id, err))
+	time.Sleep(3 * bound) // storage that ignores its ctx
+	if ctx.Err() == nil {
+		return // not given up on yet: it came back in time after all
+	}
+	if err := c.StartTimer("late", time.Millisecond, 0, tick{}); !refused(err) {
+		g.r.led.brokenHook(fmt.Sprintf("%v: a timer started by an %s run past its bound (%v) was not refused as it should be: %v", g.id, hook, context.Cause(ctx), err))
 	}
 }
 
 func (g *chaosGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
 	if e := g.r.cfg.deactHangEvery; e > 0 && g.rng.IntN(e) == 0 {
-		g.hangDeactivating(ctx, c)
+		g.hangPast(ctx, c, g.r.cfg.hookTimeout, "OnDeactivate", func(err error) bool { return errors.Is(err, grain.ErrDeactivating) })
 		return ctx.Err()
 	}
 	if e := g.r.cfg.hookCallEvery; e > 0 && g.rng.IntN(e) == 0 {
