@@ -11,7 +11,9 @@ import (
 	"github.com/granary-go/granary/queues"
 )
 
-// DeadLetter is a message that could not be delivered, and why.
+// DeadLetter is a message that could not be delivered, and why. It prints
+// as a line (String), logs as a group (LogValue) and encodes as JSON
+// (MarshalJSON), each giving its message by type, not by value.
 type DeadLetter struct {
 	Target grain.ID
 	Sender grain.ID // zero when sent from outside any grain of this silo

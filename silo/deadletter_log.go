@@ -68,3 +68,25 @@ func (d DeadLetter) LogValue() slog.Value {
 func (d DeadLetter) MarshalJSON() ([]byte, error) {
 	return json.Marshal(d.record())
 }
+
+// String implements fmt.Stringer, so a dead letter printed with fmt reads
+// as a line, not as its fields in braces: "granary: dead letter: tell
+// main.Ping to player/p1 from lobby/l: stopped (cause)". The message is
+// given by type, as in LogValue, and the time is left out: a caller that
+// prints a letter as it arrives has the time at hand.
+func (d DeadLetter) String() string {
+	r := d.record()
+	kind := "tell"
+	if r.Ask {
+		kind = "ask"
+	}
+	s := "granary: dead letter: " + kind + " " + r.MsgType + " to " + r.Target
+	if r.Sender != "" {
+		s += " from " + r.Sender
+	}
+	s += ": " + r.Reason
+	if r.Err != "" {
+		s += " (" + r.Err + ")"
+	}
+	return s
+}

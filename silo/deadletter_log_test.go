@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -57,4 +58,18 @@ func TestADeadLetterEncodesAsItsRecord(t *testing.T) {
 	b, err := json.Marshal(d)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"target":"printer/p","reason":"stopped","msg_type":"silo_test.holdUntil","ask":true,"sender":"office/o","err":"stopped by hand"}`, string(b))
+}
+
+// Printed with fmt, a dead letter is a line that says what was lost and
+// why, its message by type.
+func TestADeadLetterPrintsAsALine(t *testing.T) {
+	d := silo.DeadLetter{
+		Target: grain.NewID("printer", "p"),
+		Msg:    holdUntil{make(chan struct{}), nil},
+		Reason: grain.ReasonOverload,
+		Time:   time.Unix(1, 0).UTC(),
+	}
+	assert.Equal(t, "granary: dead letter: tell silo_test.holdUntil to printer/p: overload", fmt.Sprint(d))
+	d.Ask, d.Sender, d.Err, d.Reason = true, grain.NewID("office", "o"), errors.New("stopped by hand"), grain.ReasonStopped
+	assert.Equal(t, "granary: dead letter: ask silo_test.holdUntil to printer/p from office/o: stopped (stopped by hand)", fmt.Sprintf("%v", d))
 }

@@ -78,11 +78,13 @@ func ExampleSilo_SubscribeDeadLetters() {
 	_ = s.Tell(ctx, grain.NewID("broken", "b1"), addItem{"apple"}) // accepted...
 	d := <-dl.C                                                    // ...but never handled
 	fmt.Println(d.Target, "|", d.Reason, "|", d.Err)
+	fmt.Println(d) // the same, as a line
 
 	_, err := s.Ask(ctx, grain.NewID("broken", "b2"), listCart{})
 	fmt.Println(errors.Is(err, grain.ErrActivation), errors.Is(err, grain.ErrDeadLetter))
 	// Output:
 	// broken/b1 | activation failed | granary: activating broken/b1: storage unavailable
+	// granary: dead letter: tell silo_test.addItem to broken/b1: activation failed (granary: activating broken/b1: storage unavailable)
 	// true true
 }
 
