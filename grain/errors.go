@@ -95,6 +95,15 @@ var (
 	// naming the type: the caller gets it, and supervision sees a returned
 	// error (Resume by default). Return a nil error for success.
 	ErrTypedNil = errors.New("granary: typed nil error")
+	// ErrForeignContext: a call made from a grain's turn with a ctx that
+	// is not the turn's (context.Background(), a ctx kept from elsewhere),
+	// refused where the silo checks for it (silo's Config.CheckContexts,
+	// on in silotest.Start). Such a call carries no call chain, so a cycle
+	// through it — the grain calling itself, or a grain that calls back —
+	// cannot be seen and waits for the call's timeout, and it is not
+	// cancelled with the turn. Pass the turn's ctx on, or a ctx made from
+	// it (context.WithoutCancel(ctx) for a call that outlives the turn).
+	ErrForeignContext = errors.New("granary: a call from a grain's turn with a ctx that is not the turn's")
 	// ErrInvalidReason: a Reason or DeactivationReason that names none of
 	// the defined ones, as text (UnmarshalText) or as a value (MarshalText).
 	ErrInvalidReason = errors.New("granary: invalid reason")
@@ -221,9 +230,17 @@ func (e *CallCycleError) Is(target error) bool { return target == ErrCallCycle }
 type TimeoutError struct {
 	ID    ID
 	Cause error // context.DeadlineExceeded, or the silo's default call timeout wrapping it
+	// ForeignContext: the call was made from a grain's turn with a ctx
+	// that is not the turn's (see ErrForeignContext), so the silo could
+	// not see whether it waited on its own caller — the likeliest reason
+	// it timed out. The error's text says so.
+	ForeignContext bool
 }
 
 func (e *TimeoutError) Error() string {
+	if e.ForeignContext {
+		return fmt.Sprintf("granary: call to %v timed out: %v (it was made from a grain's turn with a ctx that is not the turn's, so a cycle through it could not be seen: pass the turn's ctx on)", e.ID, e.Cause)
+	}
 	return fmt.Sprintf("granary: call to %v timed out: %v", e.ID, e.Cause)
 }
 func (e *TimeoutError) Unwrap() []error { return []error{ErrTimeout, e.Cause} }

@@ -215,9 +215,16 @@ type Config struct {
 	// outliving the turn — pipe-to-self written with gc.ID() inside the
 	// goroutine — fails loudly where it runs, instead of that goroutine
 	// reading whatever turn the worker runs next (another grain's
-	// identity; a timer started on another grain). For tests
+	// identity; a timer started on another grain). It also refuses a call
+	// a turn makes with a ctx that is not the turn's — context.Background(),
+	// a ctx kept in a struct — with grain.ErrForeignContext, at once: such
+	// a call carries no call chain, so a cycle through it is a deadlock the
+	// silo cannot see (unchecked, it waits for the call's timeout, whose
+	// *grain.TimeoutError then says so: ForeignContext). For tests
 	// (silotest.Start turns it on): it costs a 64-byte allocation a turn
-	// (BenchmarkTellCheckedContexts), so it is off by default.
+	// (BenchmarkTellCheckedContexts), and a look at the caller's stack
+	// (about 10 µs) a call made from outside any turn, so it is off by
+	// default.
 	CheckContexts bool
 	// LogSampling bounds the lines written to Logger with any one message,
 	// so that a storm of failures writes a sample of them and a count, not

@@ -126,6 +126,10 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 	var env queues.Envelope // field by field, as in Tell
 	env.Target, env.Hash, env.Msg = id, h, msg
 	ti := turnForCall(ctx)
+	if err := s.checkCallCtx(ti, id, msg); err != nil {
+		unreserve(p, k)
+		return nil, err
+	}
 	letIn := k.reentrant // whether id would let msg in while one of its turns waits
 	if ti != nil && ti.w.p.s == s {
 		env.Meta = ti.a.senderMeta()
@@ -275,12 +279,15 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 		req.Abandon()       // a turn not begun yet is dropped, not run for nobody
 		ask.tc.callerGone() // one under way sees its ctx end
 		ti.lend()
-		return nil, asTimeout(id, s.ctxErr(ctx))
+		if err = s.ctxErr(ctx); errors.Is(err, context.DeadlineExceeded) {
+			return nil, timedOut(ti, id, err)
+		}
+		return nil, err
 	case <-expired:
 		req.Abandon()
 		ask.tc.timeOut() // the handler's ctx ends with the call, as the caller's would have
 		ti.lend()
-		return nil, &grain.TimeoutError{ID: id, Cause: errDefaultTimeout}
+		return nil, timedOut(ti, id, errDefaultTimeout)
 	}
 }
 

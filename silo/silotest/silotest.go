@@ -35,7 +35,9 @@ const DefaultTimeout = 5 * time.Second
 // gets NewLogger(t): the silo logs to the test. Config.CheckContexts is
 // turned on: a grain that hands its *grain.Context to a goroutine which
 // uses it after the turn panics there with a *grain.ContextAfterTurnError,
-// instead of reading another grain's turn as it would in production.
+// instead of reading another grain's turn as it would in production; and a
+// call a turn makes with a ctx that is not the turn's fails at once with
+// grain.ErrForeignContext, instead of hiding a deadlock until its timeout.
 func Start(t testing.TB, cfg silo.Config, register func(*silo.Silo) error) *silo.Silo {
 	t.Helper()
 	if cfg.Logger == nil {
