@@ -29,8 +29,13 @@ func (s *Silo) fromTurn(ctx context.Context) bool {
 
 // onTurnStack reports whether a grain's turn is on the caller's stack.
 func onTurnStack() bool {
-	pcs := make([]uintptr, 1024) // a deep handler still has its turn in sight; stops are rare
+	var small [64]uintptr // most stacks: no allocation (a call's timeout reads it too)
+	pcs := small[:]
 	n := runtime.Callers(2, pcs)
+	if n == len(pcs) {
+		pcs = make([]uintptr, 1024) // a deep handler still has its turn in sight
+		n = runtime.Callers(2, pcs)
+	}
 	hooks := [...]string{funcName(activation.Run), funcName(activation.Activate), funcName(activation.Deactivate)}
 	frames := runtime.CallersFrames(pcs[:n])
 	for {
