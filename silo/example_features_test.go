@@ -961,3 +961,34 @@ func Example_fanOut() {
 	fmt.Println(total, err)
 	// Output: 7 <nil>
 }
+
+// An inspector that checks itself before it answers — with the wrong ctx.
+type inspector struct{}
+
+func (inspector) Receive(ctx context.Context, c *grain.Context, msg any) (any, error) {
+	if msg == "audit" {
+		// The mistake: context.Background() carries no call chain, so the
+		// silo cannot see that this call waits on the turn making it.
+		return silo.Call[string](context.Background(), c.Silo(), c.ID(), "status")
+	}
+	return "ok", nil
+}
+
+// A call a turn makes with a ctx that is not the turn's cannot be seen to
+// close a cycle: here it would wait for its timeout. With CheckContexts —
+// on in every silo silotest.Start makes — it fails at once instead, naming
+// the mistake; passing the turn's ctx on, the call back fails at once with
+// ErrCallCycle, in production too.
+func ExampleConfig_checkContexts() {
+	s, _ := silo.New(silo.Config{CheckContexts: true})
+	_ = silo.Register(s, "inspector", func(grain.ID) inspector { return inspector{} })
+	_ = s.Start()
+	defer s.Close()
+
+	_, err := s.Ask(context.Background(), grain.NewID("inspector", "a"), "audit")
+	fmt.Println(errors.Is(err, grain.ErrForeignContext))
+	fmt.Println(err)
+	// Output:
+	// true
+	// granary: a call from a grain's turn with a ctx that is not the turn's: a call of string to inspector/a; pass the turn's ctx on (context.WithoutCancel(ctx) for a call that outlives the turn)
+}
