@@ -58,7 +58,9 @@ import (
 // tells (Config.Propagator), in a third under an activation cap of one grain a partition, in a third with
 // memory always short (Config.MemoryLimit: each idle tick sheds), in half
 // through a filter around every turn and one around every send, each
-// turn's grain.Context its own (Config.CheckContexts) and its goroutine
+// turn's grain.Context its own and a call a turn makes with
+// context.Background() — from its hooks and one message turn in five —
+// refused (Config.CheckContexts), and its goroutine
 // labelled by its kind (Config.ProfileLabels); of its
 // seven grains one is of a reentrant kind, one of a kind that lets some
 // messages in (WithMayInterleave) and one a stateless worker of two
@@ -165,6 +167,7 @@ func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 				return next(ctx, s)
 			})}
 			cfg.CheckContexts = true
+			r.checked = true
 			cfg.ProfileLabels = true // each turn's goroutine labelled by its kind
 		}
 		if rapid.Bool().Draw(rt, "propagate") {
@@ -441,6 +444,9 @@ type cBook struct {
 	// slowQuit ends once the silos have stopped
 	overrun bool
 	timed   bool // the clients' short asks have no deadline but Config.CallTimeout
+	// checked: each turn's grain.Context its own, and a call from a turn
+	// with a ctx not the turn's refused (Config.CheckContexts)
+	checked bool
 	// depthCapped: a call chain may hold one grain waiting
 	// (Config.MaxCallDepth)
 	depthCapped bool
@@ -765,6 +771,7 @@ func (g *cGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 		return context.Cause(ctx)
 	}
 	g.actCtx = ctx // whose end may yet say the silo gave up on the hook
+	g.foreignCall(c, "OnActivate")
 	if err := g.activated(); err != nil {
 		return err
 	}
@@ -816,6 +823,7 @@ func (g *cGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
 			g.b.violate("%s #%d: Await in OnDeactivate: %v", g.key, g.inst, err)
 		}
 	}
+	g.foreignCall(c, "OnDeactivate")
 	if worked {
 		g.goodbye(ctx, c)
 	}
@@ -1017,6 +1025,27 @@ func (g *cGrain) enter() {
 
 func (g *cGrain) leave() { g.inTurn.Store(false) }
 
+// cForeign is a call a checked silo must refuse: made from a turn with a
+// ctx that is not the turn's.
+type cForeign struct{}
+
+// foreignCall calls the grain itself with context.Background(), as a
+// handler that forgets its ctx does: with Config.CheckContexts, that is
+// refused at once (ErrForeignContext; ErrSiloClosed as its silo ends),
+// and nothing is sent. (Unchecked it would wait for its timeout: a cycle
+// the silo cannot see.) A bound on it in case it is not refused.
+func (g *cGrain) foreignCall(c *grain.Context, where string) {
+	if !g.b.checked {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.Silo().Ask(ctx, c.ID(), cForeign{})
+	if !errors.Is(err, grain.ErrForeignContext) && !errors.Is(err, grain.ErrSiloClosed) {
+		g.b.violate("%s #%d: a call with a foreign ctx from %s: %v, want ErrForeignContext", g.key, g.inst, where, err)
+	}
+}
+
 // runtime is what the turn sends key a message through: its own silo's
 // view for the turn (grain.Context.Silo: through the send filters), or
 // the other silo.
@@ -1062,6 +1091,10 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		}
 		return g.inst, nil
 	}
+	if _, ok := msg.(cForeign); ok {
+		g.b.violate("%s #%d: a call with a foreign ctx was delivered", g.key, g.inst)
+		return nil, nil
+	}
 	m := msg.(cMsg)
 	g.enter()
 	defer g.leave()
@@ -1075,6 +1108,9 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		g.b.mu.Unlock()
 	}
 	g.b.sender(c, m, g.key)
+	if m.ID%5 == 0 {
+		g.foreignCall(c, "a turn")
+	}
 	o := g.b.origin(ctx, m)
 	switch m.Do {
 	case cFwdTell, cFwdAsk:
@@ -1254,8 +1290,8 @@ func (e cEnd) String() string { return fmt.Sprintf("%s: %s by c%d at %d", e.silo
 // then for longer than their bounds (overrun) — and the
 // size of the observers' buffers.
 type cRun struct {
-	keepAlive, hooksWait, overrun, timed bool
-	obsBuf                               int
+	keepAlive, hooksWait, overrun, timed, checked bool
+	obsBuf                                        int
 }
 
 func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun, scripts [][]cOp, ends [2]cEnd) {
@@ -1265,7 +1301,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
 		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0, depthCapped: cfg.MaxCallDepth > 0,
 		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: r.obsBuf, ending: map[string]bool{},
-		hooksWait: r.hooksWait, overrun: r.overrun, timed: r.timed, slowQuit: make(chan struct{}), liveG: map[string]*cGrain{},
+		hooksWait: r.hooksWait, overrun: r.overrun, timed: r.timed, checked: r.checked, slowQuit: make(chan struct{}), liveG: map[string]*cGrain{},
 		ioQuit: make(chan struct{}), failures: map[string]*[2]int{"A": {}, "B": {}}}
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
