@@ -264,17 +264,25 @@ func syncAll(b *testing.B, s *silo.Silo, ctx context.Context, ids []grain.ID) {
 }
 
 // BenchmarkCall: a request/reply round trip to an active grain.
-func BenchmarkCall(b *testing.B) { benchCalls(b, grain.NewID("b", "x")) }
+func BenchmarkCall(b *testing.B) { benchCalls(b, silo.Config{}, grain.NewID("b", "x")) }
+
+// BenchmarkCallCheckedContexts: the same with Config.CheckContexts, as in
+// a silotest silo: a call from outside any turn reads its caller's stack
+// for a turn made with a ctx not its own (foreignctx.go), the turn its own
+// grain.Context.
+func BenchmarkCallCheckedContexts(b *testing.B) {
+	benchCalls(b, silo.Config{CheckContexts: true}, grain.NewID("b", "x"))
+}
 
 // benchCalls measures call round trips to id, with a deadline on the
 // caller's ctx and without one (the default call timeout).
-func benchCalls(b *testing.B, id grain.ID) {
+func benchCalls(b *testing.B, cfg silo.Config, id grain.ID) {
 	for _, bc := range []struct {
 		name     string
 		deadline bool
 	}{{"deadline", true}, {"default-timeout", false}} {
 		b.Run(bc.name, func(b *testing.B) {
-			s := benchSilo(b, silo.Config{})
+			s := benchSilo(b, cfg)
 			ctx := context.Background()
 			if bc.deadline {
 				var cancel context.CancelFunc
@@ -294,7 +302,7 @@ func benchCalls(b *testing.B, id grain.ID) {
 // BenchmarkCallWatching: a call whose handler reads its ctx's Done, from a
 // caller whose ctx has a deadline and from one whose ctx never ends (the
 // default call timeout bounds it).
-func BenchmarkCallWatching(b *testing.B) { benchCalls(b, grain.NewID("watching", "w")) }
+func BenchmarkCallWatching(b *testing.B) { benchCalls(b, silo.Config{}, grain.NewID("watching", "w")) }
 
 // BenchmarkCallParallel: round trips from many goroutines to many grains;
 // /watching when the handler reads its ctx's Done, as a handler that
@@ -403,12 +411,14 @@ func (benchRelay) Receive(ctx context.Context, c *grain.Context, _ any) (any, er
 }
 
 // BenchmarkNestedCall: a call whose handler calls another grain.
-func BenchmarkNestedCall(b *testing.B) { benchCalls(b, grain.NewID("relay", "r")) }
+func BenchmarkNestedCall(b *testing.B) { benchCalls(b, silo.Config{}, grain.NewID("relay", "r")) }
 
 // BenchmarkNestedCallReentrant: the same from a grain of a reentrant kind,
 // whose call is an edge of the wait-for graph too (read only while the
 // grain is stopping or activating: deadlock.go).
-func BenchmarkNestedCallReentrant(b *testing.B) { benchCalls(b, grain.NewID("relayr", "r")) }
+func BenchmarkNestedCallReentrant(b *testing.B) {
+	benchCalls(b, silo.Config{}, grain.NewID("relayr", "r"))
+}
 
 // benchChain n calls benchChain n-1, and benchChain 0 calls a benchGrain: a
 // call chain n+1 grains deep.

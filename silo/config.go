@@ -223,8 +223,8 @@ type Config struct {
 	// *grain.TimeoutError then says so: ForeignContext). For tests
 	// (silotest.Start turns it on): it costs a 64-byte allocation a turn
 	// (BenchmarkTellCheckedContexts), and a look at the caller's stack
-	// (about 10 µs) a call made from outside any turn, so it is off by
-	// default.
+	// (1.5–3 µs, BenchmarkCallCheckedContexts) a call made from outside
+	// any turn, so it is off by default.
 	CheckContexts bool
 	// LogSampling bounds the lines written to Logger with any one message,
 	// so that a storm of failures writes a sample of them and a count, not

@@ -27,9 +27,13 @@ func (s *Silo) fromTurn(ctx context.Context) bool {
 	return onTurnStack()
 }
 
-// onTurnStack reports whether a grain's turn is on the caller's stack.
+// onTurnStack reports whether a grain's turn is on the caller's stack. It
+// reads a short stack into an array of its own first, and looks each
+// frame up by its PC alone (runtime.FuncForPC, which names the innermost
+// function of an inlined call): runtime.CallersFrames would keep the PCs
+// on the heap and build a Frame for each.
 func onTurnStack() bool {
-	var small [64]uintptr // most stacks: no allocation (a call's timeout reads it too)
+	var small [64]uintptr
 	pcs := small[:]
 	n := runtime.Callers(2, pcs)
 	if n == len(pcs) {
@@ -37,18 +41,19 @@ func onTurnStack() bool {
 		n = runtime.Callers(2, pcs)
 	}
 	hooks := [...]string{funcName(activation.Run), funcName(activation.Activate), funcName(activation.Deactivate)}
-	frames := runtime.CallersFrames(pcs[:n])
-	for {
-		f, more := frames.Next()
+	for _, pc := range pcs[:n] {
+		f := runtime.FuncForPC(pc - 1) // a return address: the call is the instruction before
+		if f == nil {
+			continue
+		}
+		name := f.Name()
 		for _, h := range hooks {
-			if f.Function == h {
+			if name == h {
 				return true
 			}
 		}
-		if !more {
-			return false
-		}
 	}
+	return false
 }
 
 func funcName(f any) string {
