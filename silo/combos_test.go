@@ -294,27 +294,6 @@ func TestReentrantInterleavingKeepsArrivalOrder(t *testing.T) {
 	}
 }
 
-// blockWaiter blocks its turn until the channel its message names closes: in
-// silo.Await, or plainly.
-type blockWaiter struct{}
-
-type blockOn struct {
-	until <-chan struct{}
-	await bool
-}
-
-func (blockWaiter) Receive(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-	m, ok := msg.(blockOn)
-	if !ok {
-		return nil, nil
-	}
-	if m.await {
-		return nil, silo.Await(ctx, func() error { <-m.until; return nil })
-	}
-	<-m.until
-	return nil, nil
-}
-
 // A turn that waits in silo.Await hands its partition off as the wait
 // begins and is no slow turn, however long it waits; one that blocks
 // plainly as long is handed off by the watchdog and reported, as the
@@ -325,25 +304,26 @@ func TestATurnWaitingInAwaitIsNoSlowTurn(t *testing.T) {
 	// before it reaches Await, its goroutine kept off a core by a loaded
 	// machine (CI's one-core step: 130 ms once).
 	s := newSilo(t, silo.Config{HandoffThreshold: 200 * time.Millisecond, Logger: newTextLogger(&logs)}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "wait", func(grain.ID) blockWaiter { return blockWaiter{} }))
+		require.NoError(t, silo.Register(s, "wait", func(grain.ID) awaiter { return awaiter{} }))
+		require.NoError(t, silo.Register(s, "counter", func(grain.ID) *counter { return &counter{} }))
 	})
 	ctx := ctxT(t)
-	awaits, blocks := grain.NewID("wait", "awaits"), grain.NewID("wait", "blocks")
+	awaits, blocks := grain.NewID("wait", "awaits"), grain.NewID("counter", "blocks")
 	release := make(chan struct{})
-	require.NoError(t, s.Tell(ctx, awaits, blockOn{until: release, await: true}))
+	require.NoError(t, s.Tell(ctx, awaits, awaitRelease(release))) // labels_test.go's
 	require.Eventually(t, func() bool { return s.Stats().Handoffs >= 1 }, 5*time.Second, time.Millisecond, "Await hands off at once")
-	require.NoError(t, s.Tell(ctx, blocks, blockOn{until: release}))
+	require.NoError(t, s.Tell(ctx, blocks, hold{until: release})) // deaf to its ctx, as a plain block is
 	// The plain wait is handed off once the watchdog finds it past the
 	// threshold: by then the Await has waited at least as long.
 	require.Eventually(t, func() bool { return s.Stats().Handoffs >= 2 }, 5*time.Second, time.Millisecond)
 	close(release)
-	for _, id := range []grain.ID{awaits, blocks} { // barriers: both turns over
-		_, err := s.Ask(ctx, id, "done?")
-		require.NoError(t, err)
-	}
+	_, err := s.Ask(ctx, awaits, "done?") // barriers: both turns over
+	require.NoError(t, err)
+	_, err = s.Ask(ctx, blocks, get{})
+	require.NoError(t, err)
 	require.Eventually(t, func() bool { return s.Stats().SlowTurns >= 1 }, 5*time.Second, time.Millisecond)
 	s.WaitLogged()
 	assert.Equal(t, uint64(1), s.Stats().SlowTurns, logs.String())
-	assert.Contains(t, logs.String(), "wait/blocks")
+	assert.Contains(t, logs.String(), "counter/blocks")
 	assert.NotContains(t, logs.String(), "wait/awaits")
 }
