@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strconv"
@@ -101,6 +102,7 @@ type kind struct {
 
 	stateless bool // WithStatelessWorker was given (workers may still be 1)
 	spareSet  bool // WithSpareIdleTimeout was given
+	asked     int  // WithStatelessWorker's n, before the cap: Register says when it capped it
 }
 
 // maxSpan bounds the durations the silo adds to its clock's offset since
@@ -202,7 +204,11 @@ func WithMayInterleave(pred func(msg any) bool) KindOption {
 // one identity — a validator, a price calculator, a fan-out router — run up
 // to n at a time instead of one after another. n = 0 means one per
 // partition (Config.Partitions, by default one per core: Orleans' default);
-// a larger n is capped there. Register refuses n < 0.
+// a larger n is capped there, and Register logs that it was (Info).
+// Register refuses n < 0. A kind whose turns wait — on I/O, on other grains
+// — rather than compute needs no more activations: made reentrant too
+// (WithReentrant), with its waits in Await, each activation serves as many
+// callers at once as come (Example_workThatWaits).
 //
 // The identity's first activation goes idle as any grain's does; the
 // others, spares made while the first was busy, go once idle for
@@ -241,6 +247,7 @@ func WithStatelessWorker(n int) KindOption {
 		}
 		k.workers = n
 		k.stateless = true
+		k.asked = n
 		if n == 0 || n > len(k.s.parts) {
 			k.workers = len(k.s.parts)
 		}
@@ -385,7 +392,22 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	s.kinds[name] = k
 	s.kindOf.remember(name, k)
+	if k.asked > k.workers {
+		s.logCapped(k)
+	}
 	return nil
+}
+
+// logCapped says, once at Register, that a stateless kind was given fewer
+// activations an identity than it asked for: an Orleans
+// [StatelessWorker(100)] has up to 100, and a program written for a large
+// machine would otherwise run with a fraction of them, unaware. Where the
+// activations were to wait — on I/O, on other grains — a reentrant kind
+// waiting in Await serves as many at once as come.
+func (s *Silo) logCapped(k *kind) {
+	s.log(slog.LevelInfo, "granary: a stateless kind's activations an identity capped at the silo's partitions",
+		"kind", k.name, "asked", k.asked, "partitions", k.workers,
+		"hint", "for turns that wait (I/O, calls), add WithReentrant and wait in silo.Await: one activation then serves many at once")
 }
 
 // isNilFilter reports a nil filter, or a typed nil (a nil FilterFunc).
