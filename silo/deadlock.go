@@ -585,23 +585,27 @@ const walkAgain = 3
 // the owner knows it.
 func (s *Silo) closesCycle(w *walk, env *queues.Envelope, at *partition) []grain.ID {
 	caller := env.Sender()
-	shut := s.waitsOf(env.Hash).hookWaits(env.Target, env.Hash) // the target lets nothing in while it waits
+	shard, key := s.waitsOf(env.Hash), env.Hash
+	if at != nil {
+		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
+	}
+	shut := shard.hookWaits(env.Target, key) // the target lets nothing in while it waits
 	if caller.IsZero() || env.Meta.MayInterleave && !shut ||
-		!s.blocksWhileWaiting(caller) && len(env.Request.Chain) < 2 {
+		!s.blocksWhileWaiting(caller) && !s.isWorker(caller) && len(env.Request.Chain) < 2 {
 		// No caller to wait; or env may go in as soon as its target has
 		// room for it; or a caller that lets in whatever comes, and whose
 		// turn no one waits for: a tell's, a tick's. (A reentrant caller's
 		// turn that handles an ask is answered only once env is: a cycle
 		// may run through it, which the walk finds going into it,
-		// walk.destOf.)
+		// walk.destOf.) Not a stateless worker's activation: whether it
+		// lets anything in — whether env is its OnDeactivate's call, say,
+		// made while it lets nothing in — is in its wait under a key of
+		// its own, in a partition env does not name; the walk finds it
+		// there if a cycle runs through it.
 		return nil
 	}
 	if !shut && !s.holdsWhileWaiting(env.Target) {
 		return nil // a reentrant target lets env in once a turn of it waits
-	}
-	shard, key := s.waitsOf(env.Hash), env.Hash
-	if at != nil {
-		shard, key = &at.waits, workerWaitKey(env.Hash, at.idx)
 	}
 	// A second look that finds an ask of the verdict answered or given up
 	// on meanwhile — another owner failing a cycle of the same tangle —

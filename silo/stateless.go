@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 )
@@ -198,18 +199,31 @@ func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelop
 // found the deadlock, with two partitions: an ask moved once, then held
 // at that limit behind the turn waiting for it, while the first
 // activation stood free).
+//
+// An activation on its way out — its OnDeactivate running, or about to —
+// takes nothing more: an ask queued behind it waits for the hook and a
+// fresh activation, and the hook may be what waits for the ask (its call
+// to its own identity, or to a grain that asks the identity). So an ask
+// leaves it for any other of the identity's partitions, the least loaded,
+// even one whose activation is in a turn (which may let the ask in, or
+// will take it after), and stays there: sent back here, it could be
+// bounced between the two until its moves ran out. (A reentrant stateless
+// worker's OnDeactivate that called its own identity was sent here by
+// the sender's choice, the other activation being in a turn, and waited
+// for its own end until Config.DeactivationTimeout.)
 func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 	if p.mode != modeRunning || env.Request.Forwards >= maxForwards {
 		return false
 	}
 	k := a.k
+	leaving := a.State() >= activation.Deactivating || a.isStopping() || a.wantsDeactivate()
 	h, b := env.Hash, busyBucket(env.Hash)
 	base := p.s.locator.LocateHash(h).Partition
 	var best *partition
 	var least int64
 	for i := range k.workers {
 		q := p.s.workerPart(base, i)
-		if q == p || q.swBusyIDs[b].Load() > 0 || q.swSickIDs[b].Load() > 0 {
+		if q == p || q.swSickIDs[b].Load() > 0 || !leaving && q.swBusyIDs[b].Load() > 0 {
 			continue
 		}
 		if l := q.load(h); best == nil || l < least {
@@ -219,11 +233,16 @@ func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 	if best == nil {
 		return false
 	}
-	env.Request.Forwards++
+	forwards := env.Request.Forwards
+	if leaving {
+		env.Request.Forwards = maxForwards
+	} else {
+		env.Request.Forwards++
+	}
 	best.swQueued.Add(1) // counted before the push, as a sender does
 	if best.q.Push(*env) != nil {
 		best.swQueued.Add(-1)
-		env.Request.Forwards--
+		env.Request.Forwards = forwards
 		return false
 	}
 	return true

@@ -62,14 +62,13 @@ func (ti *turnInfo) activating() bool {
 // grain's edge is under its identity's hash — a reentrant one's too, read
 // only where the grain lets nothing in (hook; or being stopped, marked by
 // waitShard.hold) — a stateless worker's activation's under a key of its
-// own (workerWaitKey), unless its kind is reentrant.
+// own (workerWaitKey), a reentrant one's too: without it a walk took the
+// turns let into a reentrant stateless activation, and its hooks, for free,
+// and cycles through them waited for their deadlines.
 func (ti *turnInfo) waitKey() (key uint64, hook, ok bool) {
 	k := ti.a.k
 	hook = ti.deact != nil || ti.activating()
 	if k.workers > 1 {
-		if k.reentrant {
-			return 0, false, false
-		}
 		return workerWaitKey(ti.a.ID.HashWithKind(k.nameHash), ti.w.p.idx), hook, true
 	}
 	return ti.a.ID.Hash(), hook, true

@@ -14,8 +14,13 @@ import (
 
 // allKinds are the kinds a run may register, one of each way a grain may
 // let messages in while a turn waits. chain is plain, but calls with
-// silo.AllowCallChainReentrancy; mayin lets in hops with an odd seed.
-const allKinds = "plain,reent,mayin,sw,chain"
+// silo.AllowCallChainReentrancy; mayin lets in hops with an odd seed;
+// swre is a stateless worker that is reentrant too — the guide's kind for
+// work that waits. A run registers defaultKinds unless -kinds says.
+const (
+	defaultKinds = "plain,reent,mayin,sw,chain"
+	allKinds     = defaultKinds + ",swre"
+)
 
 // hop is the one message of the run: a turn that receives it makes Depth
 // more hops down a chain of calls, decided by Seed.
@@ -59,8 +64,15 @@ func (g *chaosGrain) Receive(ctx context.Context, c *grain.Context, msg any) (an
 			c.DeactivateOnIdle()
 		}
 		g.r.control(ctx, rng)
-		if m.Depth > 0 {
-			g.r.out(ctx, c.Silo(), g.id, m.ID, rng, m.Depth-1, "")
+		next := func() {
+			if m.Depth > 0 {
+				g.r.out(ctx, c.Silo(), g.id, m.ID, rng, m.Depth-1, "")
+			}
+		}
+		if e := g.r.cfg.awaitEvery; e > 0 && rng.IntN(e) == 0 {
+			g.r.await(ctx, rng, next)
+		} else {
+			next()
 		}
 		return m.ID, nil
 	case tick:
@@ -196,6 +208,31 @@ func (r *run) control(ctx context.Context, rng *rand.Rand) {
 	if e := r.cfg.deactOutEvery; e > 0 && rng.IntN(e) == 0 {
 		r.led.controlled("deactivate", r.s.Deactivate(ctx, r.pick(rng)))
 	}
+}
+
+// await makes the turn wait in silo.Await (-await): half the time on a
+// short timer, as on I/O, and then makes its hop's calls; half the time
+// with the calls inside the wait, as a helper that does I/O and calls
+// grains would. Either way the grain lets in what its kind interleaves
+// meanwhile, and the ledger still wants every hop handled once.
+func (r *run) await(ctx context.Context, rng *rand.Rand, next func()) {
+	if rng.IntN(2) == 0 {
+		err := silo.Await(ctx, func() error {
+			t := time.NewTimer(time.Duration(1+rng.IntN(200)) * time.Microsecond)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err == nil {
+			next()
+		}
+		return
+	}
+	_ = silo.Await(ctx, func() error { next(); return nil })
 }
 
 // target chooses what a hop goes to and whether it is a tell: with

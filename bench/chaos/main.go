@@ -74,6 +74,7 @@ type config struct {
 	dumpTo         string
 	logs           bool   // the silo's log lines to stderr
 	kinds          string // the kinds registered, of allKinds
+	awaitEvery     int    // a hop's turn waits in silo.Await one time in this many (0: never)
 }
 
 func defaults() config {
@@ -82,7 +83,7 @@ func defaults() config {
 		panicEvery: 30, deactEvery: 20, tellEvery: 4,
 		hookCallEvery: 3, actCallEvery: 4, tickEvery: 3, tickPeriod: 2 * time.Millisecond,
 		partitions: 2, idle: 20 * time.Millisecond, hookTimeout: 5 * time.Second,
-		deadline: 10 * time.Second, dumpAfter: 8 * time.Second, kinds: allKinds,
+		deadline: 10 * time.Second, dumpAfter: 8 * time.Second, kinds: defaultKinds,
 		obsEvery: 8, obsBuffer: 8, supervise: "restart", actTimeout: 25 * time.Millisecond,
 	}
 }
@@ -123,6 +124,7 @@ func main() {
 	flag.StringVar(&cfg.dumpTo, "dump", filepath.Join(os.TempDir(), "chaos_dump.txt"), "where to write them")
 	flag.BoolVar(&cfg.logs, "logs", cfg.logs, "the silo's log lines to stderr")
 	flag.StringVar(&cfg.kinds, "kinds", cfg.kinds, "the kinds the run registers and calls, a comma-separated list of "+allKinds)
+	flag.IntVar(&cfg.awaitEvery, "await", cfg.awaitEvery, "a hop's turn waits in silo.Await one time in this many — on a timer of up to 200 µs, or around its own calls (0: never)")
 	flag.Parse()
 
 	start := time.Now()
@@ -160,9 +162,9 @@ type run struct {
 // stall's dump's path.
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || (cfg.observers > 0 && cfg.obsEvery < 1) ||
-		min(cfg.depth, cfg.stopEvery, cfg.deactOutEvery, cfg.shutdownAt, cfg.actFailEvery, cfg.actHangEvery, cfg.deactHangEvery, cfg.observers) < 0 ||
+		min(cfg.depth, cfg.stopEvery, cfg.deactOutEvery, cfg.shutdownAt, cfg.actFailEvery, cfg.actHangEvery, cfg.deactHangEvery, cfg.observers, cfg.awaitEvery) < 0 ||
 		(cfg.actHangEvery > 0 && cfg.actTimeout <= 0) || (cfg.deactHangEvery > 0 && cfg.hookTimeout <= 0) {
-		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers, -acttimeout with -acthang, -hooktimeout with -deacthang) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail, -acthang, -deacthang and -observers at least 0")
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers, -acttimeout with -acthang, -hooktimeout with -deacthang) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail, -acthang, -deacthang, -observers and -await at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {
@@ -268,6 +270,7 @@ func (r *run) register(s *silo.Silo) error {
 		"reent": {silo.WithReentrant()},
 		"mayin": {silo.WithMayInterleave(mayInterleave)},
 		"sw":    {silo.WithStatelessWorker(0)},
+		"swre":  {silo.WithStatelessWorker(0), silo.WithReentrant()},
 	}
 	sup, err := supervision(r.cfg.supervise)
 	if err != nil {
