@@ -128,3 +128,77 @@ func TestStatelessHooksCallingTheirIdentityAsAllGoDoNotWaitForTheirBound(t *test
 		}
 	}
 }
+
+// A turn let into a reentrant stateless activation that waits on a grain
+// is followed by a deadlock walk into its calls, as a reentrant grain's
+// is: plain p's turn calls the worker, whose turn — let in — calls plain
+// q, whose turn, on another chain, calls p. The call that closes the
+// cycle fails at once with ErrCallCycle, and the rest complete. (A
+// reentrant stateless activation's waits were no edges at all: the walk
+// took the let-in turn for free, and the three waited for their
+// deadlines.)
+func TestACycleThroughATurnLetIntoAReentrantStatelessWorkerFailsFast(t *testing.T) {
+	gate := make(chan struct{})
+	pid, qid, wid := grain.NewID("p", "1"), grain.NewID("q", "1"), grain.NewID("w", "1")
+	s := newSilo(t, silo.Config{Partitions: 2}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "p", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "go" {
+					return gc.Silo().Ask(ctx, wid, "callQ")
+				}
+				return "p", nil
+			}
+		}))
+		require.NoError(t, silo.Register(s, "q", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "callP" {
+					<-gate
+					return gc.Silo().Ask(ctx, pid, "ping")
+				}
+				return "q", nil
+			}
+		}))
+		require.NoError(t, silo.Register(s, "w", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if msg == "callQ" {
+					return gc.Silo().Ask(ctx, qid, "hi")
+				}
+				return "w", nil
+			}
+		}, silo.WithStatelessWorker(0), silo.WithReentrant()))
+	})
+	ctx := ctxT(t) // bounds a failure: without a verdict all three wait for it
+	_, err := s.Ask(ctx, wid, "ping") // activated before the cycle
+	require.NoError(t, err)
+	type outcome struct {
+		who string
+		err error
+	}
+	done := make(chan outcome, 2)
+	go func() { _, err := s.Ask(ctx, qid, "callP"); done <- outcome{"q", err} }()
+	require.Eventually(t, func() bool { return s.Stats().Handoffs > 0 }, 10*time.Second, time.Millisecond) // q's turn holds: handed off
+	go func() { _, err := s.Ask(ctx, pid, "go"); done <- outcome{"p", err} }()
+	// p waits on the worker, whose turn waits behind q's: then q calls p.
+	require.Eventually(t, func() bool {
+		for _, b := range s.Stats().Backlog {
+			if b > 0 {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, time.Millisecond)
+	close(gate)
+	cycles := 0
+	for range 2 {
+		select {
+		case o := <-done:
+			if o.err != nil {
+				require.ErrorIs(t, o.err, grain.ErrCallCycle, o.who)
+				cycles++
+			}
+		case <-ctx.Done():
+			t.Fatal("the cycle through the worker's let-in turn waited for its deadline")
+		}
+	}
+	require.Equal(t, 1, cycles, "one call closed the cycle")
+}
