@@ -50,6 +50,19 @@ func TestAStormLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// A storm with reentrant stateless workers among the kinds, and turns
+// that wait in silo.Await — on a timer, or around their own calls — keeps
+// them too. (Before the walk followed a reentrant stateless activation's
+// turns and hooks, every such storm stalled on cycles through them, until
+// the hooks' bound or the asks' deadlines: the silo tests of
+// statelesshook_test.go fail on each such stall; here one is reported.)
+func TestAStormWithReentrantStatelessWorkersAndAwaitsLosesAndDoublesNothing(t *testing.T) {
+	v := storm(t, func(c *config) { c.kinds, c.awaitEvery = allKinds, 3 })
+	if v.handled == 0 || v.outcomes["ok"] == 0 {
+		t.Fatalf("the storm ran nothing: %v", v)
+	}
+}
+
 // A storm in which turns and clients also stop and deactivate grains from
 // outside them keeps the same promises: what a Stop draws its line under
 // becomes a dead letter (stopped), never lost, and neither call is refused.
