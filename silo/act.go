@@ -226,6 +226,13 @@ func (a *act) extra() *actExtra {
 	return a.x.Load()
 }
 
+// activatingNow reports whether a's OnActivate runs, for a kind that
+// interleaves (the only kinds that mark it: turn.go).
+func (a *act) activatingNow() bool {
+	x := a.x.Load()
+	return x != nil && x.activating.Load()
+}
+
 // waiting returns how many of a's turns wait in a call that lets others in.
 func (a *act) waiting() int32 {
 	if x := a.x.Load(); x != nil {

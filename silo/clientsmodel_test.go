@@ -321,8 +321,17 @@ func (o cOp) String() string {
 // notes and its others are two orders — "w" a stateless worker of two
 // activations — several live at once, each message to one of them, so no
 // order holds among them, nor any line of a Stop or Deactivate between two
-// of them — the others of a plain kind.
-var cKeys = []string{"a", "b", "c", "d", "e", "w", "x"}
+// of them — "v" a stateless worker of two activations that is reentrant
+// too (the guide's kind for work that waits), the others of a plain kind.
+var cKeys = []string{"a", "b", "c", "d", "e", "w", "v", "x"}
+
+// cWorker reports whether key's grain is a stateless worker's: several
+// activations live at once.
+func cWorker(key string) bool { return key == "w" || key == "v" }
+
+// cInterleaves reports whether key's grain lets messages in while one of
+// its turns waits (reentrant, or a WithMayInterleave kind).
+func cInterleaves(key string) bool { return key == "d" || key == "e" || key == "v" }
 
 // cSiloOf names the silo key's grain lives in: "x" in a second silo of
 // the process, of the plain kind, which the first's grains call and tell
@@ -346,6 +355,8 @@ func cID(key string) grain.ID {
 		return grain.NewID("cmi", key)
 	case "w":
 		return grain.NewID("csw", key)
+	case "v":
+		return grain.NewID("csr", key)
 	}
 	return grain.NewID("cm", key)
 }
@@ -385,8 +396,8 @@ func cOpGen() *rapid.Generator[cOp] {
 		}
 		// Nor does it call the stateless worker back: its call back may
 		// go to the worker's other activation, which may be waiting on it.
-		if o.Key == "w" && o.Op == "bounce" && o.To == "x" {
-			o.To = "w"
+		if cWorker(o.Key) && o.Op == "bounce" && o.To == "x" {
+			o.To = o.Key
 		}
 		switch o.Op {
 		case "short":
@@ -644,7 +655,7 @@ func (b *cBook) explained(m *cSent, what string) bool {
 			}
 		case e.key != m.key:
 		case what == "stop" && (e.what == "stop" || e.what == "fatal"):
-			if e.end == 0 || e.end > m.sentAt || e.what == "fatal" && (e.key == "d" || e.key == "e") {
+			if e.end == 0 || e.end > m.sentAt || e.what == "fatal" && cInterleaves(e.key) {
 				return true
 			}
 		case e.what == what && (what != "fatal" || e.begin < m.back):
@@ -666,7 +677,7 @@ func (b *cBook) handle(m cMsg, key string, inst int) {
 	if key == "e" && m.Do == cNote {
 		pair += " (let in)"
 	}
-	if m.N <= b.last[pair] && key != "w" {
+	if m.N <= b.last[pair] && !cWorker(key) {
 		b.violations = append(b.violations, fmt.Sprintf("%s: message %d (ID %d) handled after %d", pair, m.N, m.ID, b.last[pair]))
 	}
 	b.last[pair] = max(b.last[pair], m.N)
@@ -791,7 +802,7 @@ func (g *cGrain) activated() error {
 		delete(g.b.poison, g.key)
 		return errRacePoison
 	}
-	if prev := g.b.liveG[g.key]; g.b.live[g.key] && g.key != "w" && !prev.givenUp() {
+	if prev := g.b.liveG[g.key]; g.b.live[g.key] && !cWorker(g.key) && !prev.givenUp() {
 		// (One whose hook returned as the silo gave up on it never was.)
 		if g.b.overrun {
 			// Its OnDeactivate may have been given up on before it began
@@ -850,7 +861,7 @@ func (g *cGrain) deactivating(ctx context.Context, c *grain.Context) (worked boo
 			g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d: a later activation began while it was live (its OnDeactivate's ctx: %v)",
 				g.key, g.inst, context.Cause(ctx)))
 		}
-	case g.key != "w" && (!g.b.live[g.key] || g.b.insts[g.key] != g.inst):
+	case !cWorker(g.key) && (!g.b.live[g.key] || g.b.insts[g.key] != g.inst):
 		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated while not the live activation", g.key, g.inst))
 	}
 	if why := g.b.deactivation(c.DeactivationReason(), g); why != "" {
@@ -893,7 +904,7 @@ func (b *cBook) deactivation(r grain.DeactivationReason, g *cGrain) string {
 	}
 	switch r {
 	case grain.DeactivationIdle:
-		if !b.idle && g.key != "w" { // (a worker's spare goes 2 s after its burst)
+		if !b.idle && !cWorker(g.key) { // (a worker's spare goes 2 s after its burst)
 			return "the run collects no idle grains"
 		}
 	case grain.DeactivationRequested:
@@ -1008,8 +1019,8 @@ func (g *cGrain) stopTimer(c *grain.Context) {
 // sender is the grain as a sender: a stateless worker's activations are
 // each one of their own.
 func (g *cGrain) sender() string {
-	if g.key == "w" {
-		return fmt.Sprintf("g:w#%d", g.inst)
+	if cWorker(g.key) {
+		return fmt.Sprintf("g:%s#%d", g.key, g.inst)
 	}
 	return "g:" + g.key
 }
@@ -1336,7 +1347,10 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		m, ok := msg.(cMsg)
 		return ok && m.Do == cNote
 	})
-	kinds := map[string]silo.KindOption{"cm": nil, "cre": silo.WithReentrant(), "cmi": letIn, "csw": silo.WithStatelessWorker(2)}
+	kinds := map[string][]silo.KindOption{
+		"cm": nil, "cre": {silo.WithReentrant()}, "cmi": {letIn}, "csw": {silo.WithStatelessWorker(2)},
+		"csr": {silo.WithStatelessWorker(2), silo.WithReentrant()},
+	}
 	var dead []silo.DeadLetter
 	var deadMu sync.Mutex
 	var collecting sync.WaitGroup
@@ -1354,9 +1368,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 				continue // the second silo's grain is of the plain kind
 			}
 			opts := append([]silo.KindOption{silo.WithSupervision(sup)}, backlog...)
-			if opt != nil {
-				opts = append(opts, opt)
-			}
+			opts = append(opts, opt...)
 			if kind == "cm" && r.keepAlive {
 				opts = append(opts, silo.WithTimerKeepAlive())
 			}
@@ -1747,7 +1759,7 @@ func (b *cBook) eventsOf(key string) []string {
 // before.
 func (b *cBook) lines(c int, ls []cLine) error {
 	for _, l := range ls {
-		if l.key == "w" {
+		if cWorker(l.key) {
 			continue // several activations live at once: the line holds for each, not between them
 		}
 		before, answered := 0, 0
@@ -1764,7 +1776,7 @@ func (b *cBook) lines(c int, ls []cLine) error {
 		}
 		floor, by := before, byBefore
 		if l.op == "deactivate" {
-			if l.key == "d" || l.key == "e" {
+			if cInterleaves(l.key) {
 				continue // a busy grain that interleaves lets messages in until its last turn ends
 			}
 			floor, by = answered, byAnswered

@@ -525,7 +525,15 @@ func (p *partition) interleaveRoom(a *act) bool { return int(a.Turns) <= a.k.max
 
 // callsBackWaitingTurn reports whether env is a call back into a, on the
 // call chain of a turn of a's that waits for it, and allowed to re-enter
-// (call-chain reentrancy, or a reentrant kind).
+// (call-chain reentrancy, or a reentrant kind). Not into a stateless
+// activation whose OnActivate runs: the chain names the identity, not
+// the activation, and the one waiting on it may be another — this one,
+// still loading, let a call back in on its first activation's chain (the
+// several-clients model test, with a reentrant stateless worker). Queued,
+// the call goes to another activation if one is free (forwardWorker), or
+// waits for this one's OnActivate; a cycle through the hook is an edge of
+// the deadlock walk.
 func (p *partition) callsBackWaitingTurn(a *act, env *queues.Envelope) bool {
-	return env.Request != nil && env.Request.Interleave && a.waiting() > 0 && a.State() <= activation.Active
+	return env.Request != nil && env.Request.Interleave && a.waiting() > 0 && a.State() <= activation.Active &&
+		!(a.isWorker() && a.activatingNow())
 }

@@ -200,23 +200,27 @@ func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelop
 // at that limit behind the turn waiting for it, while the first
 // activation stood free).
 //
-// An activation on its way out — its OnDeactivate running, or about to —
-// takes nothing more: an ask queued behind it waits for the hook and a
-// fresh activation, and the hook may be what waits for the ask (its call
-// to its own identity, or to a grain that asks the identity). So an ask
-// leaves it for any other of the identity's partitions, the least loaded,
-// even one whose activation is in a turn (which may let the ask in, or
-// will take it after), and stays there: sent back here, it could be
-// bounced between the two until its moves ran out. (A reentrant stateless
-// worker's OnDeactivate that called its own identity was sent here by
-// the sender's choice, the other activation being in a turn, and waited
-// for its own end until Config.DeactivationTimeout.)
+// A call back on its chain that reaches an activation whose OnDeactivate
+// runs — the hook's own call to its identity, or a callee's call back —
+// cannot be let in (a grain on its way out lets nothing in) and, queued,
+// would wait for the hook that waits for it: it leaves for any other of
+// the identity's partitions, the least loaded, even one whose activation
+// is in a turn (which may let it in, or take it after), and stays there:
+// sent back here, it could be bounced between the two until its moves ran
+// out. (A reentrant stateless worker's OnDeactivate that called its own
+// identity was sent here by the sender's choice, the other activation
+// being in a turn, and waited for its own end until
+// Config.DeactivationTimeout.) Other asks wait for the hook as before:
+// moving every ask from a turn away from an activation on its way out
+// made the several-clients model test, under CPU contention, see a plain
+// grain activated afresh while its predecessor's OnDeactivate had not yet
+// run — not understood, so not done.
 func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 	if p.mode != modeRunning || env.Request.Forwards >= maxForwards {
 		return false
 	}
 	k := a.k
-	leaving := a.State() >= activation.Deactivating || a.isStopping() || a.wantsDeactivate()
+	leaving := env.Request.Interleave && a.State() == activation.Deactivating
 	h, b := env.Hash, busyBucket(env.Hash)
 	base := p.s.locator.LocateHash(h).Partition
 	var best *partition

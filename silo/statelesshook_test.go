@@ -167,7 +167,7 @@ func TestACycleThroughATurnLetIntoAReentrantStatelessWorkerFailsFast(t *testing.
 			}
 		}, silo.WithStatelessWorker(0), silo.WithReentrant()))
 	})
-	ctx := ctxT(t) // bounds a failure: without a verdict all three wait for it
+	ctx := ctxT(t)                    // bounds a failure: without a verdict all three wait for it
 	_, err := s.Ask(ctx, wid, "ping") // activated before the cycle
 	require.NoError(t, err)
 	type outcome struct {
