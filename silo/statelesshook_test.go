@@ -55,35 +55,51 @@ func (g *hookCaller) OnDeactivate(ctx context.Context, gc *grain.Context) error 
 	return nil
 }
 
+// hookEnv is a two-partition silo of hookCallers (kind "hc", reentrant
+// stateless), one identity's first activation waiting in Await until
+// release closes: the next message makes a second activation, in the
+// other partition.
+type hookEnv struct {
+	s       *silo.Silo
+	id      grain.ID
+	hooked  chan error   // each OnDeactivate's call to its identity, how it ended
+	built   atomic.Int64 // instances the factory made
+	release chan struct{}
+	blocked chan error // the first activation's waiting turn, once released
+}
+
+func newHookEnv(t *testing.T) *hookEnv {
+	t.Helper()
+	e := &hookEnv{id: grain.NewID("hc", "w"), hooked: make(chan error, 4), release: make(chan struct{}), blocked: make(chan error, 1)}
+	e.s = newSilo(t, silo.Config{Partitions: 2, DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "hc", func(grain.ID) *hookCaller { e.built.Add(1); return &hookCaller{hooked: e.hooked} },
+			silo.WithStatelessWorker(0), silo.WithReentrant()))
+	})
+	ctx := ctxT(t)
+	go func() {
+		_, err := silo.Call[any](ctx, e.s, e.id, hcBlock{e.release})
+		e.blocked <- err
+	}()
+	// Waiting in Await, off its partition (a handoff), the activation
+	// counts as busy to the next sender.
+	require.Eventually(t, func() bool { return e.s.Stats().Handoffs > 0 }, 10*time.Second, time.Millisecond)
+	return e
+}
+
 // An OnDeactivate of a stateless activation that calls its own identity is
 // answered by another activation — here the first, whose turn waits in
 // Await and, the kind being reentrant, lets the call in — not queued
 // behind the deactivation that waits for it until the hook's bound.
 func TestAStatelessHookCallingItsIdentityIsAnsweredByAnotherActivation(t *testing.T) {
-	hooked := make(chan error, 4)
-	var built atomic.Int64
-	s := newSilo(t, silo.Config{Partitions: 2, DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "hc", func(grain.ID) *hookCaller { built.Add(1); return &hookCaller{hooked: hooked} },
-			silo.WithStatelessWorker(0), silo.WithReentrant()))
-	})
+	e := newHookEnv(t)
+	defer close(e.release)
 	ctx := ctxT(t)
-	id := grain.NewID("hc", "w")
-	release := make(chan struct{})
-	defer close(release)
-	blocked := make(chan error, 1)
-	go func() {
-		_, err := silo.Call[any](ctx, s, id, hcBlock{release})
-		blocked <- err
-	}()
-	// The first activation waits in Await, off its partition: the next
-	// message makes a second activation in the other partition.
-	require.Eventually(t, func() bool { return s.Stats().Handoffs > 0 }, 10*time.Second, time.Millisecond)
-	v, err := silo.Call[string](ctx, s, id, hcLeave{})
+	v, err := silo.Call[string](ctx, e.s, e.id, hcLeave{})
 	require.NoError(t, err)
 	require.Equal(t, "leaving", v)
-	require.EqualValues(t, 2, built.Load(), "a second activation took the message the first, in a turn, did not")
+	require.EqualValues(t, 2, e.built.Load(), "a second activation took the message the first, in a turn, did not")
 	select {
-	case err := <-hooked:
+	case err := <-e.hooked:
 		require.NoError(t, err, "the hook's call to its own identity")
 	case <-ctx.Done():
 		t.Fatal("the hook's call to its own identity was not answered")
@@ -96,30 +112,17 @@ func TestAStatelessHookCallingItsIdentityIsAnsweredByAnotherActivation(t *testin
 // beside a hook: the calls close a cycle, and one fails at once with
 // ErrCallCycle — the hooks end, not wait for their bound.
 func TestStatelessHooksCallingTheirIdentityAsAllGoDoNotWaitForTheirBound(t *testing.T) {
-	hooked := make(chan error, 4)
-	var built atomic.Int64
-	s := newSilo(t, silo.Config{Partitions: 2, DeactivationTimeout: time.Minute}, func(s *silo.Silo) {
-		require.NoError(t, silo.Register(s, "hc", func(grain.ID) *hookCaller { built.Add(1); return &hookCaller{hooked: hooked} },
-			silo.WithStatelessWorker(0), silo.WithReentrant()))
-	})
+	e := newHookEnv(t)
 	ctx := ctxT(t)
-	id := grain.NewID("hc", "w")
-	release := make(chan struct{})
-	blocked := make(chan error, 1)
-	go func() {
-		_, err := silo.Call[any](ctx, s, id, hcBlock{release})
-		blocked <- err
-	}()
-	require.Eventually(t, func() bool { return s.Stats().Handoffs > 0 }, 10*time.Second, time.Millisecond)
-	_, err := silo.Call[string](ctx, s, id, hcPing{}) // the second activation
+	_, err := silo.Call[string](ctx, e.s, e.id, hcPing{}) // the second activation
 	require.NoError(t, err)
-	require.EqualValues(t, 2, built.Load())
-	require.NoError(t, s.Deactivate(ctx, id))
-	close(release) // the first's turn ends: both go
-	require.NoError(t, <-blocked)
+	require.EqualValues(t, 2, e.built.Load())
+	require.NoError(t, e.s.Deactivate(ctx, e.id))
+	close(e.release) // the first's turn ends: both go
+	require.NoError(t, <-e.blocked)
 	for range 2 {
 		select {
-		case err := <-hooked:
+		case err := <-e.hooked:
 			if err != nil {
 				require.ErrorIs(t, err, grain.ErrCallCycle)
 			}
