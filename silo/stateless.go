@@ -212,9 +212,10 @@ func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelop
 // being in a turn, and waited for its own end until
 // Config.DeactivationTimeout.) Other asks wait for the hook as before:
 // moving every ask from a turn away from an activation on its way out
-// made the several-clients model test, under CPU contention, see a plain
-// grain activated afresh while its predecessor's OnDeactivate had not yet
-// run — not understood, so not done.
+// made the several-clients model test, under CPU contention, report more
+// often a plain grain activated afresh while its predecessor's
+// OnDeactivate had not yet run — which the code before showed too, once
+// that test had a reentrant stateless worker (docs: not understood yet).
 func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 	if p.mode != modeRunning || env.Request.Forwards >= maxForwards {
 		return false
