@@ -215,7 +215,7 @@ func (s *Silo) pushWorker(ctx context.Context, p *partition, env *queues.Envelop
 // made the several-clients model test, under CPU contention, report more
 // often a plain grain activated afresh while its predecessor's
 // OnDeactivate had not yet run — which the code before showed too, once
-// that test had a reentrant stateless worker (docs: not understood yet).
+// that test had a reentrant stateless worker (not understood yet).
 func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 	if p.mode != modeRunning || env.Request.Forwards >= maxForwards {
 		return false
