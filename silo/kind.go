@@ -102,7 +102,6 @@ type kind struct {
 
 	stateless bool // WithStatelessWorker was given (workers may still be 1)
 	spareSet  bool // WithSpareIdleTimeout was given
-	asked     int  // WithStatelessWorker's n, before the cap: Register says when it capped it
 }
 
 // maxSpan bounds the durations the silo adds to its clock's offset since
@@ -245,12 +244,8 @@ func WithStatelessWorker(n int) KindOption {
 			k.optErr = fmt.Errorf("%w: kind %q: WithStatelessWorker(%d)", grain.ErrInvalidConfig, k.name, n)
 			return
 		}
-		k.workers = n
+		k.workers = n // 0, or more than the partitions: Register caps it
 		k.stateless = true
-		k.asked = n
-		if n == 0 || n > len(k.s.parts) {
-			k.workers = len(k.s.parts)
-		}
 	}
 }
 
@@ -373,6 +368,10 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	if k.spareSet && !k.stateless {
 		return fmt.Errorf("%w: kind %q: WithSpareIdleTimeout without WithStatelessWorker (only a stateless worker's identity has spare activations)", grain.ErrInvalidConfig, name)
 	}
+	asked := k.workers
+	if k.stateless && (asked == 0 || asked > len(s.parts)) {
+		k.workers = len(s.parts) // 0 asks for one a partition; more are capped there (logCapped)
+	}
 	k.idleTimeout = min(k.idleTimeout, maxSpan)
 	k.spareIdle = spareIdleOf(k.spareIdle, k.idleTimeout)
 	k.sup.Quarantine = min(k.sup.Quarantine, maxSpan)
@@ -392,8 +391,8 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	}
 	s.kinds[name] = k
 	s.kindOf.remember(name, k)
-	if k.asked > k.workers {
-		s.logCapped(k)
+	if asked > k.workers {
+		s.logCapped(k.name, asked)
 	}
 	return nil
 }
@@ -404,9 +403,9 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 // machine would otherwise run with a fraction of them, unaware. Where the
 // activations were to wait — on I/O, on other grains — a reentrant kind
 // waiting in Await serves as many at once as come.
-func (s *Silo) logCapped(k *kind) {
+func (s *Silo) logCapped(kind string, asked int) {
 	s.log(slog.LevelInfo, "granary: a stateless kind's activations an identity capped at the silo's partitions",
-		"kind", k.name, "asked", k.asked, "partitions", k.workers,
+		"kind", kind, "asked", asked, "partitions", len(s.parts),
 		"hint", "for turns that wait (I/O, calls), add WithReentrant and wait in silo.Await: one activation then serves many at once")
 }
 

@@ -221,14 +221,14 @@ func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 		return false
 	}
 	k := a.k
-	leaving := env.Request.Interleave && a.State() == activation.Deactivating
+	backIntoHook := env.Request.Interleave && a.State() == activation.Deactivating // see above
 	h, b := env.Hash, busyBucket(env.Hash)
 	base := p.s.locator.LocateHash(h).Partition
 	var best *partition
 	var least int64
 	for i := range k.workers {
 		q := p.s.workerPart(base, i)
-		if q == p || q.swSickIDs[b].Load() > 0 || !leaving && q.swBusyIDs[b].Load() > 0 {
+		if q == p || q.swSickIDs[b].Load() > 0 || !backIntoHook && q.swBusyIDs[b].Load() > 0 {
 			continue
 		}
 		if l := q.load(h); best == nil || l < least {
@@ -239,7 +239,7 @@ func (p *partition) forwardWorker(a *act, env *queues.Envelope) bool {
 		return false
 	}
 	forwards := env.Request.Forwards
-	if leaving {
+	if backIntoHook {
 		env.Request.Forwards = maxForwards
 	} else {
 		env.Request.Forwards++
