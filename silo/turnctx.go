@@ -260,19 +260,40 @@ func (c *ownCtx) AfterFunc(f func()) (stop func() bool) {
 	return c.tc.AfterFunc(f)
 }
 
-// timeOut ends c for a caller that gave up at the default call timeout.
+// timeOut ends c for a caller that gave up at the default call timeout, or
+// for a hook the silo gave up on.
 func (c *turnCtx) timeOut() {
-	c.fate.Or(ctxTimedOut)
-	if m := c.m.Load(); m != nil {
-		m.cancel(context.DeadlineExceeded)
+	if c.endBy(ctxTimedOut) {
+		if m := c.m.Load(); m != nil {
+			m.cancel(context.DeadlineExceeded)
+		}
 	}
 }
 
 // callerGone ends c for a caller whose own ctx ended while it waited.
 func (c *turnCtx) callerGone() {
-	c.fate.Or(ctxGone)
-	if m := c.m.Load(); m != nil {
-		m.cancel(c.parent.Err())
+	if c.endBy(ctxGone) {
+		if m := c.m.Load(); m != nil {
+			m.cancel(c.parent.Err())
+		}
+	}
+}
+
+// endBy marks how c ended, bit, unless its turn was over first, and
+// reports whether it did. Err says the first way c ended from then on
+// (sourceErr), as a context must: a hook given up on that had not made
+// a Done channel, and returned later, said DeadlineExceeded until it
+// returned and Canceled after, to a goroutine of its that kept the ctx
+// (the clients' model test read it so).
+func (c *turnCtx) endBy(bit uint32) bool {
+	for {
+		f := c.fate.Load()
+		if f&ctxEnded != 0 {
+			return false
+		}
+		if c.fate.CompareAndSwap(f, f|bit) {
+			return true
+		}
 	}
 }
 
@@ -476,7 +497,7 @@ func (c *turnCtx) Done() <-chan struct{} {
 	}
 	if c.ended() { // asked for only after its turn: done already
 		m := &merged{done: make(chan struct{})}
-		m.cancel(context.Canceled)
+		m.cancel(c.sourceErr()) // Canceled, or how it ended before its turn did
 		if !c.m.CompareAndSwap(nil, m) {
 			return c.m.Load().done
 		}
@@ -505,7 +526,7 @@ func (c *turnCtx) Done() <-chan struct{} {
 		// found no channel to close (it marks the end, then looks): one
 		// left open would keep a goroutine of the turn waiting for ever.
 		m.live.remove(m)
-		m.cancel(context.Canceled)
+		m.cancel(c.sourceErr())
 		return m.done
 	}
 	parent := c.parent
@@ -529,16 +550,24 @@ func (c *turnCtx) Done() <-chan struct{} {
 // its own (turnCtx.m): its turn's end, its parent, its caller's timeout,
 // the silo's lifetime.
 func (c *turnCtx) sourceErr() error {
-	if c.ended() {
+	// A give-up and a caller gone are marked only before the turn's end
+	// (endBy): marked, they came first.
+	f := c.fate.Load()
+	if f&ctxTimedOut != 0 {
+		return context.DeadlineExceeded
+	}
+	if f&ctxGone != 0 && c.parent != nil { // (an ask's turn sets its parent as it begins)
+		if err := c.parent.Err(); err != nil {
+			return err
+		}
+	}
+	if f&ctxEnded != 0 {
 		return context.Canceled
 	}
 	if c.parent != nil {
 		if err := c.parent.Err(); err != nil {
 			return err
 		}
-	}
-	if c.fate.Load()&ctxTimedOut != 0 {
-		return context.DeadlineExceeded
 	}
 	return c.home.base.Err()
 }
