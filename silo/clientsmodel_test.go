@@ -129,17 +129,20 @@ import (
 // Shutdown held until its ctx ended by a hook it had given up on, or by an
 // activation it did not give up on
 // (TestAShutdownGivesUpOnAnActivationThatHangs,
-// TestAShutdownDoesNotWaitForAnOnDeactivateItGaveUpOn). A failing run
-// prints the clients' scripts and, for a Stop's line, what the grain went
-// through (activations, deactivations, Stops); rapid, which cannot make
-// the same interleaving happen again, calls it flaky and shrinks nothing.
+// TestAShutdownDoesNotWaitForAnOnDeactivateItGaveUpOn), and a given-up
+// OnActivate's ctx saying Canceled once the hook had returned
+// (TestAHandlersCtxEndedBeforeItsTurnSaysSoAfterTheTurn). A failing run
+// prints the clients' scripts and, for a Stop's line or two activations
+// live at once, what the grain went through (its hooks, activations,
+// deactivations, failures, Stops, and the silo's log lines about it);
+// rapid, which cannot make the same interleaving happen again, calls it
+// flaky and shrinks nothing.
 func TestSeveralClientsAtOnceKeepEveryPromise(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		parts := rapid.IntRange(1, 4).Draw(rt, "partitions")
 		cfg := silo.Config{
 			Clock:      new(jumpClock),
 			Partitions: parts,
-			Logger:     slog.New(slog.DiscardHandler), // the panics' lines
 		}
 		if rapid.IntRange(0, 2).Draw(rt, "capped") == 0 {
 			cfg.MaxActivations = parts // one a partition: any other evicts it
@@ -462,6 +465,7 @@ type cBook struct {
 	// (Config.MaxCallDepth)
 	depthCapped bool
 	hooks       int
+	objs        atomic.Int64 // the instances made: each its serial (cGrain.obj)
 	slow        sync.WaitGroup
 	slowQuit    chan struct{}
 	liveG       map[string]*cGrain // the live activation of each key (but w's)
@@ -687,6 +691,7 @@ type cGrain struct {
 	b      *cBook
 	key    string
 	inst   int
+	obj    int64       // its serial among the instances made, for a failure's account
 	inTurn atomic.Bool // a turn runs (enter)
 	// b.mu: the timer's state — the gen-th started, running (not stopped
 	// since), its ticks so far; and whether the activation deactivated
@@ -698,8 +703,10 @@ type cGrain struct {
 	keptUntil time.Time
 	subs      grain.Observers // the turns': its subscribers (cNotify)
 	actCtx    context.Context // OnActivate's: whether the silo gave up on it (givenUp)
-	// b.mu: a later activation began while this one was live (activated)
-	overlapped bool
+	// b.mu: a later activation began while this one was live (activated),
+	// and those that did
+	overlapped   bool
+	overlappedBy []*cGrain
 	// b.mu: a turn asked to deactivate (cLeave); a turn failed (cBoom,
 	// cFatal); a message other than a goodbye was handled
 	left, failed, worked bool
@@ -764,6 +771,9 @@ func (g *cGrain) givenUp() bool {
 }
 
 func (g *cGrain) OnActivate(ctx context.Context, c *grain.Context) error {
+	g.b.mu.Lock()
+	g.b.mark(fmt.Sprintf("OnActivate of obj %d", g.obj), g.key) // what ran beside what, for a failure's account
+	g.b.mu.Unlock()
 	if g.b.hooksWait { // a load
 		load, ended := g.b.hookIO(ctx, g.key)
 		defer ended()
@@ -781,6 +791,9 @@ func (g *cGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 		}
 		return context.Cause(ctx)
 	}
+	g.b.mu.Lock()
+	g.b.mark(fmt.Sprintf("loaded, obj %d, its ctx's Err %v", g.obj, ctx.Err()), g.key)
+	g.b.mu.Unlock()
 	g.actCtx = ctx // whose end may yet say the silo gave up on the hook
 	g.foreignCall(c, "OnActivate")
 	if err := g.activated(); err != nil {
@@ -792,6 +805,31 @@ func (g *cGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 		g.startTimer(ctx, c, cMsg{Due: time.Duration(g.inst%3) * time.Millisecond}, true)
 	}
 	return nil
+}
+
+// laterOnes says which activations began while another was live, and how
+// their OnActivate's ctx ended, if it did.
+func laterOnes(gs []*cGrain) string {
+	var s []string
+	for _, g := range gs {
+		err, cause := error(nil), error(nil)
+		if g.actCtx != nil {
+			err, cause = g.actCtx.Err(), context.Cause(g.actCtx)
+		}
+		s = append(s, fmt.Sprintf("#%d (obj %d; its OnActivate's ctx: Err %v, Cause %v)", g.inst, g.obj, err, cause))
+	}
+	return strings.Join(s, ", ")
+}
+
+// allGivenUp reports whether the silo gave up on every activation of gs
+// as it activated.
+func allGivenUp(gs []*cGrain) bool {
+	for _, g := range gs {
+		if !g.givenUp() {
+			return false
+		}
+	}
+	return true
 }
 
 // activated notes the activation, or fails it if the grain was poisoned.
@@ -809,6 +847,7 @@ func (g *cGrain) activated() error {
 			// (a goroutine not scheduled for its bound): it says so when
 			// it runs (deactivating).
 			prev.overlapped = true
+			prev.overlappedBy = append(prev.overlappedBy, g)
 		} else {
 			g.b.violations = append(g.b.violations, g.key+" activated while an activation of it was live")
 		}
@@ -816,7 +855,7 @@ func (g *cGrain) activated() error {
 	g.b.live[g.key], g.b.liveG[g.key] = true, g
 	g.b.insts[g.key]++
 	g.inst = g.b.insts[g.key]
-	g.b.mark(fmt.Sprintf("activate #%d", g.inst), g.key)
+	g.b.mark(fmt.Sprintf("activate #%d obj %d", g.inst, g.obj), g.key)
 	return nil
 }
 
@@ -856,10 +895,16 @@ func (g *cGrain) deactivating(ctx context.Context, c *grain.Context) (worked boo
 	switch {
 	case g.overlapped:
 		// A later activation began while this one was live: only once
-		// the silo had given up on this OnDeactivate, which ended its ctx.
-		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
-			g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d: a later activation began while it was live (its OnDeactivate's ctx: %v)",
-				g.key, g.inst, context.Cause(ctx)))
+		// the silo had given up on this OnDeactivate, which ended its ctx
+		// — or it only seemed to: the silo had given up on the later one
+		// as it activated, and ended its ctx, which its OnActivate had
+		// looked at an instant before (the owner's give-up and the end of
+		// the hook's ctx are two steps; the hook may run between them).
+		// That ctx has ended by now: the give-up came first, on the
+		// owner that runs this OnDeactivate.
+		if !errors.Is(context.Cause(ctx), context.DeadlineExceeded) && !allGivenUp(g.overlappedBy) {
+			g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d: a later activation began while it was live (its OnDeactivate's ctx: %v, reason %v; the later: %s; the key's events: %v)",
+				g.key, g.inst, context.Cause(ctx), c.DeactivationReason(), laterOnes(g.overlappedBy), g.b.eventsOf(g.key)))
 		}
 	case !cWorker(g.key) && (!g.b.live[g.key] || g.b.insts[g.key] != g.inst):
 		g.b.violations = append(g.b.violations, fmt.Sprintf("%s #%d deactivated while not the live activation", g.key, g.inst))
@@ -1148,12 +1193,14 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 		g.b.mu.Lock()
 		g.failed = true
 		g.b.failures[cSiloOf(g.key)][0]++
+		g.b.mark(fmt.Sprintf("boom #%d", g.inst), g.key)
 		g.b.mu.Unlock()
 		panic("clients model: boom")
 	case cFatal:
 		g.b.mu.Lock()
 		g.failed = true
 		g.b.failures[cSiloOf(g.key)][1]++
+		g.b.mark(fmt.Sprintf("fatal #%d", g.inst), g.key)
 		g.b.mu.Unlock()
 		return nil, errCFatal
 	case cOops:
@@ -1161,6 +1208,7 @@ func (g *cGrain) Receive(ctx context.Context, c *grain.Context, msg any) (any, e
 	case cLeave:
 		g.b.mu.Lock()
 		g.left = true
+		g.b.mark(fmt.Sprintf("leave #%d", g.inst), g.key)
 		g.b.mu.Unlock()
 		c.DeactivateOnIdle()
 	case cTimer:
@@ -1314,6 +1362,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 		obsKey: map[grain.ID]string{}, obsID: map[string]grain.ID{}, obsBuf: r.obsBuf, ending: map[string]bool{},
 		hooksWait: r.hooksWait, overrun: r.overrun, timed: r.timed, checked: r.checked, slowQuit: make(chan struct{}), liveG: map[string]*cGrain{},
 		ioQuit: make(chan struct{}), failures: map[string]*[2]int{"A": {}, "B": {}}}
+	cfg.Logger = slog.New(cLogHandler{b}) // the silo's lines about a grain join its events
 	ioDone := make(chan struct{})
 	go func() { // the outside world an Await waits on
 		defer close(ioDone)
@@ -1372,7 +1421,7 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 			if kind == "cm" && r.keepAlive {
 				opts = append(opts, silo.WithTimerKeepAlive())
 			}
-			if err := silo.Register(s, kind, func(id grain.ID) *cGrain { return &cGrain{b: b, key: id.Key()} }, opts...); err != nil {
+			if err := silo.Register(s, kind, func(id grain.ID) *cGrain { return &cGrain{b: b, key: id.Key(), obj: b.objs.Add(1)} }, opts...); err != nil {
 				rt.Fatal(err)
 			}
 		}
@@ -2042,4 +2091,32 @@ func (b *cBook) outcomesDue(dead map[uint64]bool) bool {
 		}
 	}
 	return false
+}
+
+// cLogHandler marks each line the silo logs about a grain among the grain's
+// events, for a failure's account: that it gave up on a hook, that a turn
+// panicked. The silo's log writer writes them on a goroutine of its own,
+// so a line's mark may come a little after what it tells of.
+type cLogHandler struct{ b *cBook }
+
+func (h cLogHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h cLogHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h cLogHandler) WithGroup(string) slog.Handler            { return h }
+func (h cLogHandler) Handle(_ context.Context, r slog.Record) error {
+	b := h.b
+	var key string
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "grain" {
+			v := a.Value.String()
+			key = v[strings.LastIndexAny(v, "/#")+1:]
+		}
+		return true
+	})
+	if key == "" {
+		return nil
+	}
+	b.mu.Lock()
+	b.mark("log: "+r.Message, key)
+	b.mu.Unlock()
+	return nil
 }
