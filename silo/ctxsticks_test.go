@@ -69,12 +69,7 @@ func TestAHandlersCtxEndedBeforeItsTurnSaysSoAfterTheTurn(t *testing.T) {
 			require.Equal(t, grain.ReasonActivationFailed, d.Reason)
 			require.ErrorIs(t, hctx.Err(), context.DeadlineExceeded, "the give-up ended the hook's ctx")
 
-			close(gate)
-			synctest.Wait() // the hook has returned, and its turn ended
-			assert.ErrorIs(t, hctx.Err(), context.DeadlineExceeded)
-			assert.ErrorIs(t, context.Cause(hctx), context.DeadlineExceeded)
-			<-hctx.Done()
-			assert.ErrorIs(t, hctx.Err(), context.DeadlineExceeded, "and once it has a Done channel")
+			staysDeadlineExceeded(t, hctx, gate)
 		})
 	})
 	t.Run("a call past the default call timeout", func(t *testing.T) {
@@ -87,11 +82,7 @@ func TestAHandlersCtxEndedBeforeItsTurnSaysSoAfterTheTurn(t *testing.T) {
 			require.ErrorIs(t, <-asked, context.DeadlineExceeded)
 			require.ErrorIs(t, tctx.Err(), context.DeadlineExceeded, "the handler's ctx ended with the call")
 
-			close(gate)
-			synctest.Wait()
-			assert.ErrorIs(t, tctx.Err(), context.DeadlineExceeded)
-			<-tctx.Done()
-			assert.ErrorIs(t, tctx.Err(), context.DeadlineExceeded)
+			staysDeadlineExceeded(t, tctx, gate)
 		})
 	})
 	t.Run("a call whose caller's deadline passed", func(t *testing.T) {
@@ -106,11 +97,20 @@ func TestAHandlersCtxEndedBeforeItsTurnSaysSoAfterTheTurn(t *testing.T) {
 			require.ErrorIs(t, <-asked, context.DeadlineExceeded)
 			require.ErrorIs(t, tctx.Err(), context.DeadlineExceeded, "the handler's ctx ended with its caller's")
 
-			close(gate)
-			synctest.Wait()
-			assert.ErrorIs(t, tctx.Err(), context.DeadlineExceeded)
-			<-tctx.Done()
-			assert.ErrorIs(t, tctx.Err(), context.DeadlineExceeded)
+			staysDeadlineExceeded(t, tctx, gate)
 		})
 	})
+}
+
+// staysDeadlineExceeded lets the handler holding ctx return (gate), waits
+// for its turn to end, and checks that ctx still says DeadlineExceeded —
+// its Err, its cause, and once it has a Done channel.
+func staysDeadlineExceeded(t *testing.T, ctx context.Context, gate chan struct{}) {
+	t.Helper()
+	close(gate)
+	synctest.Wait() // the handler has returned, and its turn ended
+	assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded)
+	assert.ErrorIs(t, context.Cause(ctx), context.DeadlineExceeded)
+	<-ctx.Done()
+	assert.ErrorIs(t, ctx.Err(), context.DeadlineExceeded, "and once it has a Done channel")
 }
