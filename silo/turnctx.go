@@ -141,6 +141,9 @@ type turnCtx struct {
 	// which watches that ctx anyway as it waits: so the handler's ctx needs
 	// no registration with it, only this mark).
 	//
+	// ctxTimedOut and ctxGone are set only while ctxEnded is not (endBy):
+	// Err says whichever came first.
+	//
 	// ctxUsed: a worker's itc whose turn's info was handed to a call
 	// (ownCtx.info): a goroutine of the turn may still hold it once the
 	// turn is over, so the worker makes its next such turn a ctx of its
