@@ -594,11 +594,22 @@ func (c *turnCtx) AfterFunc(f func()) (stop func() bool) {
 // parent ends before its caller, who watches it, ends c; a channel can be
 // made after that), and an Err that had said an error, read from them,
 // must not say nil after (context.Context: successive calls return the
-// same error). An Ask read it twice and panicked on the nil.
+// same error). An Ask read it twice and panicked on the nil. Nor another
+// error: with no channel yet, the first error read makes one, ended with
+// it — else a ctx that had said the silo's close's Canceled said the call
+// timeout's DeadlineExceeded next (TestATurnCtxSaysOneErrorForGood). Only
+// a ctx that ends with the silo alone makes none: it has one source.
 func (c *turnCtx) Err() error {
 	m := c.m.Load()
 	if m == nil {
-		return c.sourceErr()
+		err := c.sourceErr()
+		if err == nil {
+			return nil
+		}
+		c.Done()
+		if m = c.m.Load(); m == nil {
+			return err
+		}
 	}
 	m.mu.Lock()
 	err := m.err
