@@ -177,13 +177,23 @@ func TestShedsOnTheLiveHeap(t *testing.T) {
 		require.NoError(t, err)
 	}
 	runtime.GC() // a fresh figure: at least the 64 MB the grains hold
+	figure := gcCycles()
 	idleTickNow(t, s, clk)
 	first := s.Stats().Shed
 	// At least the share that brings 64 MB to 29 MB: over half.
 	assert.GreaterOrEqual(t, first, uint64(grains/2))
 
 	idleTickNow(t, s, clk) // no GC since: the same figure, which shed already
-	assert.Equal(t, first, s.Stats().Shed)
+	if gcCycles() == figure {
+		assert.Equal(t, first, s.Stats().Shed)
+	} else {
+		// A GC ended between the ticks — the one the second tick asks
+		// for, the heap still past the limit with its garbage, or one of
+		// the runtime's own — and a look since (lookSoon) may rightly
+		// have shed again on its fresh figure: under -race about half
+		// the runs; failed so once in CI, 52 shed against 37.
+		t.Log("a GC between the ticks: not the same figure")
+	}
 	assert.NotEmpty(t, drained(gone))
 	runtime.GC() // what was shed is freed: within the limit now, or near
 	idleTickNow(t, s, clk)
@@ -228,17 +238,12 @@ func TestAsksForNoGCWhileSheddingIsFutile(t *testing.T) {
 		runtime.GC()
 		idleTickNow(t, s, clk)
 	}
-	gcs := func() uint64 {
-		m := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
-		metrics.Read(m)
-		return m[0].Value.Uint64()
-	}
-	before := gcs()
+	before := gcCycles()
 	for range 10 {
 		idleTickNow(t, s, clk)
 	}
 	require.NoError(t, s.Close()) // waits for any GC the silo asked for
-	assert.Equal(t, before, gcs(), "no GC asked for while nothing can be shed")
+	assert.Equal(t, before, gcCycles(), "no GC asked for while nothing can be shed")
 	assert.Zero(t, s.Stats().Shed)
 }
 
@@ -381,4 +386,11 @@ func TestLooksStopWhileSheddingIsFutile(t *testing.T) {
 	clk.Advance(900 * time.Millisecond) // no tick falls in it
 	assert.Equal(t, before, reads.Load(), "no look between ticks while shedding takes nothing")
 	assert.Zero(t, s.Stats().Shed)
+}
+
+// gcCycles is how many GCs have ended in the process so far.
+func gcCycles() uint64 {
+	m := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(m)
+	return m[0].Value.Uint64()
 }
