@@ -27,8 +27,9 @@ const (
 	// DefaultIdleQuantum is the largest tick of the idle wheel: a grain is
 	// deactivated at most one tick after its idle timeout. With a zero
 	// Config.IdleQuantum, the tick is an eighth of the shortest idle timeout
-	// of the registered kinds (a stateless kind's spares' included), between
-	// 1 ms and this.
+	// of the registered kinds (a stateless kind's spares' included) or of
+	// Config.ActivationTimeout, which the ticks enforce, between 1 ms and
+	// this.
 	DefaultIdleQuantum = time.Second
 	// DefaultSpareIdleTimeout deactivates a stateless identity's spare
 	// activation — one beyond its first, made while the first was busy —
@@ -96,7 +97,8 @@ type Config struct {
 	IdleQuantum time.Duration
 	// ActivationTimeout bounds each activation — the kind's factory, then
 	// OnActivate: one still running this long after it blocked its
-	// partition (on Clock, checked at the idle ticks) is given up on. The
+	// partition (on Clock, checked at the idle ticks, whose default quantum
+	// is at most an eighth of this bound) is given up on. The
 	// activation fails with a *grain.ActivationError whose cause matches
 	// context.DeadlineExceeded, and so do the messages that waited for it
 	// (dead letters, reason activation failed); the hook's ctx ends; the

@@ -523,6 +523,12 @@ const maxPartitionCap = min(1<<40, (math.MaxInt-16)/2)
 func (s *Silo) setIdleQuantum() error {
 	if s.cfg.IdleQuantum == 0 {
 		q := DefaultIdleQuantum
+		if s.cfg.ActivationTimeout > 0 {
+			// The ticks give up on an activation past its bound
+			// (checkActivations): a bound of 80 ms checked once a second
+			// let a hook run on, its ctx live, for up to a second.
+			q = min(q, s.cfg.ActivationTimeout/8)
+		}
 		for _, k := range s.kinds {
 			if k.idleTimeout > 0 {
 				q = min(q, k.idleTimeout/8)
