@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/assert"
@@ -356,4 +357,30 @@ func TestATimerStartedByAnOnActivateGivenUpOnIsRefused(t *testing.T) {
 			require.ErrorIs(t, <-started, grain.ErrSiloClosed)
 		})
 	}
+}
+
+// With the real clock and no IdleQuantum set, the idle wheel's tick
+// follows a short Config.ActivationTimeout too — the give-up is checked at
+// the ticks — so an OnActivate that overruns 80 ms is given up on near
+// then, and its ctx ends then: in a synctest bubble, exactly. The tick
+// followed the idle timeouts alone: at the default 1 s tick, a hook bound
+// to 80 ms ran on, its ctx live, for up to a second (a scratch program's
+// 300 ms load was never given up on).
+func TestIdleQuantumFollowsAShortActivationTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		hooks, gate := make(chan context.Context, 1), make(chan struct{})
+		s := ctxKeeperSilo(t, silo.Config{ActivationTimeout: 80 * time.Millisecond}, ctxKeeper{hook: hooks, gate: gate})
+		defer close(gate)
+		start := time.Now()
+		asked := make(chan error, 1)
+		go func() { _, err := s.Ask(t.Context(), grain.NewID("keep", "k"), "hi"); asked <- err }()
+		hctx := <-hooks
+		require.ErrorIs(t, <-asked, grain.ErrActivation)
+		took := time.Since(start)
+		require.ErrorIs(t, hctx.Err(), context.DeadlineExceeded)
+		assert.GreaterOrEqual(t, took, 80*time.Millisecond, "not before its bound")
+		// The bound from the activation turn's handoff (5 ms), then a tick
+		// of 10 ms, an eighth of it: within two ticks past that.
+		assert.LessOrEqual(t, took, 110*time.Millisecond)
+	})
 }
