@@ -47,7 +47,10 @@ func (f Func) Receive(ctx context.Context, c *Context, msg any) (any, error) { r
 // failing is retried with backoff, and then refused for a while, under the
 // kind's supervision limits (messages meanwhile fail with its error). The
 // silo bounds it (silo.Config.ActivationTimeout): one that does not return
-// in time fails the same way, its ctx ended. ctx is the activation's, not
+// in time fails the same way, its ctx ended (DeadlineExceeded) — and its
+// instance is dropped when it returns, with no OnDeactivate: a hook that
+// acquires what only it can let go (a file, a goroutine) lets it go itself
+// if it finds its ctx ended as it returns. ctx is the activation's, not
 // the first message's: it carries the first caller's values (a tell's, those
 // the silo's ContextPropagator carried), but does not
 // end when that caller gives up, since the messages queued behind it wait
