@@ -123,3 +123,51 @@ func TestBatchAheadLooksWithoutTaking(t *testing.T) {
 	var zero queues.Batch[int, int]
 	zero.Ahead(0, 5, func(*int) bool { t.Fatal("an empty batch"); return false })
 }
+
+// A consumer appends while its batch is long — the silo's owner, at each
+// turn that sent a message, through a backlog. An append costs the same
+// however long the batch: a few messages go into the room the batch's last
+// segment has left, so a push and an append in a loop allocate nothing
+// and keep the order; more than fit link their segment after the last.
+func TestDrainAppendOntoALongBatch(t *testing.T) {
+	q := queues.New[int, int](0)
+	for i := range 2000 { // eight segments, the last with 208 left
+		require.NoError(t, q.Push(i))
+	}
+	b, _ := q.Drain(nil)
+	next := 2000
+	allocs := testing.AllocsPerRun(100, func() {
+		for range 3 {
+			if err := q.Push(next); err != nil {
+				t.Fatal(err)
+			}
+			next++
+		}
+		if !q.DrainAppend(&b) {
+			t.Fatal("nothing placed waits, yet the append took nothing")
+		}
+	})
+	assert.Zero(t, allocs, "copied into the batch's last segment, not a segment each")
+	for range 500 { // past the last segment's room: segments linked, then room again
+		require.NoError(t, q.Push(next))
+		next++
+		require.True(t, q.DrainAppend(&b))
+	}
+	for range 40 { // more than an append copies at once
+		require.NoError(t, q.Push(next))
+		next++
+	}
+	require.True(t, q.DrainAppend(&b))
+	assert.Equal(t, next, b.Len())
+	for i := range next {
+		v, ok := b.Pop()
+		require.True(t, ok)
+		require.Equal(t, i, v)
+		require.Equal(t, i+1, b.Taken())
+	}
+	assert.True(t, b.Empty())
+	assert.Equal(t, 0, q.Len(), "the queue's segment, kept, holds nothing")
+	require.NoError(t, q.Push(-1))
+	b, _ = q.Drain(nil)
+	assert.Equal(t, []int{-1}, drain(&b), "nor anything copied out of it before")
+}

@@ -1,6 +1,7 @@
 package queues_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/granary-go/granary/grain"
@@ -118,5 +119,28 @@ func BenchmarkPushDrainOneARound(b *testing.B) {
 				break
 			}
 		}
+	}
+}
+
+// BenchmarkDrainAppendLongBatch is a push and an append onto a batch that
+// is not read, as an owner's batch through a backlog: the same cost at any
+// length (a walk to the batch's end made it grow with the backlog).
+func BenchmarkDrainAppendLongBatch(b *testing.B) {
+	for _, n := range []int{1, 16} {
+		b.Run(fmt.Sprintf("msgs=%d", n), func(b *testing.B) {
+			q := queues.New[queues.Envelope, int](0)
+			var env queues.Envelope
+			batch, _ := q.Drain(nil)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				for range n {
+					_ = q.Push(env)
+				}
+				q.DrainAppend(&batch)
+				if i%100_000 == 99_999 {
+					batch, _ = q.Drain(nil) // let go of what was taken
+				}
+			}
+		})
 	}
 }
