@@ -35,8 +35,12 @@ type Result struct {
 	P99us     float64 `json:"p99_us,omitempty"`
 	// steady and relay: their calls timed from when the caller's
 	// goroutine began each, not from its arrival (steady.go)
-	RunP50us           float64 `json:"run_p50_us,omitempty"`
-	RunP99us           float64 `json:"run_p99_us,omitempty"`
+	RunP50us float64 `json:"run_p50_us,omitempty"`
+	RunP99us float64 `json:"run_p99_us,omitempty"`
+	// steady and relay: their calls that arrived past the process's
+	// warm-up (steady.go, warmUp), timed from arrival
+	WarmP50us          float64 `json:"warm_p50_us,omitempty"`
+	WarmP99us          float64 `json:"warm_p99_us,omitempty"`
 	BytesPerActivation float64 `json:"bytes_per_activation,omitempty"`
 	LineRTTns          float64 `json:"line_rtt_ns,omitempty"`
 	// tell and zipf: the check's read of every grain's count, timed again
@@ -151,6 +155,7 @@ func main() {
 	fmt.Print(machineStates(all))
 	fmt.Print(roundRatios(all))
 	fmt.Print(runTimes(all))
+	fmt.Print(warmTimes(all))
 	fmt.Print(targets(all, *quick))
 	if len(failed) > 0 {
 		fmt.Print(failedRuns(failed))

@@ -75,3 +75,24 @@ func TestTheFooterGivesTheCallsTimedFromTheirStart(t *testing.T) {
 		t.Fatalf("with no paced workload: %q, want nothing", got)
 	}
 }
+
+// A second footer line gives the same medians of the calls that arrived
+// past the warm-up; a run too short to have any (-quick) gives none.
+func TestTheFooterGivesTheCallsPastTheWarmUp(t *testing.T) {
+	rs := []Result{
+		{Workload: "steady", Impl: "granary", WarmP50us: 100, WarmP99us: 800},
+		{Workload: "steady", Impl: "granary", WarmP50us: 120, WarmP99us: 600},
+		{Workload: "steady", Impl: "granary", WarmP50us: 110, WarmP99us: 900},
+		{Workload: "steady", Impl: "raw", RunP50us: 40, RunP99us: 90},
+		{Workload: "relay", Impl: "protoactor", WarmP50us: 190, WarmP99us: 9000},
+		{Workload: "relay", Impl: "granary", WarmP50us: 180, WarmP99us: 8000},
+	}
+	want := "calls that arrived after the first 250ms (the process's warm-up left out), from arrival, p50/p99 µs: " +
+		"steady granary 110.0/800.0; relay granary 180.0/8000.0, protoactor 190.0/9000.0\n"
+	if got := warmTimes(rs); got != want {
+		t.Fatalf("warmTimes =\n%q\nwant\n%q", got, want)
+	}
+	if got := warmTimes(rs[3:4]); got != "" {
+		t.Fatalf("with no call past the warm-up: %q, want nothing", got)
+	}
+}
