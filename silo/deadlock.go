@@ -629,6 +629,17 @@ type step struct {
 	key uint64
 }
 
+// waitKeyOf returns the key under which the calls of a, an activation of
+// p, are edges in p's shard: its identity's hash, or a stateless
+// activation's key of its own (workerWaitKey). turnInfo.waitKey and halt
+// must agree on it.
+func (p *partition) waitKeyOf(a *act) uint64 {
+	if a.k.workers > 1 {
+		return workerWaitKey(a.ID.HashWithKind(a.k.nameHash), p.idx)
+	}
+	return a.ID.Hash()
+}
+
 // workerWaitKey is the key of the wait of a stateless worker's activation
 // in partition part, the identity's hash being h, in part's shard: its
 // identity's hash would be shared with its other activations, in other

@@ -117,11 +117,7 @@ func (p *partition) deactivationOverran(a *act) {
 	if x := a.x.Load(); x != nil && x.deact != nil {
 		x.deact.abandoned = true
 		p.abandoned++
-		key := h
-		if a.isWorker() {
-			key = workerWaitKey(h, p.idx)
-		}
-		p.waits.dropHook(key, x.deact) // before what waited runs on a fresh activation
+		p.waits.dropHook(p.waitKeyOf(a), x.deact) // before what waited runs on a fresh activation
 	}
 	restarting := p.restartHook(a)
 	if restarting && a.wantsDeactivate() {
@@ -807,8 +803,14 @@ func (p *partition) halt(a *act, why grain.DeactivationReason) {
 	a.setStopping(true)
 	if a.k.interleaves() {
 		// It lets nothing in from now on but calls back on its waiting
-		// turns' chains: their calls are edges a deadlock walk reads.
-		p.waits.hold(a.ID, a.ID.Hash(), &a.extra().held)
+		// turns' chains: their calls are edges a deadlock walk reads —
+		// under the key they were made under (turnInfo.waitKey): a
+		// stateless activation's own. Marked under its identity's hash,
+		// the calls a reentrant stateless activation had out as it was
+		// stopped stayed edges of a grain that lets others in, and a
+		// cycle through the messages held behind it waited for the
+		// deadlines (the chaos program, -kinds swre -stop 50).
+		p.waits.hold(a.ID, p.waitKeyOf(a), &a.extra().held)
 	}
 	p.mbDrain(a, func(e queues.Envelope) { p.s.deadLetter(e, grain.ReasonStopped, nil) })
 	a.setDeactWant(false) // a stop is the reason, whatever asked before it

@@ -502,3 +502,39 @@ func TestADeadlockWalkTellsAStatelessIdentitysActivationsApartAlongItsPath(t *te
 	fromP.SetQueuedAt(1)
 	assert.Nil(t, s.closesCycle(new(walk), send(w, q, fromW1), nil), "one call on the way given up on: no verdict")
 }
+
+// A reentrant stateless activation being stopped lets nothing in but calls
+// back on its waiting turns' chains, so the calls it had out as the Stop
+// came are edges of a grain that holds what comes for it — under the key
+// its calls were made under, its own (waitKeyOf). Marked under its
+// identity's hash instead, they stayed edges of a grain that lets others
+// in: a's ask, held behind the stopping activation whose turn waits on a,
+// was taken for one that would be let in, and the cycle waited for its
+// deadlines (the chaos program with -kinds swre -stop 50: dozens of asks
+// a run).
+func TestAStoppedReentrantStatelessActivationHoldsTheCallsItHadOut(t *testing.T) {
+	s, err := New(Config{Partitions: 2})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	nop := func(grain.ID) *nopGrain { return &nopGrain{} }
+	require.NoError(t, Register(s, "w", nop, WithStatelessWorker(2), WithReentrant()))
+	require.NoError(t, Register(s, "a", nop))
+
+	ctx := t.Context()
+	w, a := grain.NewID("w", "x"), grain.NewID("a", "y")
+	p := s.parts[1]
+	act := p.activate(s.kinds["w"], w, w.Hash()) // w's activation in partition 1
+	require.NoError(t, act.Transition(activation.Active))
+	act.Turns = 1 // its turn waits on a, in a call made before the Stop
+	fromW := queues.NewRequest(ctx, nil)
+	p.waits.start(w, p.waitKeyOf(act), fromW, a, a.Hash(), false, false, &act.extra().held, nil)
+	fromA := queues.NewRequest(ctx, nil) // a's turn calls w, queued behind that activation
+	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil, nil)
+	fromA.SetQueuedAt(1)
+	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
+	assert.Nil(t, s.closesCycle(new(walk), &env, nil), "w lets a's call in while its turn waits")
+
+	p.halt(act, grain.DeactivationStopped) // Silo.Stop
+	assert.Equal(t, []grain.ID{w, a, w}, s.closesCycle(new(walk), &env, nil),
+		"stopping, w holds a's call until its turn ends, which waits on a")
+}

@@ -66,12 +66,8 @@ func (ti *turnInfo) activating() bool {
 // turns let into a reentrant stateless activation, and its hooks, for free,
 // and cycles through them waited for their deadlines.
 func (ti *turnInfo) waitKey() (key uint64, hook, ok bool) {
-	k := ti.a.k
 	hook = ti.deact != nil || ti.activating()
-	if k.workers > 1 {
-		return workerWaitKey(ti.a.ID.HashWithKind(k.nameHash), ti.w.p.idx), hook, true
-	}
-	return ti.a.ID.Hash(), hook, true
+	return ti.w.p.waitKeyOf(ti.a), hook, true
 }
 
 // chain returns the call chain of the request the turn handles.
