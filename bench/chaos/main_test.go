@@ -73,6 +73,20 @@ func TestAStormWithStopsAndDeactivatesLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// Reentrant stateless workers stopped under way, their turns waiting on
+// each other's calls, keep them too. (Before a stopping one's calls out
+// were held under its own wait key, cycles through the messages held
+// behind it waited for their deadlines: dozens of asks a run with
+// -kinds swre -stop 50; the silo test
+// TestAStoppedReentrantStatelessActivationHoldsTheCallsItHadOut fails
+// on it, here one is reported.)
+func TestAStormOfStoppedReentrantStatelessWorkersLosesAndDoublesNothing(t *testing.T) {
+	v := storm(t, func(c *config) { c.kinds, c.stopEvery = allKinds, 10 })
+	if v.controls["stop:ok"] == 0 {
+		t.Fatalf("no Stop made: %v", v)
+	}
+}
+
 // A silo shut down while its clients still send keeps the promises too:
 // what it had taken is handled or becomes a dead letter (shutdown), what
 // comes after is refused at once (ErrSiloClosed).
