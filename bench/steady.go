@@ -53,15 +53,15 @@ func runPaced(t target, p params, pick func(r *rand.Rand) (int64, *bmsg)) (Resul
 	}
 	calls := p.msgs - p.msgs%p.callers // as the other workloads count them
 	arrivals := make(chan time.Time, calls)
-	ran := make([][]time.Duration, p.callers) // from each call's start on its caller
+	ran := make([][]time.Duration, p.callers)  // from each call's start on its caller
+	warm := make([][]time.Duration, p.callers) // from arrival, past warmUp
 	paced := make(chan struct{})
 	start := time.Now()
 	go func() {
 		defer close(paced)
 		pace(arrivals, start, calls, p.rate)
 	}()
-	defer func() { <-paced }()                 // even if every caller failed: nothing outlives the run
-	warm := make([][]time.Duration, p.callers) // from arrival, past warmUp
+	defer func() { <-paced }() // even if every caller failed: nothing outlives the run
 	res, err := runCallers(t, p, calls/p.callers, func(c int, ask caller) ([]time.Duration, error) {
 		r := rand.New(rand.NewPCG(uint64(c), 5))
 		var mine []time.Duration
