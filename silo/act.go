@@ -112,9 +112,10 @@ type actExtra struct {
 	// while another waited in a call; Silo.Deactivate of a busy reentrant
 	// grain); applied when the grain's last turn ends
 	deactWhenIdle bool
-	// owner: the steps of its flood were last measured slow (stepoff.go:
-	// slowSteps)
-	slowSteps bool
+	// owner: 0, or the steps of its flood were last measured slow
+	// (stepoff.go: slowSteps) — 1, plus its steps timed quick in a row
+	// since (quickStep)
+	slowSteps uint8
 
 	keepUntil time.Duration
 	timerOps  []timerOp

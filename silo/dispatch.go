@@ -1,6 +1,8 @@
 package silo
 
 import (
+	"time"
+
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -356,12 +358,20 @@ func (p *partition) runReady(w *worker, budget int) bool {
 			p.ready, p.rhead = reuse(p.ready, len(p.ready)), 0
 		}
 		a.setInReady(false)
-		published := a.slowSteps() && p.publishStep(w, a)
+		slow := a.slowSteps() // each of its steps timed (timedStep)
+		var began time.Time
+		if slow {
+			began = time.Now()
+		}
+		published := slow && p.publishStep(w, a)
 		if !p.advance(w, a) {
 			return false // a sender may have handed it off (stepoff.go)
 		}
 		if published {
 			p.stepOff.Store(nil)
+		}
+		if slow {
+			p.timedStep(a, time.Since(began))
 		}
 		if !p.multiP {
 			p.soloTurn()

@@ -85,7 +85,7 @@ func (p *partition) measureStep(c *stepClock, last *act) {
 // slowFlood records a flood of slow turns of a: its steps are marked slow,
 // and it is the partition's flooder.
 func (p *partition) slowFlood(a *act) {
-	a.extra().slowSteps = true
+	a.extra().slowSteps = 1
 	p.flooder = a
 	p.flooding.Store(a.ID.HashWithKind(a.k.nameHash))
 }
@@ -98,7 +98,7 @@ func (p *partition) slowFlood(a *act) {
 // 200 µs, against 5 µs beside one flood).
 func (a *act) slowSteps() bool {
 	x := a.x.Load()
-	return x != nil && x.slowSteps
+	return x != nil && x.slowSteps != 0
 }
 
 // clearSlowSteps removes a's mark of slow steps, if it has one, and with
@@ -109,14 +109,45 @@ func (a *act) slowSteps() bool {
 // partition would fall behind.
 func (p *partition) clearSlowSteps(a *act) {
 	x := a.x.Load()
-	if x == nil || !x.slowSteps {
+	if x == nil || x.slowSteps == 0 {
 		return
 	}
-	x.slowSteps = false
+	x.slowSteps = 0
 	if h := p.flooding.Load(); h != 0 && h == a.ID.HashWithKind(a.k.nameHash) {
 		p.flooding.Store(0)
 	}
 }
+
+// timedStep records how long a step of a took, a grain marked slow: a slow
+// step keeps the mark, and quickToClear quick ones in a row clear it.
+// runReady times every step of a grain marked slow, its first of a round
+// too: while a neighbour's message waits such a grain takes one step a
+// round, and the two steps timed back to back that clear the mark
+// otherwise (measureStep) never come. A grain marked by a step or two
+// stretched once — its owner preempted on a crowded machine — then kept
+// the mark for good, one step a round, and fell behind for as long as its
+// partition was sent messages: the example game's lobby at 5,000 bots
+// (TestABackloggedGrainOnceSlowKeepsPaceBesideOutsideSenders). Several
+// quick steps, not one: a slow flood's turn that happens to be quick
+// would otherwise let its next steps take the share while a neighbour
+// waits (TestANeighboursMessageEndsAFloodsSteps).
+func (p *partition) timedStep(a *act, took time.Duration) {
+	x := a.x.Load()
+	if x == nil || x.slowSteps == 0 {
+		return
+	}
+	if took >= stepOffMin {
+		x.slowSteps = 1
+		return
+	}
+	if x.slowSteps++; x.slowSteps > quickToClear {
+		p.clearSlowSteps(a)
+	}
+}
+
+// quickToClear is how many quick steps in a row clear a grain's mark of
+// slow steps (timedStep).
+const quickToClear = 4
 
 // floodOver records that a's flood is over — its last message stepped, or
 // the grain gone: it is not the partition's flooder any more (a stale
