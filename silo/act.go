@@ -114,7 +114,7 @@ type actExtra struct {
 	deactWhenIdle bool
 	// owner: 0, or the steps of its flood were last measured slow
 	// (stepoff.go: slowSteps) — 1, plus its steps timed quick in a row
-	// since (quickStep)
+	// since (timedStep)
 	slowSteps uint8
 
 	keepUntil time.Duration
