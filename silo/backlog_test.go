@@ -111,9 +111,9 @@ func TestABackloggedGrainKeepsPace(t *testing.T) {
 // stretched past stepOffMin (by their own work, or by the owner preempted)
 // left a hot grain one step a round for good. The example game with 5,000
 // bots: the lobby's backlog grew to thousands, and matches meant to last
-// 20 ms waited up to 2.9 s for their players' results (4,300–21,000
-// matches in 3 s where there are 82,000–90,000). Each step of a grain
-// marked slow is timed now (runReady).
+// 20 ms waited up to 2.9 s for their players' results (3,200–21,000
+// matches in 3 s, where there are 48,000–67,000 now). Each step of a
+// grain marked slow is timed now (partition.timedStep).
 func TestABackloggedGrainOnceSlowKeepsPaceBesideOutsideSenders(t *testing.T) {
 	t.Run("one core", func(t *testing.T) {
 		prev := runtime.GOMAXPROCS(1) // before Start, which reads it
