@@ -69,16 +69,11 @@ func (p *partition) publishStep(w *worker, a *act) bool {
 // measureStep records what othersWait measured of the step before the one
 // it just read the clock for, last (nil if unknown): a slow step of a
 // flood marks its grain's steps slow (and the grain the partition's
-// flooder); a quick one clears the mark.
+// flooder). What clears the mark is the grain's own steps, each timed
+// once it is marked (timedStep).
 func (p *partition) measureStep(c *stepClock, last *act) {
-	if c.took < 0 || last == nil {
-		return
-	}
-	switch {
-	case c.took >= stepOffMin:
+	if c.took >= stepOffMin && last != nil {
 		p.slowFlood(last)
-	default:
-		p.clearSlowSteps(last)
 	}
 }
 
@@ -122,8 +117,8 @@ func (p *partition) clearSlowSteps(a *act) {
 // step keeps the mark, and quickToClear quick ones in a row clear it.
 // runReady times every step of a grain marked slow, its first of a round
 // too: while a neighbour's message waits such a grain takes one step a
-// round, and the two steps timed back to back that clear the mark
-// otherwise (measureStep) never come. A grain marked by a step or two
+// round, and two steps read back to back (measureStep, which cleared the
+// mark at one quick step then) never came. A grain marked by a step or two
 // stretched once — its owner preempted on a crowded machine — then kept
 // the mark for good, one step a round, and fell behind for as long as its
 // partition was sent messages: the example game's lobby at 5,000 bots
