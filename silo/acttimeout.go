@@ -86,7 +86,7 @@ func (p *partition) checkActivations() {
 		p.activationOverran(aw.a, aw.w)
 	}
 	clear(p.actWatch[len(keep):])
-	p.actWatch = keep
+	p.actWatch = shrink(keep)
 }
 
 // activationOverran gives up on a's activation, run by w, if the turn has

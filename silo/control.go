@@ -201,6 +201,8 @@ func (p *partition) collectIdle(shedPPM int) {
 			p.unquarantine(id, p.s.kinds[id.Kind()])
 		}
 	}
+	p.quarantine = regrow(p.quarantine, &p.quarPeak)
+	p.orphans = regrow(p.orphans, &p.orphanPeak)
 	p.forgetActivationFailures()
 	p.checkActivations()
 	p.idleLen.Store(int64(p.wheel.Len()))

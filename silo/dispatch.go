@@ -469,6 +469,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 	w := newWorker(p, true)
 	if env.Request != nil {
 		p.orphans[env.Request] = struct{}{}
+		notePeak(&p.orphanPeak, len(p.orphans))
 	}
 	claim := a.extra().token.reserve() // in arrival order, before the goroutine starts
 	p.s.turnBegun()

@@ -734,6 +734,7 @@ func (p *partition) stop(a *act) {
 		p.swSickIDs[a.bucket()].Add(1) // senders go to the identity's other activations meanwhile
 	}
 	p.quarantine[a.ID] = p.now + a.k.sup.Quarantine
+	notePeak(&p.quarPeak, len(p.quarantine))
 	p.needIdleTicks()
 	p.halt(a, grain.DeactivationFailed)
 }

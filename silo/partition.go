@@ -60,6 +60,7 @@ type partition struct {
 	shedding   shedRun                        // the shed under way (memory.go)
 	limit      int
 	quarantine map[grain.ID]time.Duration
+	quarPeak   int                      // the most quarantine has held since it was made (regrow)
 	actFails   map[grain.ID]*actFailure // identities whose activation failed lately; nil when none
 	actWatch   []actWatch               // activation turns handed off while they ran (acttimeout.go)
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
@@ -111,6 +112,7 @@ type partition struct {
 	clockAt     uint64
 	inflight    int                          // turns running, inline or on other goroutines (abandoned: some of them)
 	orphans     map[*queues.Request]struct{} // asks being handled off the partition
+	orphanPeak  int                          // the most orphans has held since it was made (regrow)
 	mode        mode
 	keptBusy    []keptBusy      // while the silo settles: what kept the partition busy (unsettled.go)
 	timers      partitionTimers // owner: its grains' timers (timers.go)
@@ -213,6 +215,7 @@ func (p *partition) run(w, from *worker) {
 	if from != nil {
 		if from.req != nil {
 			p.orphans[from.req] = struct{}{}
+			notePeak(&p.orphanPeak, len(p.orphans))
 		}
 		p.stepOff.CompareAndSwap(from, nil) // a step handed off otherwise: a call, the monitor
 		p.watchActivation(from)
@@ -442,7 +445,7 @@ func (p *partition) step(w *worker) bool {
 	if len(p.holders) > 0 {
 		p.holding()
 	}
-	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
+	p.ctls = p.q.DrainInto(&p.batch, reuse(p.ctls, len(p.ctls)))
 	p.cpos = 0
 	if p.batch.Empty() && len(p.ctls) == 0 && p.rhead == len(p.ready) && p.nHandled != p.waitedAt {
 		// Out of work after a busy round: the callers it answered are
@@ -457,7 +460,7 @@ func (p *partition) step(w *worker) bool {
 		if yield {
 			p.s.yield()
 			p.yields++
-			p.ctls = p.q.DrainInto(&p.batch, p.ctls)
+			p.ctls = p.q.DrainInto(&p.batch, reuse(p.ctls, 0))
 		}
 	}
 	parked := false
@@ -467,7 +470,7 @@ func (p *partition) step(w *worker) bool {
 			from = p.s.since()
 		}
 		p.park()
-		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
+		p.ctls = p.q.DrainInto(&p.batch, reuse(p.ctls, 0))
 		parked = true
 		p.yields++ // it gave its core up
 	}

@@ -125,7 +125,6 @@ func (p *partition) offPartition(a *act, n int32) {
 // a stateless worker's activations need it, and rarely.
 func (a *act) bucket() uint8 { return busyBucket(a.ID.HashWithKind(a.k.nameHash)) }
 
-// unquarantine ends id's quarantine; k is id's kind.
 // inQuarantine reports whether id is quarantined now; one whose quarantine
 // is over is let out of it.
 func (p *partition) inQuarantine(id grain.ID, k *kind) bool {
@@ -137,6 +136,7 @@ func (p *partition) inQuarantine(id grain.ID, k *kind) bool {
 	return q
 }
 
+// unquarantine ends id's quarantine; k is id's kind.
 func (p *partition) unquarantine(id grain.ID, k *kind) {
 	delete(p.quarantine, id)
 	if k.workers > 1 {

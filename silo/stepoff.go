@@ -225,7 +225,7 @@ func (p *partition) takeSteppedFor() {
 	if !p.batch.Empty() || p.cpos < len(p.ctls) {
 		return
 	}
-	p.ctls = p.q.DrainInto(&p.batch, p.ctls[:0])
+	p.ctls = p.q.DrainInto(&p.batch, reuse(p.ctls, len(p.ctls)))
 	p.cpos = 0
 	p.steppedFor = true // its callers run before the steps (answeredYield)
 }

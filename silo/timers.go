@@ -453,7 +453,7 @@ func (h *timerHeap) Pop() any {
 	old := *h
 	gt := old[len(old)-1]
 	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
+	*h = shrink(old[:len(old)-1]) // a million timers stopped let their array go
 	gt.index = -1
 	return gt
 }
