@@ -3,7 +3,6 @@ package activation
 import (
 	"context"
 	"fmt"
-	"runtime/debug"
 
 	"github.com/granary-go/granary/grain"
 )
@@ -20,7 +19,7 @@ func Run(ctx context.Context, g grain.Grain, c *grain.Context, msg any) (reply a
 	defer func() {
 		if !returned {
 			if v := recover(); v != nil {
-				err = &grain.PanicError{ID: c.ID(), Value: v, Stack: debug.Stack()}
+				err = grain.Recovered(c.ID(), v)
 			}
 		}
 	}()
@@ -71,12 +70,12 @@ func Build(id grain.ID, factory func(grain.ID) grain.Grain) (g grain.Grain, err 
 // nothing on the hot path.
 func recoverTurn(c *grain.Context, err *error) {
 	if v := recover(); v != nil {
-		*err = &grain.PanicError{ID: c.ID(), Value: v, Stack: debug.Stack()}
+		*err = grain.Recovered(c.ID(), v)
 	}
 }
 
 func recoverInto(id grain.ID, err *error) {
 	if v := recover(); v != nil {
-		*err = &grain.PanicError{ID: id, Value: v, Stack: debug.Stack()}
+		*err = grain.Recovered(id, v)
 	}
 }

@@ -123,26 +123,6 @@ func (e *IDError) Error() string {
 }
 func (e *IDError) Unwrap() error { return e.Err }
 
-// PanicError is what a caller gets when the grain panicked while handling its
-// message (or in OnActivate). It matches ErrPanic.
-type PanicError struct {
-	ID    ID
-	Value any    // the value passed to panic
-	Stack []byte // the stack of the panicking goroutine
-}
-
-func (e *PanicError) Error() string {
-	return fmt.Sprintf("granary: grain %v panicked: %v", e.ID, e.Value)
-}
-func (e *PanicError) Is(target error) bool { return target == ErrPanic }
-
-// Unwrap returns the panic value if it is an error, so errors.Is sees through
-// panic(err).
-func (e *PanicError) Unwrap() error {
-	err, _ := e.Value.(error)
-	return err
-}
-
 // ActivationError is what a caller gets when the grain's activation failed:
 // its factory or OnActivate returned an error or panicked. It matches
 // ErrActivation and unwraps to the cause.

@@ -52,7 +52,7 @@ func (p *partition) noteActivationFailure(a *act, aerr *grain.ActivationError) {
 	if d == activation.Stop {
 		backoff = a.k.sup.Quarantine
 		f.restarts = activation.Restarts{} // a fresh count once the quarantine is over
-		p.s.log(slog.LevelWarn, "granary: activation keeps failing; identity refused", "grain", a.ID.String(), "for", backoff, "err", aerr.Err)
+		p.s.log(slog.LevelWarn, "granary: activation keeps failing; identity refused", withStack([]any{"grain", a.ID.String(), "for", backoff, "err", aerr.Err}, aerr.Err)...)
 	}
 	f.until, f.err, f.last = p.now+backoff, aerr, p.now
 }

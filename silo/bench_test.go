@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
@@ -773,29 +774,45 @@ func BenchmarkTellObserver(b *testing.B) {
 	}
 }
 
-type failingGrain struct{}
+type failingGrain struct{ panics bool }
 
 var errBenchFail = errors.New("bench: refused")
 
-func (failingGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+func (g failingGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
 	if m, ok := msg.(*benchSync); ok {
 		close(m.done)
 		return nil, nil
 	}
+	if g.panics {
+		panic(errBenchFail)
+	}
 	return nil, errBenchFail
 }
 
-// BenchmarkTellFailing: tells whose handler returns an error, each one a
-// failed tell the silo counts and logs (through a JSON handler writing to
-// io.Discard), until the last has been handled: what a storm of failing
-// tells costs the partitions.
+// BenchmarkTellFailing: tells whose handler returns an error (/error) or
+// panics (/panic, resumed by its kind's Decider, so that every tell
+// panics), each one a failed tell the silo counts and logs (through a JSON
+// handler writing to io.Discard), until the last has been handled: what a
+// storm of failing tells costs the partitions.
 func BenchmarkTellFailing(b *testing.B) {
+	for _, panics := range []bool{false, true} {
+		b.Run(map[bool]string{false: "error", true: "panic"}[panics], func(b *testing.B) {
+			benchTellFailing(b, panics)
+		})
+	}
+}
+
+func benchTellFailing(b *testing.B, panics bool) {
 	ctx := context.Background()
 	s, err := silo.New(silo.Config{Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := silo.Register(s, "failing", func(grain.ID) failingGrain { return failingGrain{} }); err != nil {
+	resume := activation.Supervision{Decider: activation.DeciderFunc(func(grain.ID, error) activation.Directive {
+		return activation.Resume
+	})}
+	if err := silo.Register(s, "failing", func(grain.ID) failingGrain { return failingGrain{panics} },
+		silo.WithSupervision(resume)); err != nil {
 		b.Fatal(err)
 	}
 	if err := s.Start(); err != nil {

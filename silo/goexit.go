@@ -2,7 +2,6 @@ package silo
 
 import (
 	"log/slog"
-	"runtime/debug"
 	"sync/atomic"
 
 	"github.com/granary-go/granary/activation"
@@ -129,7 +128,7 @@ func (p *partition) decidedByDefault(a *act, res *turnResult) {
 // back goes to the turn's ctx, which releaseGoexited gives up.
 func (p *partition) failGoexited(w *worker, a *act, res *turnResult) {
 	res.reply = nil
-	res.err = &grain.PanicError{ID: a.ID, Value: ErrGoexit, Stack: debug.Stack()}
+	res.err = grain.Recovered(a.ID, ErrGoexit)
 	if hc := w.hook.Load(); hc != nil && res.kind == tkActivate {
 		handOnToken(a, hc, turnCtxOf(w, res.req))
 		hc.release()

@@ -264,7 +264,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 		}
 		p.endDeactCtx(a, context.Canceled)
 		if res.err != nil {
-			p.s.log(slog.LevelWarn, "granary: OnDeactivate failed", "grain", a.ID.String(), "err", res.err)
+			p.s.log(slog.LevelWarn, "granary: OnDeactivate failed", withStack([]any{"grain", a.ID.String(), "err", res.err}, res.err)...)
 		}
 		if p.restartHook(a) {
 			if !a.wantsDeactivate() {
@@ -448,7 +448,7 @@ func (p *partition) tellFailed(a *act, res *turnResult) {
 		// was noise. Counted all the same.
 		level = slog.LevelDebug
 	}
-	p.s.write(level, msg, dropped, "grain", a.ID.String(), "err", res.err, "directive", res.directive.String())
+	p.s.write(level, msg, dropped, withStack([]any{"grain", a.ID.String(), "err", res.err, "directive", res.directive.String()}, res.err)...)
 }
 
 // matches is errors.Is for an error a grain returned: one whose own Is or

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"runtime/debug"
 
 	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/grain"
@@ -131,7 +130,7 @@ func (w *worker) hookValues(tc context.Context, first any) (ctx context.Context,
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			ctx, err = nil, &grain.PanicError{ID: w.cur.ID(), Value: v, Stack: debug.Stack()}
+			ctx, err = nil, grain.Recovered(w.cur.ID(), v)
 		}
 	}()
 	if ctx = pr.Inject(tc, c.Carried); ctx == nil {

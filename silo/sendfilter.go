@@ -2,7 +2,6 @@ package silo
 
 import (
 	"context"
-	"runtime/debug"
 
 	"github.com/granary-go/granary/grain"
 )
@@ -75,7 +74,7 @@ func (r *filteredRuntime) send(ctx context.Context, chain grain.SendNext, m grai
 	}
 	defer func() {
 		if v := recover(); v != nil {
-			reply, err = nil, &grain.PanicError{ID: m.To, Value: v, Stack: debug.Stack()}
+			reply, err = nil, grain.Recovered(m.To, v)
 		}
 	}()
 	return chain(ctx, m)

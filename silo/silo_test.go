@@ -276,7 +276,7 @@ func TestHandlerErrorAndPanicReachTheCaller(t *testing.T) {
 	require.ErrorAs(t, err, &pe)
 	require.ErrorIs(t, err, grain.ErrPanic)
 	assert.Equal(t, "kaput", pe.Value)
-	assert.Contains(t, string(pe.Stack), "counter")
+	assert.Contains(t, pe.Stack(), "counter")
 
 	// The partition goroutine survived: the silo still serves.
 	n, err := silo.Call[int](ctx, s, id, incr{2})

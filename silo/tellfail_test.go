@@ -69,6 +69,10 @@ func TestAFailedTellIsLoggedAndCounted(t *testing.T) {
 	assert.Contains(t, out, `level=ERROR msg="granary: a tell's turn failed, with no caller to return the error to" grain=f/a`)
 	assert.Contains(t, out, "tell boom")
 	assert.Contains(t, out, "directive=restart")
+	// A panic's line has its stack, from the panic to the handler that made it.
+	assert.Regexp(t, `err="granary: grain f/a panicked: tell boom" directive=restart stack="panic\(\.\.\.\)\\n\\t[^"]*\\n`+
+		`github.com/granary-go/granary/silo_test\.TestAFailedTellIsLoggedAndCounted\.func1\.1\.1\(\.\.\.\)\\n\\t[^"]*/tellfail_test\.go:\d+\\n`, out)
+	assert.Equal(t, 1, strings.Count(out, "stack="), "only a panic's line has a stack")
 	assert.Contains(t, out, `msg="granary: a timer tick's turn failed, with no caller to return the error to" grain=f/a err="tick failed"`)
 }
 
