@@ -513,16 +513,34 @@ func (q *Queue[T, C]) Trim() {
 		q.nfree--
 	}
 	q.lowFree = q.nfree
+	if q.bigEmptyLane() {
+		// The array a Drain passed for the control lane, grown by a
+		// burst and empty now: kept while the consumer waits for work,
+		// it would be held for as long as the queue stays quiet.
+		q.ctl = nil
+	}
 	q.mu.Unlock()
 }
 
-// Spare returns the number of spare segments the queue holds: what the
-// next Trims may still let go of.
+// Spare returns the number of spare segments the queue holds, and one
+// more for a large, empty control lane: what the next Trims may still let
+// go of.
 func (q *Queue[T, C]) Spare() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.nfree + q.nretired
+	n := q.nfree + q.nretired
+	if q.bigEmptyLane() {
+		n++
+	}
+	return n
 }
+
+// bigEmptyLane reports whether the control lane is empty in an array
+// larger than laneKeep. Called with q.mu held.
+func (q *Queue[T, C]) bigEmptyLane() bool { return len(q.ctl) == 0 && cap(q.ctl) > laneKeep }
+
+// laneKeep is the largest empty control lane Trim keeps.
+const laneKeep = 1024
 
 // Batch is the messages one Drain took, consumed in order with Pop. The zero
 // Batch is empty. A Batch belongs to the queue's consumer.

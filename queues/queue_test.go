@@ -634,3 +634,22 @@ func TestMoreWaitingSendersThanRoom(t *testing.T) {
 	}
 	q.GiveUp(nil) // no place: nothing to give back
 }
+
+// A control lane's array that a burst grew, passed back empty by the
+// consumer, is let go by the next Trim, and counted as spare until then.
+func TestTrimLetsABurstsEmptyControlLaneGo(t *testing.T) {
+	q := queues.New[int, string](0)
+	for range 5_000 {
+		q.PushControl("c")
+	}
+	_, ctl := q.Drain(nil)
+	require.Len(t, ctl, 5_000)
+	_, got := q.Drain(ctl[:0]) // the burst's array is the lane now
+	require.Empty(t, got)
+	require.Equal(t, 1, q.Spare(), "the empty lane's array")
+	q.Trim()
+	assert.Zero(t, q.Spare())
+	q.PushControl("after") // the lane works still
+	_, got = q.Drain(nil)
+	assert.Equal(t, []string{"after"}, got)
+}

@@ -469,6 +469,7 @@ func (p *partition) step(w *worker) bool {
 		if p.s.realClk {
 			from = p.s.since()
 		}
+		p.ctls = reuse(p.ctls, 0) // not a burst's array held through the wait
 		p.park()
 		p.ctls = p.q.DrainInto(&p.batch, reuse(p.ctls, 0))
 		parked = true
