@@ -429,7 +429,7 @@ func (p *partition) step(w *worker) bool {
 		return false
 	}
 	p.stopsAhead = nil // they concern only the batch read with them, now done
-	if p.rhead < len(p.ready) || p.idleMore || p.timers.more || p.shedding.on {
+	if (p.rhead < len(p.ready) || p.idleMore || p.timers.more || p.shedding.on) && p.s.yieldsFor(p.answered-p.answeredRound) {
 		// A burst of the owner's own work — deactivations, idle
 		// collection, shedding, ticks — goes on next round: let the
 		// callers this round answered run first, as when out of work

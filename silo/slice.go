@@ -145,7 +145,7 @@ func (p *partition) othersWait(c *stepClock, n int) bool {
 		stride = max(1, min(maxStride, int(stepGrain*time.Duration(n-c.n0)/ran)))
 	}
 	c.next = n + stride
-	if ran >= c.share && p.answered != p.answeredSeen {
+	if ran >= c.share && p.answered != p.answeredSeen && p.s.yieldsFor(p.answered-p.answeredSeen) {
 		// The share ran and nothing came, but the partition answered
 		// asks meanwhile: the steps go on once their callers have run.
 		// On one core they would otherwise wait for the scheduler to
