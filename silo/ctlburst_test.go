@@ -70,6 +70,15 @@ func TestABurstOfControlItemsLeavesNoArrayBehind(t *testing.T) {
 	require.Less(t, int64(after)-int64(before), int64(2<<20), "bytes held after the burst")
 }
 
+// pinger returns what asks id once: a round of its partition, after the
+// messages sent before.
+func pinger(ctx context.Context, t *testing.T, s *silo.Silo, id grain.ID) func() {
+	return func() {
+		_, err := s.Ask(ctx, id, "ping")
+		require.NoError(t, err)
+	}
+}
+
 func heapInUse() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -100,10 +109,7 @@ func TestACrowdOfQuarantinesLeavesNoRoomBehind(t *testing.T) {
 		}))
 	})
 	ctx := ctxT(t)
-	ping := func() {
-		_, err := s.Ask(ctx, grain.NewID("echo", "e"), "ping")
-		require.NoError(t, err)
-	}
+	ping := pinger(ctx, t, s, grain.NewID("echo", "e"))
 	ping()
 	before := heapInUse()
 	for i := range grains {
@@ -146,10 +152,7 @@ func TestACrowdOfAsksHandedOffLeavesNoRoomBehind(t *testing.T) {
 			silo.WithIdleTimeout(time.Minute)))
 	})
 	ctx := ctxT(t)
-	ping := func() {
-		_, err := s.Ask(ctx, grain.NewID("waits", "ping"), "ping")
-		require.NoError(t, err)
-	}
+	ping := pinger(ctx, t, s, grain.NewID("waits", "ping"))
 	close(release)
 	ping()
 	release = make(chan struct{})
@@ -212,10 +215,7 @@ func TestACrowdOfTimersLeavesNoArrayBehind(t *testing.T) {
 			silo.WithIdleTimeout(time.Minute)))
 	})
 	ctx := ctxT(t)
-	ping := func() {
-		_, err := s.Ask(ctx, grain.NewID("ticking", "ping"), "ping")
-		require.NoError(t, err)
-	}
+	ping := pinger(ctx, t, s, grain.NewID("ticking", "ping"))
 	ping()
 	before := heapInUse()
 	askAll(t, s, "ticking", 0, grains, "start")
