@@ -112,7 +112,9 @@ const hoggedFor = time.Second
 // turns 100 µs each, crowd it with goroutines woken by their timers, a few
 // answered a round: the owners, yielding behind them at every round of a
 // backlog, ran 40,000–55,000 turns in 4 s where the floor's design ran
-// 63,000–69,000 (TestAnOwnerDoesNotYieldBehindACrowdItDidNotAnswer).
+// 63,000–69,000; 57,000–58,000 now, `ask` as before
+// (TestAnOwnerDoesNotYieldBehindACrowdItDidNotAnswer; docs/performance-log.md,
+// item 90).
 func (s *Silo) yieldsFor(n uint64) bool {
 	return !s.dog.crowded.Load() || n*crowdShare >= s.dog.runnable.Load()
 }
