@@ -471,7 +471,7 @@ func (p *partition) step(w *worker) bool {
 		}
 		p.ctls = reuse(p.ctls, 0) // not a burst's array held through the wait
 		p.park()
-		p.ctls = p.q.DrainInto(&p.batch, reuse(p.ctls, 0))
+		p.ctls = p.q.DrainInto(&p.batch, p.ctls)
 		parked = true
 		p.yields++ // it gave its core up
 	}
