@@ -18,7 +18,6 @@ type ctlOp uint8
 const (
 	opTurnDone     ctlOp = iota + 1 // a handed-off or interleaved turn finished
 	opIdleTick                      // advance the idle wheel
-	opRestart                       // a restart's backoff passed
 	opTimer                         // the partition's timer wake-up fired (timers.go)
 	opShutdown                      // drain, then deactivate everything
 	opClose                         // drop everything now
@@ -94,16 +93,6 @@ func (p *partition) control(w *worker, c ctl) bool {
 		}
 	case opList:
 		p.list(c.list)
-	case opRestart:
-		p.forgetBackoff(c.a)
-		if cur, ok := p.dir.Get(c.a.ID, c.a.ID.Hash()); ok && cur == c.a && c.a.State() == activation.Backoff {
-			if p.mode == modeRunning || c.a.Mailbox.Len() > 0 {
-				_ = c.a.Transition(activation.Activating)
-			} else {
-				c.a.wantDeactivate(grain.DeactivationShutdown)
-			}
-			p.makeReady(c.a)
-		}
 	case opTimer:
 		return p.fireTimers(w)
 	case opShutdown:

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/granary-go/granary/activation"
-	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/queues"
 )
@@ -689,29 +688,59 @@ func (p *partition) restartNow(a *act, backoff time.Duration) {
 	p.backOff(a, backoff)
 }
 
-// backOff restarts a once backoff has passed (opRestart). The clock timer
-// is the partition's to stop: a grain gone meanwhile (a Stop ends a
-// backoff) or a partition that stops needs it no more, and a timer left
-// set kept the silo from the garbage collector until it fired
+// backOff restarts a once backoff has passed (backoffOver). The backoff
+// waits in the partition's timer heap, beside its grains' timers, under
+// the one clock timer that wakes the owner for the earliest: a clock timer
+// of its own, for each grain backing off, made a runtime timer and a
+// closure, and a goroutine as it fired (the real clock's AfterFunc), whose
+// push then took the queue's lock — a quarter of the CPU of a storm of
+// 200,000 grains restarting (docs/performance-log.md, item 91), and the
+// goroutines' structs the runtime keeps for good. A grain gone meanwhile
+// (a Stop ends a backoff) or a partition that stops takes its entry out
+// (endBackoff, stopWake): a clock timer left set kept the silo from the
+// garbage collector until it fired
 // (TestARestartBackoffsTimerGoesWithItsGrainAndSilo).
 func (p *partition) backOff(a *act, backoff time.Duration) {
 	if p.backoffs == nil {
-		p.backoffs = make(map[*act]clock.Timer)
+		p.backoffs = make(map[*act]*grainTimer)
 	}
-	p.backoffs[a] = p.s.after(backoff, func() { p.q.PushControl(ctl{op: opRestart, a: a}) })
+	gt := &grainTimer{a: a, index: -1, backoff: true}
+	p.backoffs[a] = gt
+	p.schedule(gt, backoff)
+	p.armTimers()
 }
 
-// endBackoff stops a's backoff timer, if it has one.
+// backoffOver restarts the grain whose backoff gt has passed: it activates
+// afresh, its messages waiting meanwhile in its mailbox next — or, with the
+// silo settling and nothing waiting, it goes.
+func (p *partition) backoffOver(gt *grainTimer) {
+	a := gt.a
+	if p.backoffs[a] != gt {
+		return // not a's backoff any more (endBackoff takes it out of the heap: not expected)
+	}
+	p.forgetBackoff(a)
+	if cur, ok := p.dir.Get(a.ID, a.ID.Hash()); ok && cur == a && a.State() == activation.Backoff {
+		if p.mode == modeRunning || a.Mailbox.Len() > 0 {
+			_ = a.Transition(activation.Activating)
+		} else {
+			a.wantDeactivate(grain.DeactivationShutdown)
+		}
+		p.makeReady(a)
+	}
+}
+
+// endBackoff ends a's backoff, if it has one.
 func (p *partition) endBackoff(a *act) {
-	if t, ok := p.backoffs[a]; ok {
-		t.Stop()
+	if gt, ok := p.backoffs[a]; ok {
+		p.unschedule(gt)
 		p.forgetBackoff(a)
+		p.armTimers()
 	}
 }
 
-// forgetBackoff drops a's backoff timer from the partition's, leaving the
-// map nil when none is left: remove, on every grain's way out, looks only
-// while a backoff is under way.
+// forgetBackoff drops a's backoff from the partition's, leaving the map nil
+// when none is left: remove, on every grain's way out, looks only while a
+// backoff is under way.
 func (p *partition) forgetBackoff(a *act) {
 	delete(p.backoffs, a)
 	if len(p.backoffs) == 0 {

@@ -7,7 +7,6 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/directory"
 	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/idle"
@@ -64,7 +63,7 @@ type partition struct {
 	actFails   map[grain.ID]*actFailure // identities whose activation failed lately; nil when none
 	actWatch   []actWatch               // activation turns handed off while they ran (acttimeout.go)
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
-	backoffs   map[*act]clock.Timer     // the clock timers of restarts' backoffs under way (backOff); nil when none
+	backoffs   map[*act]*grainTimer     // restarts' backoffs under way, in the timer heap (backOff); nil when none
 	ahead      aheadScan                // the look for work under way in the current batch (ahead.go)
 	ready      []*act
 	rhead      int
