@@ -2,7 +2,9 @@ package silo_test
 
 import (
 	"context"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -67,4 +69,37 @@ func TestANestedCallReusesItsHandoffsWorker(t *testing.T) {
 	}
 	require.Equal(t, uint64(200), s.Stats().Handoffs-handoffs, "every call handed the partition off")
 	assert.Less(t, s.WorkersMade()-made, uint64(100), "most handoffs reuse a worker")
+}
+
+// A timer's tick allocates nothing: its envelope is the partition's own,
+// filled anew for each tick (partition.fire). A fresh one each was 96
+// bytes a tick — 200,000 grains ticking once a second made 19 MB of
+// garbage a second, and their ticks were 15–37 ms late at p99 through the
+// GCs it brought, against 2–5 ms.
+func TestATickAllocatesNothing(t *testing.T) {
+	var ticks atomic.Int64
+	s := newSilo(t, silo.Config{Partitions: 2, IdleTimeout: -1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "t", func(grain.ID) tickCounter { return tickCounter{&ticks} }))
+	})
+	ctx := ctxT(t)
+	for i := range 100 { // each ticks again as soon as its last tick's turn ends
+		_, err := s.Ask(ctx, grain.NewIntID("t", int64(i)), startEager{})
+		require.NoError(t, err)
+	}
+	waitTicks := func(n int64) int64 {
+		want := ticks.Load() + n
+		for ticks.Load() < want {
+			require.NoError(t, ctx.Err(), "the ticks stopped")
+			runtime.Gosched()
+		}
+		return ticks.Load()
+	}
+	waitTicks(1000) // warmed up
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	from := ticks.Load()
+	to := waitTicks(20000)
+	runtime.ReadMemStats(&after)
+	perTick := float64(after.Mallocs-before.Mallocs) / float64(to-from)
+	assert.Less(t, perTick, 0.1, "allocations a tick")
 }
