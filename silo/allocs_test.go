@@ -3,6 +3,7 @@ package silo_test
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -102,4 +103,73 @@ func TestATickAllocatesNothing(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	perTick := float64(after.Mallocs-before.Mallocs) / float64(to-from)
 	assert.Less(t, perTick, 0.1, "allocations a tick")
+}
+
+// A message a turn sent, run ahead of the batch it waits in (work under
+// way first: partition.runAhead), allocates nothing: moved out of its slot
+// into the partition's own envelope, not a fresh one each (96 bytes: here
+// a quarter of the forwards ran ahead, 0.26–0.29 allocations a tell, 0.01
+// now; BenchmarkTellReentrantTelling, one a tell).
+func TestAMessageRunAheadAllocatesNothing(t *testing.T) {
+	s := newSilo(t, silo.Config{Partitions: 1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "sink", func(grain.ID) *quietCounter { return &quietCounter{} }))
+		require.NoError(t, silo.Register(s, "fwd", func(id grain.ID) grain.Func {
+			to := grain.NewID("sink", id.Key())
+			return func(ctx context.Context, gc *grain.Context, msg any) (any, error) {
+				if _, ok := msg.(incr); ok {
+					return nil, gc.Silo().Tell(ctx, to, msg)
+				}
+				return nil, nil
+			}
+		}))
+	})
+	ctx := ctxT(t)
+	const n = 64
+	fwds, sinks := make([]grain.ID, n), make([]grain.ID, n)
+	for i := range n {
+		key := strconv.Itoa(i)
+		fwds[i], sinks[i] = grain.NewID("fwd", key), grain.NewID("sink", key)
+		for _, id := range []grain.ID{fwds[i], sinks[i]} {
+			_, err := s.Ask(ctx, id, get{}) // active
+			require.NoError(t, err)
+		}
+	}
+	const rounds = 200
+	tell := func() {
+		for range rounds {
+			for _, id := range fwds {
+				require.NoError(t, s.Tell(ctx, id, incr{1}))
+			}
+		}
+		for _, id := range sinks { // a barrier: every forward handled
+			_, err := s.Ask(ctx, id, get{})
+			require.NoError(t, err)
+		}
+	}
+	tell() // warmed up
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	tell()
+	runtime.ReadMemStats(&after)
+	perTell := float64(after.Mallocs-before.Mallocs) / (rounds * n)
+	assert.Less(t, perTell, 0.1, "allocations a tell forwarded")
+	for _, id := range sinks {
+		v, err := s.Ask(ctx, id, get{})
+		require.NoError(t, err)
+		require.Equal(t, 2*rounds, v, "forwards to %v", id)
+	}
+}
+
+// quietCounter counts incr messages and answers only get: a counter's
+// answer to each, an int past 255 in an interface, is an allocation.
+type quietCounter struct{ n int }
+
+func (c *quietCounter) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	switch m := msg.(type) {
+	case incr:
+		c.n += m.n
+	case get:
+		return c.n, nil
+	}
+	return nil, nil
 }
