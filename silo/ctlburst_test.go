@@ -34,11 +34,12 @@ func (g laneHolder) Receive(ctx context.Context, c *grain.Context, msg any) (any
 	return nil, nil
 }
 
-// A burst of control items — a crowd of restarts whose backoffs ended
-// together, of Deactivates from outside — does not pin the partition's
-// control lane at its high-water mark: the owner's two arrays for it, each
-// grown to the burst, stayed for good (50,000 grains crashing at once:
-// 14 MB held after every one of them was gone).
+// A burst of control items — a crowd of Deactivates from outside, or of
+// restarts whose backoffs ended together when each backoff pushed one —
+// does not pin the partition's control lane at its high-water mark: the
+// owner's two arrays for it, each grown to the burst, stayed for good
+// (50,000 grains crashing at once: 14 MB held after every one of them was
+// gone).
 func TestABurstOfControlItemsLeavesNoArrayBehind(t *testing.T) {
 	const burst = 100_000
 	spinning := make(chan struct{})

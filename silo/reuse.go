@@ -7,7 +7,7 @@ import "slices"
 // (grains ready for a step, grains whose idle deadline passed, the two
 // arrays its partition queue's control lane alternates between) grow to
 // the largest burst they see — a mass deactivation, a backlog across many
-// grains, a crowd of restarts whose backoffs ended together — and must not
+// grains, a crowd of Deactivates from outside — and must not
 // pin that high-water mark for good (TestABurstOfControlItemsLeavesNoArrayBehind).
 func reuse[T any](buf []T, used int) []T {
 	if cap(buf) > reuseKeep && used < cap(buf)/8 {
