@@ -629,8 +629,15 @@ func benchShed(b *testing.B, over uint64) {
 	const grains = 100_000
 	var used atomic.Uint64
 	clk := clock.NewManual(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	// An idle quantum of 100 ms: the silo then looks at memory at each
+	// tick only, with no look between ticks (memlook.go). With a second's,
+	// a look 100 ms into the second, the gauge still past the limit, shed a
+	// second share, which went on past the loop below into the next
+	// iteration's fill: that iteration found fewer grains to shed, and a
+	// run of some thousand iterations failed.
+	const quantum = 100 * time.Millisecond
 	s, err := silo.New(silo.Config{
-		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: time.Second,
+		Clock: clk, Partitions: 1, IdleTimeout: time.Hour, IdleQuantum: quantum,
 		MemoryLimit: 1000, MemoryGauge: silo.MemoryGaugeFunc(used.Load),
 	})
 	if err != nil {
@@ -674,7 +681,7 @@ func benchShed(b *testing.B, over uint64) {
 	for b.Loop() {
 		used.Store(over)
 		target := s.Stats().Shed + want
-		clk.Advance(time.Second)
+		clk.Advance(quantum)
 		barrier()
 		for rounds := 0; s.Stats().Shed < target; rounds++ {
 			if rounds == 10_000 {
