@@ -61,10 +61,14 @@ func (m *Mailbox) Len() int {
 }
 
 // Push appends e.
-func (m *Mailbox) Push(e queues.Envelope) {
+func (m *Mailbox) Push(e queues.Envelope) { m.PushWith(e, nil) }
+
+// PushWith appends e, taking the buffers it needs from sp where sp has them
+// (a nil sp has none).
+func (m *Mailbox) PushWith(e queues.Envelope, sp *Spares) {
 	r := m.r
 	if r == nil {
-		r = &ring{buf: make([]queues.Envelope, 2)}
+		r = sp.first()
 		m.r = r
 	}
 	l := r
@@ -73,9 +77,9 @@ func (m *Mailbox) Push(e queues.Envelope) {
 	}
 	if l.n == len(l.buf) {
 		if l == r && len(r.buf) < segLen {
-			r.grow()
+			r.grow(sp)
 		} else {
-			l = r.append(l)
+			l = r.append(l, sp)
 		}
 	}
 	l.buf[(l.head+l.n)&(len(l.buf)-1)] = e
@@ -91,19 +95,27 @@ type longRing struct {
 
 // append adds a ring after l, the last of r's chain (r alone, it starts
 // one), and returns it.
-func (r *ring) append(l *ring) *ring {
+func (r *ring) append(l *ring, sp *Spares) *ring {
 	if r.tail == nil {
 		r.tail = &chain{last: r}
 	}
-	lr := &longRing{}
-	x := &lr.ring
-	x.buf, x.tail, x.idx = lr.arr[:], r.tail, l.idx+1
+	x := sp.take(segLen)
+	if x == nil {
+		lr := &longRing{}
+		x = &lr.ring
+		x.buf = lr.arr[:]
+	}
+	x.tail, x.idx = r.tail, l.idx+1
 	l.next, r.tail.last = x, x
 	return x
 }
 
 // Pop removes and returns the oldest envelope.
-func (m *Mailbox) Pop() (e queues.Envelope, ok bool) {
+func (m *Mailbox) Pop() (e queues.Envelope, ok bool) { return m.PopWith(nil) }
+
+// PopWith removes and returns the oldest envelope, and leaves each buffer it
+// empties with sp for the next backlog (a nil sp lets it go).
+func (m *Mailbox) PopWith(sp *Spares) (e queues.Envelope, ok bool) {
 	r := m.r
 	if r == nil { // an empty mailbox holds no ring
 		return e, false
@@ -112,6 +124,7 @@ func (m *Mailbox) Pop() (e queues.Envelope, ok bool) {
 	r.head = (r.head + 1) & (len(r.buf) - 1)
 	if r.n--; r.n == 0 {
 		m.r = r.next // nil once the last ring is empty
+		sp.put(r)
 	}
 	return e, true
 }
@@ -165,9 +178,12 @@ func (m *Mailbox) slot(i int) *queues.Envelope {
 }
 
 // Drain removes every envelope, oldest first, calling f for each.
-func (m *Mailbox) Drain(f func(queues.Envelope)) {
+func (m *Mailbox) Drain(f func(queues.Envelope)) { m.DrainWith(f, nil) }
+
+// DrainWith is Drain leaving the buffers it empties with sp, as PopWith.
+func (m *Mailbox) DrainWith(f func(queues.Envelope), sp *Spares) {
 	for {
-		e, ok := m.Pop()
+		e, ok := m.PopWith(sp)
 		if !ok {
 			return
 		}
@@ -175,10 +191,25 @@ func (m *Mailbox) Drain(f func(queues.Envelope)) {
 	}
 }
 
-func (r *ring) grow() {
-	buf := make([]queues.Envelope, 2*len(r.buf))
+// grow doubles the first ring's buffer. A spare of the size wanted gives
+// its buffer for the one outgrown, which goes to sp in its place.
+func (r *ring) grow(sp *Spares) {
+	n := 2 * len(r.buf)
+	x := sp.take(n)
+	var buf []queues.Envelope
+	if x != nil {
+		buf = x.buf
+	} else {
+		buf = make([]queues.Envelope, n)
+	}
 	for i := 0; i < r.n; i++ {
 		buf[i] = r.buf[(r.head+i)&(len(r.buf)-1)]
 	}
+	old := r.buf
 	r.buf, r.head = buf, 0
+	if x != nil {
+		clear(old) // the messages now in buf, for the GC
+		x.buf = old
+		sp.put(x)
+	}
 }

@@ -849,7 +849,7 @@ func (p *partition) halt(a *act, why grain.DeactivationReason) {
 }
 
 func (p *partition) mbPush(a *act, env queues.Envelope) {
-	a.Mailbox.Push(env)
+	a.Mailbox.PushWith(env, &p.s.mailboxes)
 	p.backlog.Add(1)
 	if env.Meta != nil && env.Meta.MayInterleave {
 		a.extra().mayIn++
@@ -857,7 +857,7 @@ func (p *partition) mbPush(a *act, env queues.Envelope) {
 }
 
 func (p *partition) mbPop(a *act) (queues.Envelope, bool) {
-	env, ok := a.Mailbox.Pop()
+	env, ok := a.Mailbox.PopWith(&p.s.mailboxes)
 	if ok {
 		p.mbPopped(a, &env)
 	}
@@ -885,10 +885,10 @@ func (p *partition) mbDropOldest(a *act) bool {
 // a grain's grace ends with its backlog past its limit (graceEnded).
 func (p *partition) mbDropNewest(a *act, keep int) {
 	var waiting []queues.Envelope
-	a.Mailbox.Drain(func(e queues.Envelope) {
+	a.Mailbox.DrainWith(func(e queues.Envelope) {
 		p.mbPopped(a, &e)
 		waiting = append(waiting, e)
-	})
+	}, &p.s.mailboxes)
 	for _, e := range waiting {
 		switch {
 		case e.Tick() != nil:
@@ -920,9 +920,9 @@ func (p *partition) mbDrain(a *act, f func(queues.Envelope)) {
 	if x := a.x.Load(); x != nil {
 		x.mayIn = 0
 	}
-	a.Mailbox.Drain(func(e queues.Envelope) {
+	a.Mailbox.DrainWith(func(e queues.Envelope) {
 		if e.Tick() == nil {
 			f(e)
 		}
-	})
+	}, &p.s.mailboxes)
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/granary-go/granary/activation"
 	"github.com/granary-go/granary/clock"
 	"github.com/granary-go/granary/directory"
 	"github.com/granary-go/granary/grain"
@@ -94,8 +95,11 @@ type Silo struct {
 	runners    *runners    // goroutines for handed-off partitions and interleaved turns
 	letInMeta0 queues.Meta // what marks a message from outside as let in (letInMeta)
 
-	timers    sync.Pool // *time.Timer, for default call timeouts
-	replies   sync.Pool // chan queues.Result, for asks
+	timers  sync.Pool // *time.Timer, for default call timeouts
+	replies sync.Pool // chan queues.Result, for asks
+	// the rings of mailboxes that emptied, for the next backlog: a burst
+	// behind a busy grain allocates nothing (partition.mbPush, mbPop)
+	mailboxes activation.Spares
 	dead      deadHub
 	restarts  atomic.Uint64
 	stops     atomic.Uint64
