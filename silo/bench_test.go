@@ -83,6 +83,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "deacthooked", func(grain.ID) *deactHooked { return &deactHooked{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "saving", func(grain.ID) *savingGrain { return &savingGrain{} }); err != nil {
+		b.Fatal(err)
+	}
 	if err := silo.Register(s, "deriving", func(grain.ID) *ctxDeriver { return &ctxDeriver{} }); err != nil {
 		b.Fatal(err)
 	}
@@ -851,12 +854,23 @@ type deactHooked struct{ benchGrain }
 
 func (*deactHooked) OnDeactivate(context.Context, *grain.Context) error { return nil }
 
+// savingGrain saves its state as it goes, with a blocking call of a
+// millisecond: a database's round trip.
+type savingGrain struct{ benchGrain }
+
+func (*savingGrain) OnDeactivate(context.Context, *grain.Context) error {
+	time.Sleep(time.Millisecond) // the store's latency: the workload, not a wait for something
+	return nil
+}
+
 // BenchmarkShutdownDeactivates: a graceful Shutdown of b.N active grains,
 // per grain; /hooked when their kind has an OnDeactivate, which each
-// deactivation runs as a turn with a ctx bounded by DeactivationTimeout.
+// deactivation runs as a turn with a ctx bounded by DeactivationTimeout;
+// /saving when the hook blocks for a millisecond, which runs side by side
+// with the others' (hookoff.go; one after another, 1 ms or more each).
 func BenchmarkShutdownDeactivates(b *testing.B) {
-	for _, kind := range []string{"b", "deacthooked"} {
-		name := map[string]string{"b": "plain", "deacthooked": "hooked"}[kind]
+	for _, kind := range []string{"b", "deacthooked", "saving"} {
+		name := map[string]string{"b": "plain", "deacthooked": "hooked", "saving": "saving"}[kind]
 		b.Run(name, func(b *testing.B) {
 			s := benchSilo(b, silo.Config{})
 			ctx := context.Background()

@@ -102,6 +102,10 @@ type kind struct {
 
 	stateless bool // WithStatelessWorker was given (workers may still be 1)
 	spareSet  bool // WithSpareIdleTimeout was given
+
+	// the kind's recent OnActivate and OnDeactivate hooks, which decide
+	// whether its next ones start off their partition (hookoff.go)
+	actHooks, deactHooks hookStats
 }
 
 // maxSpan bounds the durations the silo adds to its clock's offset since

@@ -241,7 +241,9 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 			res.reply, res.err = w.run(hctx, a, env.Msg)
 		}
 	case tkDeactivate:
+		t0, off := p.hookBegin(w, &a.k.deactHooks)
 		res.err = activation.Deactivate(tc, a.g, w.cur)
+		p.hookEnd(&a.k.deactHooks, t0, off)
 	}
 	if len(a.k.filters) > 0 {
 		w.endFiltered()
@@ -315,6 +317,10 @@ func (p *partition) activateHook(w *worker, a *act, tc *turnCtx, first any) erro
 	ctx, err := w.hookValues(tc, first)
 	if err != nil {
 		return err
+	}
+	if tc.hook { // an OnActivate to run (hookCtx): maybe off the partition
+		t0, off := p.hookBegin(w, &a.k.actHooks)
+		defer p.hookEnd(&a.k.actHooks, t0, off)
 	}
 	if !a.k.interleaves() {
 		return activation.Activate(ctx, a.g, w.cur)

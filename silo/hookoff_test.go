@@ -1,0 +1,154 @@
+package silo_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// storeGrain loads and saves through a store that takes wait (a database's
+// round trip, in a synctest bubble's time), counting the loads and saves
+// under way at once and the most ever.
+type storeGrain struct {
+	st     *slowStore
+	loaded bool
+}
+
+type slowStore struct {
+	wait         time.Duration
+	now, most    atomic.Int32
+	loads, saves atomic.Int32
+	slowFirst    int32 // only the first slowFirst hooks take wait; 0: all do
+}
+
+func (st *slowStore) io() {
+	n := st.now.Add(1)
+	for m := st.most.Load(); n > m && !st.most.CompareAndSwap(m, n); m = st.most.Load() {
+	}
+	if st.slowFirst == 0 || st.loads.Load()+st.saves.Load() < st.slowFirst {
+		time.Sleep(st.wait) // the store's latency, on the bubble's clock
+	}
+	st.now.Add(-1)
+}
+
+func (g *storeGrain) OnActivate(context.Context, *grain.Context) error {
+	g.st.io()
+	g.st.loads.Add(1)
+	g.loaded = true
+	return nil
+}
+
+func (g *storeGrain) OnDeactivate(context.Context, *grain.Context) error {
+	g.st.io()
+	g.st.saves.Add(1)
+	return nil
+}
+
+func (g *storeGrain) Receive(context.Context, *grain.Context, any) (any, error) {
+	return g.loaded, nil
+}
+
+// storeSilo is a started silo of one partition whose watchdog never hands
+// a turn off (a threshold of an hour): what runs side by side does so
+// because the silo started it off the partition.
+func storeSilo(t *testing.T, st *slowStore) *silo.Silo {
+	return newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour, IdleTimeout: -1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "store", func(grain.ID) *storeGrain { return &storeGrain{st: st} }))
+	})
+}
+
+// A Shutdown of grains whose OnDeactivate blocks on a store saves side by
+// side: the first two saves took long, so the kind's next ones start off
+// the partition (hookoff.go), at most maxHooksOff (64) at once and one more
+// on the partition. One after another, 200 saves of 2 ms took 400 ms and
+// never more than one was under way.
+func TestAShutdownSavesSideBySideWhenSavesBlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowStore{wait: 2 * time.Millisecond}
+		s := storeSilo(t, st)
+		ctx := context.Background()
+		const n = 200
+		for i := range n {
+			_, err := s.Ask(ctx, grain.NewIntID("store", int64(i)), get{})
+			require.NoError(t, err)
+		}
+		loadsMost := st.most.Load()
+		st.most.Store(0)
+		t0 := time.Now()
+		require.NoError(t, s.Shutdown(ctx))
+		took := time.Since(t0)
+		assert.Equal(t, int32(n), st.saves.Load(), "saves")
+		assert.Greater(t, st.most.Load(), int32(32), "saves under way at once")
+		assert.LessOrEqual(t, st.most.Load(), int32(65), "saves under way at once: maxHooksOff, and one on the partition")
+		assert.Less(t, took, 40*time.Millisecond, "the Shutdown, on the bubble's clock")
+		assert.Equal(t, int32(1), loadsMost, "the loads came one ask at a time")
+	})
+}
+
+// A cold start of grains whose OnActivate blocks on a store loads side by
+// side, and each grain still answers its first message only once its own
+// load has ended.
+func TestActivationsLoadSideBySideWhenLoadsBlock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowStore{wait: 2 * time.Millisecond}
+		s := storeSilo(t, st)
+		ctx := context.Background()
+		const n = 200
+		answers := make(chan any, n)
+		for i := range n {
+			go func() {
+				v, err := s.Ask(ctx, grain.NewIntID("store", int64(i)), get{})
+				if err != nil {
+					v = err
+				}
+				answers <- v
+			}()
+		}
+		for range n {
+			require.Equal(t, true, <-answers, "answered after its load")
+		}
+		assert.Equal(t, int32(n), st.loads.Load())
+		assert.Greater(t, st.most.Load(), int32(32), "loads under way at once")
+		assert.LessOrEqual(t, st.most.Load(), int32(65), "loads under way at once")
+	})
+}
+
+// Hooks that take no time run on their partition, as any quick turn does:
+// going off costs a handoff each. One that took long — its goroutine
+// preempted, its code cold — sends none off; two in a row send only their
+// kind's next sixteen (hookOffRuns), and quick ones bring them back.
+func TestQuickHooksStayOnTheirPartition(t *testing.T) {
+	for _, slow := range []int32{1, 2} {
+		t.Run(fmt.Sprintf("slowFirst=%d", slow), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &slowStore{wait: 2 * time.Millisecond, slowFirst: slow}
+				s := storeSilo(t, st)
+				ctx := context.Background()
+				const n = 200
+				for i := range n {
+					_, err := s.Ask(ctx, grain.NewIntID("store", int64(i)), get{})
+					require.NoError(t, err)
+				}
+				handoffs := s.Stats().Handoffs
+				if slow == 1 {
+					assert.Zero(t, handoffs, "a load went off the partition after one long one")
+				} else {
+					assert.Positive(t, handoffs, "the loads after two long ones went off the partition")
+					assert.LessOrEqual(t, handoffs, uint64(16), "handoffs for %d loads, all but two quick", n)
+				}
+				require.NoError(t, s.Shutdown(ctx))
+				assert.Equal(t, handoffs, s.Stats().Handoffs, "quick saves went off the partition")
+				assert.Equal(t, int32(n), st.saves.Load())
+			})
+		})
+	}
+}
