@@ -89,6 +89,9 @@ var errPlannedActivation = errors.New("chaos: a planned activation failure")
 
 func (g *chaosGrain) OnActivate(ctx context.Context, c *grain.Context) error {
 	cfg := &g.r.cfg
+	if cfg.hookWait > 0 {
+		time.Sleep(cfg.hookWait) // a load at a store: a blocking call
+	}
 	if cfg.actFailEvery > 0 && g.rng.IntN(cfg.actFailEvery) == 0 {
 		return errPlannedActivation // storage down, say: the messages waiting fail with it
 	}
@@ -136,6 +139,9 @@ func (g *chaosGrain) hangPast(ctx context.Context, c *grain.Context, bound time.
 }
 
 func (g *chaosGrain) OnDeactivate(ctx context.Context, c *grain.Context) error {
+	if g.r.cfg.hookWait > 0 {
+		time.Sleep(g.r.cfg.hookWait) // a save at a store: a blocking call
+	}
 	if e := g.r.cfg.deactHangEvery; e > 0 && g.rng.IntN(e) == 0 {
 		g.hangPast(ctx, c, g.r.cfg.hookTimeout, "OnDeactivate", func(err error) bool { return errors.Is(err, grain.ErrDeactivating) })
 		return ctx.Err()

@@ -146,6 +146,17 @@ func TestAStormWithDeactivationsThatHangLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// Hooks that block as a store's load and save would (-hookwait) run off
+// their partitions, side by side (silo/hookoff.go), while grains are
+// deactivated from outside and call each other from their hooks: none
+// lost or doubled, no ask waits for its deadline.
+func TestAStormWhoseHooksBlockLosesAndDoublesNothing(t *testing.T) {
+	v := storm(t, func(c *config) { c.hookWait, c.deactOutEvery = 500*time.Microsecond, 10 })
+	if v.controls["deactivate:ok"] == 0 {
+		t.Fatalf("no grain deactivated from outside: %v", v)
+	}
+}
+
 // Under each failure policy the messages a failure strands — queued for a
 // grain stopped and quarantined, or for one whose restart waits — are
 // dead letters or run, never lost.
