@@ -86,6 +86,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "saving", func(grain.ID) *savingGrain { return &savingGrain{} }); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "blocking", func(grain.ID) *benchGrain { return &benchGrain{} }, silo.WithBlockingTurns()); err != nil {
+		b.Fatal(err)
+	}
 	if err := silo.Register(s, "deriving", func(grain.ID) *ctxDeriver { return &ctxDeriver{} }); err != nil {
 		b.Fatal(err)
 	}
@@ -139,6 +142,13 @@ func (f forwarder) Receive(ctx context.Context, gc *grain.Context, msg any) (any
 // allocates nothing more than BenchmarkTellReentrant's.
 func BenchmarkTellReentrantTelling(b *testing.B) {
 	benchTell(b, silo.Config{}, context.Background(), "forwarder")
+}
+
+// BenchmarkTellBlockingKind: the same to a grain of a kind
+// WithBlockingTurns, whose every turn starts off its partition: what a
+// handoff a turn costs a kind whose turns in fact do not block.
+func BenchmarkTellBlockingKind(b *testing.B) {
+	benchTell(b, silo.Config{}, context.Background(), "blocking")
 }
 
 // BenchmarkTellCarrying: the same with a Config.Propagator that carries a
@@ -867,7 +877,7 @@ func (*savingGrain) OnDeactivate(context.Context, *grain.Context) error {
 // per grain; /hooked when their kind has an OnDeactivate, which each
 // deactivation runs as a turn with a ctx bounded by DeactivationTimeout;
 // /saving when the hook blocks for a millisecond, which runs side by side
-// with the others' (hookoff.go; one after another, 1 ms or more each).
+// with the others' (blocking.go; one after another, 1 ms or more each).
 func BenchmarkShutdownDeactivates(b *testing.B) {
 	for _, kind := range []string{"b", "deacthooked", "saving"} {
 		name := map[string]string{"b": "plain", "deacthooked": "hooked", "saving": "saving"}[kind]

@@ -22,7 +22,9 @@
 // call, not all at its end. When a turn blocks (a Call, I/O, a sleep) for
 // longer than Config.HandoffThreshold, or calls another grain, the partition
 // is handed to a new goroutine while the blocked grain's own later messages
-// wait for it in order. A grain sent a flood of messages shares its
+// wait for it in order — at once for a wait in Await, a turn of a kind
+// registered WithBlockingTurns, and an OnActivate or OnDeactivate of a kind
+// whose hooks have been blocking. A grain sent a flood of messages shares its
 // partition a time slice at a time — a few of its turns when they are slow,
 // a few milliseconds when they are quick — so the partition's other grains
 // do not wait for the whole flood; its senders — and no one else's — wait

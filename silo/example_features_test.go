@@ -704,6 +704,39 @@ func ExampleAwait() {
 	// polled: 101
 }
 
+// A kind whose handler blocks on I/O says so at Register: each of its
+// turns starts off its partition, and the partition's other grains are
+// served at once while it waits — here on one partition, a status check
+// answered while an account's turn waits for its bank.
+func ExampleWithBlockingTurns() {
+	bank := make(chan int) // an outside service, answering when it will
+	s, _ := silo.New(silo.Config{Partitions: 1})
+	_ = silo.Register(s, "account", func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) {
+			return <-bank, nil // a blocking call, as to a database
+		}
+	}, silo.WithBlockingTurns())
+	_ = silo.Register(s, "status", func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) { return "up", nil }
+	})
+	_ = s.Start()
+	defer s.Close()
+	ctx := context.Background()
+
+	balance := make(chan int)
+	go func() {
+		v, _ := silo.Call[int](ctx, s, grain.NewID("account", "alice"), "balance")
+		balance <- v
+	}()
+	v, _ := silo.Call[string](ctx, s, grain.NewID("status", "silo"), "ping")
+	fmt.Println("status while the account waits:", v)
+	bank <- 250
+	fmt.Println("balance:", <-balance)
+	// Output:
+	// status while the account waits: up
+	// balance: 250
+}
+
 // A checkout that is under way when the silo shuts down still completes:
 // its call to the stock grain and its tell to the audit grain are part of
 // the work the silo had taken, and go through; a send from outside is

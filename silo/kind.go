@@ -83,6 +83,7 @@ type kind struct {
 	overflow       Overflow
 	reentrant      bool
 	timerKeepAlive bool
+	blocking       bool           // WithBlockingTurns: each message turn starts off its partition (read by a turn)
 	filters        []grain.Filter // the silo's, then the kind's own; nil when none
 	// labels carries the kind's profile labels (Config.ProfileLabels), nil
 	// when the silo does not label turns (labels.go): a context only
@@ -104,7 +105,7 @@ type kind struct {
 	spareSet  bool // WithSpareIdleTimeout was given
 
 	// the kind's recent OnActivate and OnDeactivate hooks, which decide
-	// whether its next ones start off their partition (hookoff.go)
+	// whether its next ones start off their partition (blocking.go)
 	actHooks, deactHooks hookStats
 }
 
@@ -281,6 +282,23 @@ func WithSpareIdleTimeout(d time.Duration) KindOption {
 // WithTimerKeepAlive makes timer ticks count as activity for idle
 // deactivation (by default they do not, as in Orleans).
 func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive = true } }
+
+// WithBlockingTurns declares that the kind's handler blocks — a database
+// query, an HTTP request, a file, a lock — as Go code does, rather than
+// computing: each of its turns (a message's, a timer tick's) starts off
+// its partition, as if it began in Await, so the partition runs its other
+// grains' turns at once, side by side with it, where a turn that blocks
+// for less than Config.HandoffThreshold held the partition for all of it
+// (docs/guide.md, "Handlers that block"). It is Akka's dispatcher for
+// blocking actors, chosen for a kind: each turn pays a handoff, about a
+// microsecond, so a kind whose turns mostly compute keeps its own
+// partition and marks its waits with Await. The grain itself still runs
+// one turn at a time — its kind's interleaving aside — its later messages
+// waiting in its mailbox for the turn to end. A partition has at most 64
+// turns started off it at once; past them a turn runs on the partition,
+// which waits for it, so a burst of blocking work does not start a
+// goroutine a message.
+func WithBlockingTurns() KindOption { return func(k *kind) { k.blocking = true } }
 
 // Register registers a grain kind with the silo: factory builds a fresh grain
 // for an identity when it is activated. It must be called before Start.

@@ -155,10 +155,10 @@ type partition struct {
 	// their first message back to the owner (turnResult.firstOut); a
 	// closing partition does not stop before it has them (stopped)
 	firstsOut atomic.Int32
-	// hooksOff: OnActivate and OnDeactivate hooks running off the
-	// partition, started there because their kind's hooks run long
-	// (hookoff.go)
-	hooksOff atomic.Int32
+	// offTurns: turns started off the partition as they began — hooks
+	// whose kind's hooks run long, turns of a kind WithBlockingTurns —
+	// still running (blocking.go)
+	offTurns atomic.Int32
 	spare    sync.Pool // workers of finished handoffs (workerpool.go)
 	// workers freshWorker had to make: a test's window on the pool
 	workersMade atomic.Uint64

@@ -74,7 +74,13 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	msg := env.Msg
 	hctx := tc.handlerCtx()
 	w.begin() // env is not touched from here on
+	// A kind WithBlockingTurns leaves the partition as the turn begins
+	// (blocking.go).
+	off := a.k.blocking && p.startOff(w)
 	res.reply, res.err = w.run(hctx, a, msg)
+	if off {
+		p.endOff()
+	}
 	if len(a.k.filters) > 0 {
 		w.endFiltered()
 	}
@@ -182,6 +188,9 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		}
 		res.reply, res.err = w.run(hctx, a, env.Msg)
 	case tkActivate:
+		if a.k.blocking && p.startOff(w) { // WithBlockingTurns: the factory, OnActivate and the first message
+			defer p.endOff()
+		}
 		// The activation is the grain's, not its first caller's: OnActivate
 		// runs under a ctx of its own, which ends at the silo's Close and
 		// at a give-up on the activation (timeOut), but not when the first

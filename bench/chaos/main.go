@@ -273,6 +273,8 @@ func (r *run) register(s *silo.Silo) error {
 		"mayin": {silo.WithMayInterleave(mayInterleave)},
 		"sw":    {silo.WithStatelessWorker(0)},
 		"swre":  {silo.WithStatelessWorker(0), silo.WithReentrant()},
+		"blk":   {silo.WithBlockingTurns()},
+		"reblk": {silo.WithReentrant(), silo.WithBlockingTurns()},
 	}
 	sup, err := supervision(r.cfg.supervise)
 	if err != nil {

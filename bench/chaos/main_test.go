@@ -147,7 +147,7 @@ func TestAStormWithDeactivationsThatHangLosesAndDoublesNothing(t *testing.T) {
 }
 
 // Hooks that block as a store's load and save would (-hookwait) run off
-// their partitions, side by side (silo/hookoff.go), while grains are
+// their partitions, side by side (silo/blocking.go), while grains are
 // deactivated from outside and call each other from their hooks: none
 // lost or doubled, no ask waits for its deadline.
 func TestAStormWhoseHooksBlockLosesAndDoublesNothing(t *testing.T) {

@@ -68,7 +68,7 @@ func storeSilo(t *testing.T, st *slowStore) *silo.Silo {
 
 // A Shutdown of grains whose OnDeactivate blocks on a store saves side by
 // side: the first two saves took long, so the kind's next ones start off
-// the partition (hookoff.go), at most maxHooksOff (64) at once and one more
+// the partition (blocking.go), at most maxHooksOff (64) at once and one more
 // on the partition. One after another, 200 saves of 2 ms took 400 ms and
 // never more than one was under way.
 func TestAShutdownSavesSideBySideWhenSavesBlock(t *testing.T) {
@@ -151,4 +151,103 @@ func TestQuickHooksStayOnTheirPartition(t *testing.T) {
 			})
 		})
 	}
+}
+
+// blockingGrain's turns wait on a store, as a handler that queries a
+// database does: wait on the bubble's clock, counting the turns under way
+// at once (across grains) and checking that its own never overlap.
+type blockingGrain struct {
+	st    *slowStore
+	guard turnGuard
+	seen  []int
+}
+
+func (g *blockingGrain) Receive(_ context.Context, _ *grain.Context, msg any) (any, error) {
+	g.guard.enter()
+	defer g.guard.leave()
+	switch m := msg.(type) {
+	case int:
+		g.st.io()
+		g.seen = append(g.seen, m)
+		return nil, nil
+	case get:
+		return append([]int(nil), g.seen...), nil
+	}
+	return nil, nil
+}
+
+func blockingSilo(t *testing.T, st *slowStore, opts ...silo.KindOption) *silo.Silo {
+	return newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour, IdleTimeout: -1}, func(s *silo.Silo) {
+		require.NoError(t, silo.Register(s, "io", func(grain.ID) *blockingGrain { return &blockingGrain{st: st} }, opts...))
+	})
+}
+
+// The turns of a kind WithBlockingTurns start off their partition: 200
+// grains each asked once, each turn waiting 2 ms on a store, run side by
+// side — at most 64 started off the partition at once, and one more on it
+// — where without the option they ran one after another, 400 ms of the
+// bubble's time (the watchdog, at an hour, never hands one off).
+func TestABlockingKindsTurnsRunSideBySide(t *testing.T) {
+	for _, blocking := range []bool{false, true} {
+		t.Run(fmt.Sprintf("blocking=%v", blocking), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &slowStore{wait: 2 * time.Millisecond}
+				var opts []silo.KindOption
+				if blocking {
+					opts = append(opts, silo.WithBlockingTurns())
+				}
+				s := blockingSilo(t, st, opts...)
+				ctx := context.Background()
+				const n = 200
+				for i := range n { // active first: the activations are not what is timed
+					_, err := s.Ask(ctx, grain.NewIntID("io", int64(i)), get{})
+					require.NoError(t, err)
+				}
+				t0 := time.Now()
+				errs := make(chan error, n)
+				for i := range n {
+					go func() {
+						_, err := s.Ask(ctx, grain.NewIntID("io", int64(i)), i)
+						errs <- err
+					}()
+				}
+				for range n {
+					require.NoError(t, <-errs)
+				}
+				took := time.Since(t0)
+				if !blocking {
+					assert.Equal(t, int32(1), st.most.Load(), "turns under way at once")
+					assert.Equal(t, n*2*time.Millisecond, took)
+					return
+				}
+				assert.Greater(t, st.most.Load(), int32(32), "turns under way at once")
+				assert.LessOrEqual(t, st.most.Load(), int32(65), "turns under way at once: 64 off the partition, and one on it")
+				assert.Less(t, took, 40*time.Millisecond)
+			})
+		})
+	}
+}
+
+// A grain of a kind WithBlockingTurns still runs one turn at a time, its
+// messages in the order they were sent, each turn off the partition.
+func TestABlockingKindsGrainKeepsItsTurnsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &slowStore{wait: time.Millisecond}
+		s := blockingSilo(t, st, silo.WithBlockingTurns())
+		ctx := context.Background()
+		id := grain.NewID("io", "one")
+		const n = 100
+		for i := range n {
+			require.NoError(t, s.Tell(ctx, id, i))
+		}
+		seen, err := silo.Call[[]int](ctx, s, id, get{})
+		require.NoError(t, err)
+		want := make([]int, n)
+		for i := range want {
+			want[i] = i
+		}
+		assert.Equal(t, want, seen)
+		assert.Equal(t, int32(1), st.most.Load(), "its turns overlapped")
+		assert.GreaterOrEqual(t, s.Stats().Handoffs, uint64(n), "its turns went off the partition")
+	})
 }

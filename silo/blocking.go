@@ -5,6 +5,10 @@ import (
 	"time"
 )
 
+// Turns that block start off their partition: the turns of a kind
+// registered WithBlockingTurns, each of them (runTurn, execute), and the
+// hooks of a kind whose hooks have been blocking, as below.
+//
 // A grain's OnActivate and OnDeactivate are where it loads and saves its
 // state: a database's round trip, a millisecond or more, written as Go
 // code is — a blocking call. Run on its partition like any turn, a hook
@@ -27,7 +31,7 @@ import (
 // detector's first run of it took 0.3 ms), sends none off: a burst of new
 // grains past the activation cap then activated off the partition, beyond
 // the eviction's slices, 2,655 alive against a cap of 100. A partition
-// has at most maxHooksOff hooks off at once — past them a hook runs on
+// has at most maxOff hooks off at once — past them a hook runs on
 // the partition, which then waits for it — so a Shutdown of a million
 // grains saving to a slow store does not start a million goroutines, nor
 // a million saves at the store at once.
@@ -43,8 +47,9 @@ const hookOffAfter = 200 * time.Microsecond
 // hooks off.
 const hookOffRuns = 16
 
-// maxHooksOff bounds the hooks a partition has running off it at once.
-const maxHooksOff = 64
+// maxOff bounds the turns a partition has started off it at once — hooks
+// that block, the turns of a kind WithBlockingTurns — and that run on.
+const maxOff = 64
 
 // hookStats is what a kind knows of its recent hooks of one sort.
 type hookStats struct {
@@ -58,24 +63,31 @@ type hookStats struct {
 // turn's own goroutine, as the hook is about to run.
 func (p *partition) hookBegin(w *worker, h *hookStats) (time.Time, bool) {
 	t0 := time.Now()
-	if h.off.Load() <= 0 {
-		return t0, false
-	}
-	if p.hooksOff.Add(1) > maxHooksOff || !w.detach() {
-		// No room, or the turn is off already (the watchdog found its
-		// factory slow; a give-up): it runs where it is.
-		p.hooksOff.Add(-1)
-		return t0, false
-	}
-	return t0, true
+	return t0, h.off.Load() > 0 && p.startOff(w)
 }
+
+// startOff hands w's partition to another goroutine as w's turn is about
+// to block, if the partition has fewer than maxOff turns started off it,
+// and reports whether it did; the turn calls endOff as it ends if so.
+// No room, or the turn off already (the watchdog found its factory slow,
+// a give-up, an earlier startOff in the turn): it runs where it is.
+func (p *partition) startOff(w *worker) bool {
+	if p.offTurns.Add(1) > maxOff || !w.detach() {
+		p.offTurns.Add(-1)
+		return false
+	}
+	return true
+}
+
+// endOff ends a turn startOff started off the partition.
+func (p *partition) endOff() { p.offTurns.Add(-1) }
 
 // hookEnd ends a hook hookBegin began at t0, off the partition or not,
 // and keeps h. Called on the turn's goroutine as the hook returns; it
 // touches only atomics, since the partition may have moved on.
 func (p *partition) hookEnd(h *hookStats, t0 time.Time, off bool) {
 	if off {
-		p.hooksOff.Add(-1)
+		p.endOff()
 	}
 	if time.Since(t0) >= hookOffAfter {
 		if n := h.long.Load(); n < 2 {
