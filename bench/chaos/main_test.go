@@ -157,6 +157,17 @@ func TestAStormWhoseHooksBlockLosesAndDoublesNothing(t *testing.T) {
 	}
 }
 
+// Kinds WithBlockingTurns — every turn started off its partition — among
+// plain and reentrant ones, calling each other and being stopped: none
+// lost or doubled, no ask waits for its deadline (a cycle through a turn
+// off its partition is found as through any other).
+func TestAStormOfBlockingKindsLosesAndDoublesNothing(t *testing.T) {
+	v := storm(t, func(c *config) { c.kinds, c.stopEvery = "plain,chain,blk,reblk", 30 })
+	if v.outcomes["ok"] == 0 {
+		t.Fatalf("no ask answered: %v", v)
+	}
+}
+
 // Under each failure policy the messages a failure strands — queued for a
 // grain stopped and quarantined, or for one whose restart waits — are
 // dead letters or run, never lost.
