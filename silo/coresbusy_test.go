@@ -25,18 +25,20 @@ func (ioWaiter) Receive(ctx context.Context, _ *grain.Context, _ any) (any, erro
 // A slow turn's line says how busy the process kept its cores meanwhile:
 // a turn that computes kept one busy, a turn that blocks none — what a
 // user reads to tell a handler that works from one that waits, or from a
-// turn that waited for a core (coresbusy.go).
+// turn that waited for a core (coresbusy.go) — and, where the cores were
+// all but idle, what to do about a turn that waits (reportSlow's hint).
 func TestASlowTurnsLineSaysHowBusyTheCoresWere(t *testing.T) {
 	if !silo.ProcessCPUKnown() {
 		t.Skip("the platform does not tell the process's CPU time")
 	}
 	var mu sync.Mutex
 	busy := map[string]float64{} // grain -> cores_busy
+	hints := map[string]string{} // grain -> hint
 	logger := slog.New(handlerFunc(func(r slog.Record) {
 		if r.Message != "granary: slow turn held its partition" {
 			return
 		}
-		var id string
+		var id, hint string
 		share := -1.0
 		r.Attrs(func(a slog.Attr) bool {
 			switch a.Key {
@@ -44,11 +46,13 @@ func TestASlowTurnsLineSaysHowBusyTheCoresWere(t *testing.T) {
 				id = a.Value.String()
 			case "cores_busy":
 				share = a.Value.Float64()
+			case "hint":
+				hint = a.Value.String()
 			}
 			return true
 		})
 		mu.Lock()
-		busy[id] = share
+		busy[id], hints[id] = share, hint
 		mu.Unlock()
 	}))
 	s := newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: 5 * time.Millisecond, Logger: logger},
@@ -79,4 +83,7 @@ func TestASlowTurnsLineSaysHowBusyTheCoresWere(t *testing.T) {
 	// the monitor's looks while the other waited: whatever else shares the
 	// machine, the first kept a core busier than the second.
 	require.Greater(t, works, waits, "spinning: %v of the cores; waiting: %v", works, waits)
+	// The waiting turn's line, its cores all but idle, says what to do
+	// about a turn that waits.
+	require.Contains(t, hints["nap/waits"], "WithBlockingTurns", "the waiting turn's line (cores_busy %v)", waits)
 }

@@ -3,6 +3,7 @@ package silo
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -136,6 +137,10 @@ func (p *partition) endTurn(w *worker, a *act, res *turnResult, first *queues.En
 // least since+HandoffThreshold. The silo times turns this way, at the
 // watchdog's granularity, so the hot path reads no clock. cpu is the
 // process's CPU time at the handoff (-1 if unknown).
+// slowWaitHint ends the line of a slow turn the process's cores were all
+// but idle through (docs/guide.md, "Handlers that block").
+const slowWaitHint = "a turn that waits (I/O, a lock) holds its partition: register the kind WithBlockingTurns, or wait in silo.Await"
+
 func (p *partition) reportSlow(a *act, since time.Duration, cpu int64) {
 	args := []any{"grain", a.ID.String(), "at_least", since + p.s.cfg.HandoffThreshold}
 	if p.s.dog.crowded.Load() {
@@ -148,6 +153,12 @@ func (p *partition) reportSlow(a *act, since time.Duration, cpu int64) {
 	}
 	if busy, ok := p.s.coresBusy(since, cpu); ok {
 		args = append(args, "cores_busy", busy)
+		if busy < 0.5/float64(runtime.GOMAXPROCS(0)) && !a.k.blocking {
+			// Under half a core's share: the turn most likely waited (or
+			// its thread was kept off its core: the guide's table). Say
+			// what to do about a wait; the line is where one learns of it.
+			args = append(args, "hint", slowWaitHint)
+		}
 	}
 	p.s.log(slog.LevelWarn, "granary: slow turn held its partition", args...)
 	p.s.slowTurns.Add(1)
