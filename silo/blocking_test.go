@@ -57,6 +57,15 @@ func (g *storeGrain) Receive(context.Context, *grain.Context, any) (any, error) 
 	return g.loaded, nil
 }
 
+// askEach asks grains 0 to n-1 of kind for get{}, one after another.
+func askEach(t *testing.T, s *silo.Silo, kind string, n int) {
+	t.Helper()
+	for i := range n {
+		_, err := s.Ask(context.Background(), grain.NewIntID(kind, int64(i)), get{})
+		require.NoError(t, err)
+	}
+}
+
 // storeSilo is a started silo of one partition whose watchdog never hands
 // a turn off (a threshold of an hour): what runs side by side does so
 // because the silo started it off the partition.
@@ -68,7 +77,7 @@ func storeSilo(t *testing.T, st *slowStore) *silo.Silo {
 
 // A Shutdown of grains whose OnDeactivate blocks on a store saves side by
 // side: the first two saves took long, so the kind's next ones start off
-// the partition (blocking.go), at most maxHooksOff (64) at once and one more
+// the partition (blocking.go), at most maxOff (64) at once and one more
 // on the partition. One after another, 200 saves of 2 ms took 400 ms and
 // never more than one was under way.
 func TestAShutdownSavesSideBySideWhenSavesBlock(t *testing.T) {
@@ -77,10 +86,7 @@ func TestAShutdownSavesSideBySideWhenSavesBlock(t *testing.T) {
 		s := storeSilo(t, st)
 		ctx := context.Background()
 		const n = 200
-		for i := range n {
-			_, err := s.Ask(ctx, grain.NewIntID("store", int64(i)), get{})
-			require.NoError(t, err)
-		}
+		askEach(t, s, "store", n)
 		loadsMost := st.most.Load()
 		st.most.Store(0)
 		t0 := time.Now()
@@ -88,7 +94,7 @@ func TestAShutdownSavesSideBySideWhenSavesBlock(t *testing.T) {
 		took := time.Since(t0)
 		assert.Equal(t, int32(n), st.saves.Load(), "saves")
 		assert.Greater(t, st.most.Load(), int32(32), "saves under way at once")
-		assert.LessOrEqual(t, st.most.Load(), int32(65), "saves under way at once: maxHooksOff, and one on the partition")
+		assert.LessOrEqual(t, st.most.Load(), int32(65), "saves under way at once: maxOff, and one on the partition")
 		assert.Less(t, took, 40*time.Millisecond, "the Shutdown, on the bubble's clock")
 		assert.Equal(t, int32(1), loadsMost, "the loads came one ask at a time")
 	})
@@ -134,10 +140,7 @@ func TestQuickHooksStayOnTheirPartition(t *testing.T) {
 				s := storeSilo(t, st)
 				ctx := context.Background()
 				const n = 200
-				for i := range n {
-					_, err := s.Ask(ctx, grain.NewIntID("store", int64(i)), get{})
-					require.NoError(t, err)
-				}
+				askEach(t, s, "store", n)
 				handoffs := s.Stats().Handoffs
 				if slow == 1 {
 					assert.Zero(t, handoffs, "a load went off the partition after one long one")
@@ -199,10 +202,7 @@ func TestABlockingKindsTurnsRunSideBySide(t *testing.T) {
 				s := blockingSilo(t, st, opts...)
 				ctx := context.Background()
 				const n = 200
-				for i := range n { // active first: the activations are not what is timed
-					_, err := s.Ask(ctx, grain.NewIntID("io", int64(i)), get{})
-					require.NoError(t, err)
-				}
+				askEach(t, s, "io", n) // active first: the activations are not what is timed
 				t0 := time.Now()
 				errs := make(chan error, n)
 				for i := range n {
