@@ -6,7 +6,10 @@ import "github.com/granary-go/granary/queues"
 // never have one waiting (a message for an idle grain runs at once), so the
 // zero Mailbox is one nil pointer; its buffer is allocated on the first
 // Push and let go when the mailbox empties, so an idle grain holds no
-// buffer. Not safe for concurrent use: its partition's owner alone uses it.
+// buffer — or, with PushWith and PopWith, taken from and given back to the
+// Spares the mailboxes of a silo share, so that a backlog that comes and
+// goes allocates none. Not safe for concurrent use: its partition's owner
+// alone uses it.
 //
 // A backlog of up to segLen envelopes is one ring that grows by doubling;
 // a longer one goes on in further rings of segLen, chained, so that a
