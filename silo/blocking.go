@@ -31,7 +31,7 @@ import (
 // detector's first run of it took 0.3 ms), sends none off: a burst of new
 // grains past the activation cap then activated off the partition, beyond
 // the eviction's slices, 2,655 alive against a cap of 100. A partition
-// has at most maxOff hooks off at once — past them a hook runs on
+// has at most Config.MaxBlockingTurns hooks off at once — past them a hook runs on
 // the partition, which then waits for it — so a Shutdown of a million
 // grains saving to a slow store does not start a million goroutines, nor
 // a million saves at the store at once.
@@ -46,10 +46,6 @@ const hookOffAfter = 200 * time.Microsecond
 // answers some loads from a cache and others from a disk keeps its
 // hooks off.
 const hookOffRuns = 16
-
-// maxOff bounds the turns a partition has started off it at once — hooks
-// that block, the turns of a kind WithBlockingTurns — and that run on.
-const maxOff = 64
 
 // hookStats is what a kind knows of its recent hooks of one sort.
 type hookStats struct {
@@ -67,12 +63,13 @@ func (p *partition) hookBegin(w *worker, h *hookStats) (time.Time, bool) {
 }
 
 // startOff hands w's partition to another goroutine as w's turn is about
-// to block, if the partition has fewer than maxOff turns started off it,
-// and reports whether it did; the turn calls endOff as it ends if so.
-// No room, or the turn off already (the watchdog found its factory slow,
-// a give-up, an earlier startOff in the turn): it runs where it is.
+// to block, if fewer than Config.MaxBlockingTurns turns started off the
+// partition still run (Silo.maxOff), and reports whether it did; the turn
+// calls endOff as it ends if so. No room, or the turn off already (the
+// watchdog found its factory slow, a give-up, an earlier startOff in the
+// turn): it runs where it is.
 func (p *partition) startOff(w *worker) bool {
-	if p.offTurns.Add(1) > maxOff || !w.detach() {
+	if p.offTurns.Add(1) > p.s.maxOff || !w.detach() {
 		p.offTurns.Add(-1)
 		return false
 	}

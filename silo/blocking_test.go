@@ -180,7 +180,11 @@ func (g *blockingGrain) Receive(_ context.Context, _ *grain.Context, msg any) (a
 }
 
 func blockingSilo(t *testing.T, st *slowStore, opts ...silo.KindOption) *silo.Silo {
-	return newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour, IdleTimeout: -1}, func(s *silo.Silo) {
+	return blockingSiloBound(t, st, 0, opts...)
+}
+
+func blockingSiloBound(t *testing.T, st *slowStore, bound int, opts ...silo.KindOption) *silo.Silo {
+	return newSilo(t, silo.Config{Partitions: 1, HandoffThreshold: time.Hour, IdleTimeout: -1, MaxBlockingTurns: bound}, func(s *silo.Silo) {
 		require.NoError(t, silo.Register(s, "io", func(grain.ID) *blockingGrain { return &blockingGrain{st: st} }, opts...))
 	})
 }
@@ -250,4 +254,35 @@ func TestABlockingKindsGrainKeepsItsTurnsInOrder(t *testing.T) {
 		assert.Equal(t, int32(1), st.most.Load(), "its turns overlapped")
 		assert.GreaterOrEqual(t, s.Stats().Handoffs, uint64(n), "its turns went off the partition")
 	})
+}
+
+// Config.MaxBlockingTurns bounds the turns started off a partition at
+// once; negative, there is no bound, and every turn of 200 waits at once.
+func TestMaxBlockingTurnsBoundsTheTurnsOff(t *testing.T) {
+	for _, tc := range []struct {
+		bound    int
+		min, max int32
+	}{{8, 8, 9}, {-1, 200, 200}} {
+		t.Run(fmt.Sprintf("bound=%d", tc.bound), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				st := &slowStore{wait: 2 * time.Millisecond}
+				s := blockingSiloBound(t, st, tc.bound, silo.WithBlockingTurns())
+				ctx := context.Background()
+				const n = 200
+				askEach(t, s, "io", n)
+				errs := make(chan error, n)
+				for i := range n {
+					go func() {
+						_, err := s.Ask(ctx, grain.NewIntID("io", int64(i)), i)
+						errs <- err
+					}()
+				}
+				for range n {
+					require.NoError(t, <-errs)
+				}
+				assert.GreaterOrEqual(t, st.most.Load(), tc.min, "turns under way at once")
+				assert.LessOrEqual(t, st.most.Load(), tc.max, "turns under way at once")
+			})
+		})
+	}
 }

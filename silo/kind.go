@@ -294,10 +294,10 @@ func WithTimerKeepAlive() KindOption { return func(k *kind) { k.timerKeepAlive =
 // microsecond, so a kind whose turns mostly compute keeps its own
 // partition and marks its waits with Await. The grain itself still runs
 // one turn at a time — its kind's interleaving aside — its later messages
-// waiting in its mailbox for the turn to end. A partition has at most 64
-// turns started off it at once; past them a turn runs on the partition,
-// which waits for it, so a burst of blocking work does not start a
-// goroutine a message.
+// waiting in its mailbox for the turn to end. A partition has at most
+// Config.MaxBlockingTurns (64 by default) turns started off it at once;
+// past them a turn starts on the partition like any other, so a burst of
+// blocking work does not start a goroutine a message all at once.
 func WithBlockingTurns() KindOption { return func(k *kind) { k.blocking = true } }
 
 // Register registers a grain kind with the silo: factory builds a fresh grain

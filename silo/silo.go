@@ -47,6 +47,7 @@ type Silo struct {
 	locator directory.Local
 	clock   clock.Clock
 	realClk bool         // clock is clock.Real(): time.Now and time.AfterFunc
+	maxOff  int32        // Config.MaxBlockingTurns, math.MaxInt32 for no bound (blocking.go)
 	oneP    bool         // GOMAXPROCS was 1 at Start (yield.go)
 	sincer  clock.Sincer // clock's, if it has one: the owners read it (partition.tick)
 	epoch   time.Time
@@ -164,6 +165,10 @@ func New(cfg Config) (*Silo, error) {
 	s.letInMeta0.MayInterleave = true
 	s.sincer, _ = cfg.Clock.(clock.Sincer)
 	s.realClk = cfg.Clock == clock.Real()
+	s.maxOff = math.MaxInt32
+	if cfg.MaxBlockingTurns >= 0 {
+		s.maxOff = int32(min(cfg.MaxBlockingTurns, math.MaxInt32))
+	}
 	s.cpu = processCPU
 	limit := 0
 	if cfg.MaxActivations > 0 {
