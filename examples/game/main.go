@@ -5,12 +5,15 @@
 // follow a player's matches through an observer the player tells. A
 // player's record outlives its activation: OnActivate loads it from a
 // Records store and OnDeactivate saves it, as an Orleans grain reads and
-// writes its persistent state (in memory here; a database behind the same
-// two methods in a real deployment).
+// writes its persistent state (in memory here, each load and save waiting
+// -store-latency first, 1 ms by default, as a database's round trip would:
+// a plain blocking call, which the silo runs off the partition once it
+// sees hooks block; a database behind the same two methods in a real
+// deployment).
 //
 // By default it simulates bots for a while and prints a summary:
 //
-//	go run ./examples/game [-players 200] [-duration 2s]
+//	go run ./examples/game [-players 200] [-duration 2s] [-store-latency 1ms]
 //
 // With -http it serves the game instead, until interrupted (SIGINT or
 // SIGTERM), then shuts its silo down gracefully:
@@ -48,8 +51,13 @@ func main() {
 	duration := flag.Duration("duration", 2*time.Second, "how long the bots play")
 	match := flag.Duration("match", 20*time.Millisecond, "how long a match lasts")
 	addr := flag.String("http", "", "serve the HTTP API on this address instead of simulating")
+	latency := flag.Duration("store-latency", time.Millisecond, "how long each load and save of a player's record waits, as a database's round trip (simulating)")
 	flag.Parse()
-	if err := checkFlags(*players, *duration, *match, flag.Args()); err != nil {
+	err := checkFlags(*players, *duration, *match, flag.Args())
+	if err == nil {
+		err = checkLatency(*latency)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "game:", err)
 		flag.Usage()
 		os.Exit(2)
@@ -60,12 +68,11 @@ func main() {
 	// an interrupt, and the players' records are saved.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var err error
 	if *addr != "" {
 		err = serve(ctx, *addr, *match)
 	} else {
 		var sum summary
-		sum, err = simulate(ctx, *players, *duration, *match)
+		sum, err = simulate(ctx, *players, *duration, *match, *latency)
 		if err == nil {
 			fmt.Print(sum)
 		}
@@ -90,6 +97,14 @@ func checkFlags(players int, duration, match time.Duration, args []string) error
 		return fmt.Errorf("-duration %v: not negative", duration)
 	case match < time.Millisecond:
 		return fmt.Errorf("-match %v: a millisecond at least", match)
+	}
+	return nil
+}
+
+// checkLatency refuses a negative -store-latency.
+func checkLatency(latency time.Duration) error {
+	if latency < 0 {
+		return fmt.Errorf("-store-latency %v: not negative", latency)
 	}
 	return nil
 }
@@ -127,8 +142,11 @@ type summary struct {
 	Calls                          []KindCalls
 	DeadLetters                    int
 	// Saved is the wins in the players' records after the shutdown, which
-	// each player saved as it deactivated.
-	Saved int
+	// each player saved as it deactivated; Latency each save's wait at the
+	// store, and ShutdownTook the graceful Shutdown's whole time.
+	Saved        int
+	Latency      time.Duration
+	ShutdownTook time.Duration
 	// Watched is the player a spectator followed (an observer), and
 	// Events how many of its events the spectator received.
 	Watched string
@@ -186,7 +204,12 @@ func (s summary) String() string {
 		fmt.Fprintf(&b, "; and %d refused because the lobby's backlog was full — backpressure under a flood of bots, each a dead letter, reason overload; the bot asks again later", n)
 	}
 	b.WriteString(")\n")
-	fmt.Fprintf(&b, "records saved by the players as the silo shut down (OnDeactivate): %d wins\n", s.Saved)
+	fmt.Fprintf(&b, "records saved by the players as the silo shut down (OnDeactivate): %d wins", s.Saved)
+	if s.Latency > 0 {
+		// Each save blocks at the store; the silo runs them side by side.
+		fmt.Fprintf(&b, ", each save waiting %v at the store, %d players' in %v", s.Latency, s.Players, s.ShutdownTook.Round(time.Millisecond))
+	}
+	b.WriteString("\n")
 	if s.Watched != "" {
 		fmt.Fprintf(&b, "a spectator following %s (an observer) saw %d events: a start and a result for each of its matches\n", s.Watched, s.Events)
 	}
@@ -195,16 +218,16 @@ func (s summary) String() string {
 
 // simulate lets bots join matches for a while, waits for the matches in
 // play to end, and checks that the books balance.
-func simulate(ctx context.Context, players int, d, match time.Duration) (summary, error) {
-	return simulateWith(ctx, silo.Config{}, nil, players, d, match)
+func simulate(ctx context.Context, players int, d, match, latency time.Duration) (summary, error) {
+	return simulateWith(ctx, silo.Config{}, nil, players, d, match, latency)
 }
 
 // simulateWith is simulate on a silo configured as cfg, with the lobby's
 // kind options lobby: a test floods the lobby (a small backlog, turns
 // handed off at once) with fewer bots than the race detector's goroutine
 // limit.
-func simulateWith(ctx context.Context, cfg silo.Config, lobby []silo.KindOption, players int, d, match time.Duration) (summary, error) {
-	records := newMemRecords()
+func simulateWith(ctx context.Context, cfg silo.Config, lobby []silo.KindOption, players int, d, match, latency time.Duration) (summary, error) {
+	records := newSlowRecords(latency)
 	s, meter, err := newGameWith(cfg, lobby, match, slog.New(slog.DiscardHandler), records) // the summary has the counts
 	if err != nil {
 		return summary{}, err
@@ -311,9 +334,12 @@ func simulateWith(ctx context.Context, cfg silo.Config, lobby []silo.KindOption,
 	for _, n := range sum.Stats.DeadLetters {
 		sum.DeadLetters += int(n)
 	}
+	sum.Latency = latency
+	t0 := time.Now()
 	if err := s.Shutdown(ctx); err != nil {
 		return sum, err
 	}
+	sum.ShutdownTook = time.Since(t0)
 	// Every player saved its record as the silo shut down (OnDeactivate):
 	// the records hold every match too.
 	if _, sum.Saved, _ = records.totals(); sum.Saved != sum.Matches {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // Records is where players' records live between activations: a player
@@ -26,18 +27,51 @@ type Records interface {
 type memRecords struct {
 	mu sync.Mutex
 	m  map[string]PlayerStats
+	// latency is how long each Load and Save waits first, as a database's
+	// round trip would: a blocking call, as Go code makes one. The silo
+	// runs hooks that block side by side, off their partitions
+	// (docs/lifecycle.md, "Hooks that block").
+	latency time.Duration
 }
 
 func newMemRecords() *memRecords { return &memRecords{m: make(map[string]PlayerStats)} }
 
-func (r *memRecords) Load(_ context.Context, name string) (PlayerStats, bool, error) {
+// newSlowRecords is memRecords whose every Load and Save waits latency.
+func newSlowRecords(latency time.Duration) *memRecords {
+	r := newMemRecords()
+	r.latency = latency
+	return r
+}
+
+// wait is the store's round trip: latency, or less if ctx ends first.
+func (r *memRecords) wait(ctx context.Context) error {
+	if r.latency <= 0 {
+		return nil
+	}
+	t := time.NewTimer(r.latency)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+func (r *memRecords) Load(ctx context.Context, name string) (PlayerStats, bool, error) {
+	if err := r.wait(ctx); err != nil {
+		return PlayerStats{}, false, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st, ok := r.m[name]
 	return st, ok, nil
 }
 
-func (r *memRecords) Save(_ context.Context, st PlayerStats) error {
+func (r *memRecords) Save(ctx context.Context, st PlayerStats) error {
+	if err := r.wait(ctx); err != nil {
+		return err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.m[st.Name] = st
