@@ -16,12 +16,12 @@ import (
 // let messages in while a turn waits. chain is plain, but calls with
 // silo.AllowCallChainReentrancy; mayin lets in hops with an odd seed;
 // swre is a stateless worker that is reentrant too — the guide's kind for
-// work that waits; blk is plain and reblk reentrant, each WithBlockingTurns
-// (every turn starts off its partition). A run registers defaultKinds
-// unless -kinds says.
+// work that waits; blk is plain, reblk reentrant and swblk a stateless
+// worker, each WithBlockingTurns (every turn starts off its partition). A
+// run registers defaultKinds unless -kinds says.
 const (
 	defaultKinds = "plain,reent,mayin,sw,chain"
-	allKinds     = defaultKinds + ",swre,blk,reblk"
+	allKinds     = defaultKinds + ",swre,blk,reblk,swblk"
 )
 
 // hop is the one message of the run: a turn that receives it makes Depth

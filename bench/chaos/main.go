@@ -275,6 +275,7 @@ func (r *run) register(s *silo.Silo) error {
 		"swre":  {silo.WithStatelessWorker(0), silo.WithReentrant()},
 		"blk":   {silo.WithBlockingTurns()},
 		"reblk": {silo.WithReentrant(), silo.WithBlockingTurns()},
+		"swblk": {silo.WithStatelessWorker(0), silo.WithBlockingTurns()},
 	}
 	sup, err := supervision(r.cfg.supervise)
 	if err != nil {
