@@ -66,6 +66,22 @@ func askEach(t *testing.T, s *silo.Silo, kind string, n int) {
 	}
 }
 
+// askAllAtOnce asks grains 0 to n-1 of kind each for its own number, all
+// at once, and waits for every answer.
+func askAllAtOnce(t *testing.T, s *silo.Silo, kind string, n int) {
+	t.Helper()
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := s.Ask(context.Background(), grain.NewIntID(kind, int64(i)), i)
+			errs <- err
+		}()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+}
+
 // storeSilo is a started silo of one partition whose watchdog never hands
 // a turn off (a threshold of an hour): what runs side by side does so
 // because the silo started it off the partition.
@@ -77,9 +93,9 @@ func storeSilo(t *testing.T, st *slowStore) *silo.Silo {
 
 // A Shutdown of grains whose OnDeactivate blocks on a store saves side by
 // side: the first two saves took long, so the kind's next ones start off
-// the partition (blocking.go), at most maxOff (64) at once and one more
-// on the partition. One after another, 200 saves of 2 ms took 400 ms and
-// never more than one was under way.
+// the partition (blocking.go), at most Config.MaxBlockingTurns (64 by
+// default) at once and one more on the partition. One after another, 200
+// saves of 2 ms took 400 ms and never more than one was under way.
 func TestAShutdownSavesSideBySideWhenSavesBlock(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		st := &slowStore{wait: 2 * time.Millisecond}
@@ -94,7 +110,7 @@ func TestAShutdownSavesSideBySideWhenSavesBlock(t *testing.T) {
 		took := time.Since(t0)
 		assert.Equal(t, int32(n), st.saves.Load(), "saves")
 		assert.Greater(t, st.most.Load(), int32(32), "saves under way at once")
-		assert.LessOrEqual(t, st.most.Load(), int32(65), "saves under way at once: maxOff, and one on the partition")
+		assert.LessOrEqual(t, st.most.Load(), int32(65), "saves under way at once: MaxBlockingTurns, and one on the partition")
 		assert.Less(t, took, 40*time.Millisecond, "the Shutdown, on the bubble's clock")
 		assert.Equal(t, int32(1), loadsMost, "the loads came one ask at a time")
 	})
@@ -204,20 +220,10 @@ func TestABlockingKindsTurnsRunSideBySide(t *testing.T) {
 					opts = append(opts, silo.WithBlockingTurns())
 				}
 				s := blockingSilo(t, st, opts...)
-				ctx := context.Background()
 				const n = 200
 				askEach(t, s, "io", n) // active first: the activations are not what is timed
 				t0 := time.Now()
-				errs := make(chan error, n)
-				for i := range n {
-					go func() {
-						_, err := s.Ask(ctx, grain.NewIntID("io", int64(i)), i)
-						errs <- err
-					}()
-				}
-				for range n {
-					require.NoError(t, <-errs)
-				}
+				askAllAtOnce(t, s, "io", n)
 				took := time.Since(t0)
 				if !blocking {
 					assert.Equal(t, int32(1), st.most.Load(), "turns under way at once")
@@ -267,19 +273,9 @@ func TestMaxBlockingTurnsBoundsTheTurnsOff(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				st := &slowStore{wait: 2 * time.Millisecond}
 				s := blockingSiloBound(t, st, tc.bound, silo.WithBlockingTurns())
-				ctx := context.Background()
 				const n = 200
 				askEach(t, s, "io", n)
-				errs := make(chan error, n)
-				for i := range n {
-					go func() {
-						_, err := s.Ask(ctx, grain.NewIntID("io", int64(i)), i)
-						errs <- err
-					}()
-				}
-				for range n {
-					require.NoError(t, <-errs)
-				}
+				askAllAtOnce(t, s, "io", n)
 				assert.GreaterOrEqual(t, st.most.Load(), tc.min, "turns under way at once")
 				assert.LessOrEqual(t, st.most.Load(), tc.max, "turns under way at once")
 			})
