@@ -39,7 +39,7 @@ type ctl struct {
 	a     *act
 	res   turnResult
 	first queues.Envelope // opTurnDone: the first message of a failed activation; opDeactivate, opStop: the target; opRewalk: the call, or with no request, the grain of up to walk behind
-	ahead int             // opStop: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go); opDrain: 1 if the settling's bound ended it; opRewalk: a's partition
+	ahead int             // opStop, opShutdown: messages queued ahead of it (queues.Queue.PushControlAt); opIdleTick, opShed: the share to shed, in ppm (memory.go); opDrain: 1 if the settling's bound ended it; opRewalk: a's partition
 	list  chan<- []*act   // opList: where the partition's activations go (list.go)
 	calls []waitCall      // opRewalk: the calls of a's turn left to walk again from after first, then behind a, in partition ahead (deadlock.go)
 	up    queues.Chain    // opRewalk: the call chain of a's turn, behind whose grains to walk after a, the nearest last
@@ -98,6 +98,7 @@ func (p *partition) control(w *worker, c ctl) bool {
 	case opShutdown:
 		if p.mode == modeRunning {
 			p.mode = modeSettling
+			p.shutAt = stopPoint{set: true, seq: p.batch.Seq(), ahead: c.ahead}
 			p.dir.All(func(_ grain.ID, a *act) bool {
 				p.stopTimers(a)
 				if a.State() == activation.Backoff && a.Mailbox.Len() > 0 {

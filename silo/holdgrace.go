@@ -52,10 +52,12 @@ import (
 // 40 ms, refused or dead letters, and with the grace none
 // (TestAGrainThatKeptUpHeldOffItsCoreRefusesNothing; a grain behind with
 // room left and nobody waiting, TestAGrainBehindWithRoomKeepsItsSenderThroughAGrace,
-// needed a rule of its own then). A turn the monitor did not take has
-// none: a call detaches its turn as it begins to wait, known to wait,
-// maybe on a grain of this partition. Nor has a deactivation: what comes
-// for a deactivating grain waits for the activation that follows it. An
+// needed a rule of its own then). A turn that went off by its own choice —
+// a call, Await, a blocking kind's turn — has one too, from the moment
+// its backlog fills while it waits (waitGrace): it is known to wait, but
+// most waits are short. A call back on the waiting turn's chain passes
+// the door, whatever it is (Silo.atDoor). A deactivation has none: what
+// comes for a deactivating grain waits for the activation that follows it. An
 // activation given up on (acttimeout.go) in its grace leaves with it
 // (remove ends it, as it opens the grain's door), so nothing of its hold
 // is left for the grain that follows
@@ -97,12 +99,16 @@ func graceFor(threshold time.Duration) time.Duration {
 type holdGraces struct {
 	list []holdGrace // usually none, or one
 	t    *time.Timer
+	next time.Time // when t is set to fire; zero if it is not
 }
 
-// holdGrace is one grain's grace.
+// holdGrace is one grain's grace. Once over, with the grain's turn still
+// off, it stays listed, spent, until the turn ends (endGrace): one grace a
+// wait, so a grain blocked past its grace is not given another the next
+// time its backlog fills (waitGrace).
 type holdGrace struct {
 	a   *act      // the grain in grace
-	end time.Time // when it ends
+	end time.Time // when it ends; zero once spent
 	// base: the backlog the grain had at the handoff that it took while
 	// served (its senders held), which does not count toward its limit
 	// once its turn is off (heldGrain.base); 0 if it did not hold them
@@ -127,6 +133,11 @@ func (p *partition) graceFrom(from *worker) {
 	if a == nil {
 		return
 	}
+	p.startGrace(a)
+}
+
+// startGrace starts a's grace now, or starts it again.
+func (p *partition) startGrace(a *act) {
 	held := p.heldNow(a)
 	d := graceFor(p.s.cfg.HandoffThreshold)
 	gs := &p.grace
@@ -143,9 +154,37 @@ func (p *partition) graceFrom(from *worker) {
 	switch {
 	case gs.t == nil:
 		gs.t = time.AfterFunc(d, func() { p.q.PushControl(ctl{op: opGraceOver}) })
-	case len(gs.list) == 1:
+		gs.next = g.end
+	case gs.next.IsZero():
 		gs.t.Reset(d) // graces all last d: with others running, the timer is set for the first to end
+		gs.next = g.end
 	}
+}
+
+// waitGrace starts a grace for a grain whose backlog fills while a turn of
+// it waits off the partition by its own choice — in a call, in Await, a
+// turn of a kind registered WithBlockingTurns or a hook sent off
+// (blocking.go) — unless this wait has had one, and reports whether it
+// did. Such a turn is known to wait, but not for how long: most waits end
+// in microseconds or milliseconds (a grain that calls another, or writes
+// to a store, a message at a time), and the grain takes its next message
+// once it ends, as a served grain would. Without the grace the policy
+// applied at once, to a grain kept at its limit by its senders: one that
+// asked another grain a question a message, sent 2,000 tells at a backlog
+// limit of 100, handled 101 and lost 1,899, refused or dead letters after
+// their Tell returned nil; a kind WithBlockingTurns whose turns wrote for
+// 1 ms, the same (TestAGrainWaitingInACallHoldsItsSenders). A wait that
+// outlasts the grace overflows then, as a turn the monitor took does.
+// The grace starts as the backlog fills, not as the turn went off —
+// nothing records that — so a grain whose wait is long already when its
+// backlog fills keeps its senders a grace more before they are refused.
+func (p *partition) waitGrace(a *act) bool {
+	if p.mode != modeRunning || !a.busy() || a.State() > activation.Active || a.wantsDeactivate() || a.isStopping() ||
+		p.grace.index(a) >= 0 {
+		return false
+	}
+	p.startGrace(a)
+	return true
 }
 
 // index returns where a's grace is in the list, -1 if it has none.
@@ -169,7 +208,8 @@ func (gs *holdGraces) drop(i int) {
 // graced reports whether a is in a grace: its turn is off the partition,
 // but a full backlog of it holds its senders.
 func (p *partition) graced(a *act) bool {
-	return p.grace.index(a) >= 0
+	i := p.grace.index(a)
+	return i >= 0 && !p.grace.list[i].end.IsZero()
 }
 
 // endGrace ends the grace of a, if it has one: its turn is back.
@@ -188,17 +228,23 @@ func (p *partition) graceOver() {
 	now := time.Now()
 	var next time.Time
 	for i := 0; i < len(gs.list); {
-		g := gs.list[i]
-		if now.Before(g.end) {
+		g := &gs.list[i]
+		switch {
+		case g.end.IsZero() && g.a.busy(): // spent, its turn still off
+		case g.end.IsZero() || !now.Before(g.end) && !g.a.busy():
+			gs.drop(i) // back: nothing to apply
+			continue
+		case now.Before(g.end):
 			if next.IsZero() || g.end.Before(next) {
 				next = g.end
 			}
-			i++
-			continue
+		default:
+			g.end = time.Time{} // spent: listed until the turn ends
+			p.graceEnded(*g)
 		}
-		gs.drop(i)
-		p.graceEnded(g)
+		i++
 	}
+	gs.next = next
 	if !next.IsZero() {
 		gs.t.Reset(next.Sub(now))
 	}
@@ -235,6 +281,7 @@ func (p *partition) stopGrace() {
 		gs.t.Stop()
 		clear(gs.list)
 		gs.list = gs.list[:0]
+		gs.next = time.Time{}
 	}
 }
 

@@ -22,7 +22,9 @@ import (
 // faster than it handles them — does neither: its senders wait until its
 // backlog has room, bounded by their ctx, and the partition's other grains
 // go on (Stats().BacklogHolds counts such holds, Stats().BacklogWaits the
-// sends that waited).
+// sends that waited). So does a grain whose turns each wait a moment off
+// the partition — in a call to another grain, in Await, a turn of a kind
+// registered WithBlockingTurns — until a wait outlasts the grace below.
 //
 // The silo cannot tell a turn that blocks from one whose goroutine waits
 // for a core: on a machine whose cores are all busy — the program's own
@@ -30,9 +32,10 @@ import (
 // Config.HandoffThreshold and handed off. The grain keeps its senders
 // waiting for a grace of two HandoffThresholds, 100 ms at least, in which
 // a preempted turn is back (Go's scheduler, or a shared host's, holds a
-// turn off its core for tens of milliseconds at times); a turn still off
-// then counts as blocked, and the policy applies to what the grain was
-// sent past its limit. A sender that must not lose a message asks
+// turn off its core for tens of milliseconds at times) — or a turn that
+// waits off the partition ends its wait, the grace counted from the moment
+// its backlog filled; a turn still off then counts as blocked, and the
+// policy applies to what the grain was sent past its limit. A sender that must not lose a message asks
 // rather than tells, and retries on ErrOverloaded: a tell already on its
 // way when the backlog filled becomes a dead letter (RejectNewest) after
 // its Tell returned nil, where an ask's caller hears of it.

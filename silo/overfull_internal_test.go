@@ -149,7 +149,10 @@ func TestAHoldThatWentOffWhileSentToOpensItsDoorWhenItEnds(t *testing.T) {
 	p.hold(a) // its backlog filled while it was served
 	d, waiting := p.doorOf(id, id.Hash())
 	require.Equal(t, doorWait, d, "a sender waits at its door")
-	a.Turns++ // a turn of it runs, off the partition
+	// A turn of it runs off the partition, past the grace of its wait:
+	// its grace spent (waitGrace).
+	a.Turns++
+	p.grace.list = append(p.grace.list, holdGrace{a: a})
 	p.backlogFull(a, &env)
 	a.Turns-- // back, served, its backlog empty
 	p.holding()

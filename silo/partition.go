@@ -63,6 +63,7 @@ type partition struct {
 	actFails   map[grain.ID]*actFailure // identities whose activation failed lately; nil when none
 	actWatch   []actWatch               // activation turns handed off while they ran (acttimeout.go)
 	stopsAhead map[grain.ID]stopPoint   // Stops of inactive grains read with the current batch; nil when none
+	shutAt     stopPoint                // where the Shutdown stood among the messages (sentBeforeShutdown)
 	backoffs   map[*act]*grainTimer     // restarts' backoffs under way, in the timer heap (backOff); nil when none
 	ahead      aheadScan                // the look for work under way in the current batch (ahead.go)
 	ready      []*act

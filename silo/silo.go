@@ -392,7 +392,9 @@ func (s *Silo) beginStop(op ctlOp) bool {
 		} else {
 			p.q.Close()
 		}
-		p.q.PushControl(ctl{op: op})
+		// Placed among the messages: those queued ahead of a Shutdown
+		// were sent before it (sentBeforeShutdown).
+		p.q.PushControlAt(func(ahead int) ctl { return ctl{op: op, ahead: ahead} })
 	}
 	return true
 }

@@ -369,7 +369,7 @@ func (p *partition) holding() {
 		case p.mode != modeRunning || a.State() != activation.Active && !p.activatingInGrace(a) || a.wantsDeactivate() || a.isStopping():
 			p.openDoor(&h)
 			continue
-		case a.busy() && !p.graced(a):
+		case a.busy() && !p.graced(a) && !p.waitGrace(a):
 			h.goOff()
 			p.openDoor(&h)
 		case a.Mailbox.Len() >= a.k.maxBacklog:
