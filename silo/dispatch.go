@@ -124,9 +124,9 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	// which came first. (Calls back on a waiting turn's chain, of any kind,
 	// were let in above.) With room left after the flush, nothing that may
 	// go in is left in the mailbox.
-	if p.letsIn(a, env) && p.interleaveRoom(a) {
+	if p.letsIn(a, env) && (p.interleaveRoom(a) || turnsAsk(env)) {
 		p.flushMailbox(a)
-		if p.interleaveRoom(a) {
+		if p.interleaveRoom(a) || turnsAsk(env) {
 			p.interleave(a, *env)
 			return true
 		}
@@ -550,8 +550,19 @@ func (p *partition) flushMailbox(a *act) {
 // waits for the turn token on a goroutine of its own, so their number is
 // bounded by the kind's backlog limit, as the mailbox is: past it, messages
 // wait in the mailbox under its overflow policy, and go in as turns end
-// (finish calls flushMailbox).
+// (finish calls flushMailbox) — but an ask from a grain's turn (turnsAsk).
 func (p *partition) interleaveRoom(a *act) bool { return int(a.Turns) <= a.k.maxBacklog }
+
+// turnsAsk reports whether env is an ask from a grain's turn, which goes
+// into an interleaving grain that lets it in whatever its bound: its
+// caller waits for it, and the grain's waiting turns may wait for its
+// caller — a deadlock across chains that the walk does not see, since such
+// a grain lets in what comes, as far as it knows: queued behind the bound,
+// such asks waited for their deadline (bench/chaos -backlog 4 with a
+// reentrant kind; TestATurnsAskPassesAReentrantGrainsBound). They are as
+// many as the turns that wait for them, so the bound still holds what
+// floods a grain: tells, and asks from outside.
+func turnsAsk(env *queues.Envelope) bool { return env.Request != nil && env.Meta != nil }
 
 // callsBackWaitingTurn reports whether env is a call back into a, on the
 // call chain of a turn of a's that waits for it, and allowed to re-enter

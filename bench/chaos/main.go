@@ -52,6 +52,7 @@ type config struct {
 	hookCallEvery  int           // an OnDeactivate calls out one time in this many
 	actCallEvery   int           // an OnActivate calls out one time in this many
 	hookWait       time.Duration // each OnActivate and OnDeactivate waits this long first, as for a store
+	backlog        int           // every kind's backlog limit, RejectNewest (0: the silo's default)
 	tickEvery      int           // an activation starts a timer one time in this many
 	tickPeriod     time.Duration // its period
 	stopEvery      int           // a hop's turn, or a client before its hop, stops a random grain (Silo.Stop) one time in this many (0: never)
@@ -102,6 +103,7 @@ func main() {
 	flag.IntVar(&cfg.tellEvery, "tell", cfg.tellEvery, "a hop is a tell, not an ask, one time in this many")
 	flag.IntVar(&cfg.hookCallEvery, "hookcall", cfg.hookCallEvery, "an OnDeactivate calls other grains one time in this many (0: never)")
 	flag.IntVar(&cfg.actCallEvery, "actcall", cfg.actCallEvery, "an OnActivate calls other grains one time in this many (0: never)")
+	flag.IntVar(&cfg.backlog, "backlog", cfg.backlog, "every kind's backlog limit (WithMaxBacklog, RejectNewest): a grain's senders wait at its door, or are refused, and what was on its way is dropped as overload (0: the silo's default)")
 	flag.DurationVar(&cfg.hookWait, "hookwait", cfg.hookWait, "each OnActivate and OnDeactivate first blocks this long, as a load or a save at a store would: hooks that block run off their partition (0: none)")
 	flag.IntVar(&cfg.tickEvery, "tickcall", cfg.tickEvery, "an activation starts a timer whose ticks call other grains one time in this many (0: never)")
 	flag.DurationVar(&cfg.tickPeriod, "tickperiod", cfg.tickPeriod, "the timers' period")
@@ -165,8 +167,8 @@ type run struct {
 func runChaos(ctx context.Context, cfg config, log io.Writer) (verdict, error) {
 	if cfg.keys < 1 || cfg.clients < 1 || cfg.tellEvery < 1 || cfg.fan < 1 || (cfg.observers > 0 && cfg.obsEvery < 1) ||
 		min(cfg.depth, cfg.stopEvery, cfg.deactOutEvery, cfg.shutdownAt, cfg.actFailEvery, cfg.actHangEvery, cfg.deactHangEvery, cfg.observers, cfg.awaitEvery) < 0 ||
-		(cfg.actHangEvery > 0 && cfg.actTimeout <= 0) || (cfg.deactHangEvery > 0 && cfg.hookTimeout <= 0) || cfg.hookWait < 0 {
-		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers, -acttimeout with -acthang, -hooktimeout with -deacthang) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail, -acthang, -deacthang, -observers, -await and -hookwait at least 0")
+		(cfg.actHangEvery > 0 && cfg.actTimeout <= 0) || (cfg.deactHangEvery > 0 && cfg.hookTimeout <= 0) || cfg.hookWait < 0 || cfg.backlog < 0 {
+		return verdict{}, errors.New("-keys, -clients, -tell and -fan (and -obsevery with -observers, -acttimeout with -acthang, -hooktimeout with -deacthang) must be at least 1, -depth, -stop, -deactout, -shutdownat, -actfail, -acthang, -deacthang, -observers, -await, -hookwait and -backlog at least 0")
 	}
 	r := &run{cfg: cfg, kinds: strings.Split(cfg.kinds, ","), led: newLedger(), log: log}
 	for _, k := range r.kinds {
@@ -280,6 +282,9 @@ func (r *run) register(s *silo.Silo) error {
 	sup, err := supervision(r.cfg.supervise)
 	if err != nil {
 		return err
+	}
+	if r.cfg.backlog > 0 {
+		sup = append(sup, silo.WithMaxBacklog(r.cfg.backlog, silo.RejectNewest))
 	}
 	for _, k := range r.kinds {
 		if err := silo.Register(s, k, r.newGrain, append(opts[k], sup...)...); err != nil {

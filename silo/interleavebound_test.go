@@ -1,0 +1,75 @@
+package silo_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/granary-go/granary/grain"
+	"github.com/granary-go/granary/silo"
+)
+
+// An ask from a grain's turn goes into a reentrant grain while a turn of it
+// waits, past the bound the kind's backlog limit sets on its interleaved
+// turns: its caller waits for it, and the grain's waiting turns may wait
+// for its caller. Queued behind the bound, the ask closed a deadlock the
+// walk across chains does not see — the reentrant grain's turns let
+// everything in, as far as it knows — and every ask of it waited for its
+// deadline (bench/chaos with -backlog 4 and a reentrant kind: 18–156 asks
+// timed out in a run). The bound holds for tells, and for asks from outside
+// the silo, which no turn waits for.
+func TestATurnsAskPassesAReentrantGrainsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := silo.New(silo.Config{Partitions: 1})
+		require.NoError(t, err)
+		gate := make(chan struct{})
+		// r's turns call b; b's first turn waits for gate, then asks r —
+		// on a chain of its own, from outside.
+		require.NoError(t, silo.Register(s, "r", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "q" {
+					return "ok", nil
+				}
+				return silo.Call[string](ctx, s, grain.NewID("b", "b"), "work")
+			}
+		}, silo.WithReentrant(), silo.WithMaxBacklog(1, silo.RejectNewest)))
+		require.NoError(t, silo.Register(s, "b", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "start" {
+					if err := silo.Await(ctx, func() error { <-gate; return nil }); err != nil {
+						return nil, err
+					}
+					return silo.Call[string](ctx, s, grain.NewID("r", "r"), "q")
+				}
+				return "done", nil
+			}
+		}))
+		require.NoError(t, s.Start())
+		defer s.Close()
+		ctx := t.Context()
+		bDone := make(chan error, 1)
+		go func() {
+			_, err := silo.Call[string](ctx, s, grain.NewID("b", "b"), "start")
+			bDone <- err
+		}()
+		synctest.Wait() // b's turn waits for gate
+		rDone := make(chan error, 2)
+		for range 2 { // two turns of r in flight, its bound: both wait behind b's turn
+			go func() {
+				_, err := silo.Call[string](ctx, s, grain.NewID("r", "r"), "call-b")
+				rDone <- err
+			}()
+		}
+		synctest.Wait()
+		start := time.Now()
+		close(gate)
+		require.NoError(t, <-bDone)
+		require.NoError(t, <-rDone)
+		require.NoError(t, <-rDone)
+		assert.Zero(t, time.Since(start), "an ask waited for its deadline")
+	})
+}
