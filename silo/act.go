@@ -149,8 +149,10 @@ type actExtra struct {
 	callMu sync.Mutex // guards the turns' holdsToken and calls (see leaveToken)
 	// owner: how many messages in the mailbox its kind's WithMayInterleave
 	// predicate let in, so that flushMailbox looks through it only when one
-	// may go in
-	mayIn int
+	// may go in; and how many asks from grains' turns in it may go in — a
+	// reentrant kind's, or those its predicate let in — which go in past
+	// the bound on interleaved turns (turnsAsk)
+	mayIn, turnAsks int32
 }
 
 // deactHook is what bounds a running OnDeactivate.

@@ -541,6 +541,22 @@ func (p *partition) flushMailbox(a *act) {
 			}
 		}
 	}
+	if x := a.x.Load(); x != nil && x.turnAsks > 0 {
+		// Past the bound, the asks from turns go in all the same
+		// (turnsAsk): they came while no turn waited, and wait behind
+		// the bound for turns that may wait for their callers. Once round
+		// the mailbox, the rest put back in their order. (Counted only
+		// where they may go in, so a mailbox is looked through only when
+		// one does.)
+		for n := a.Mailbox.Len(); n > 0; n-- {
+			env, _ := p.mbPop(a)
+			if turnsAsk(&env) && (a.k.reentrant || env.Meta.MayInterleave) {
+				p.interleave(a, env)
+			} else {
+				p.mbPush(a, env)
+			}
+		}
+	}
 	if a.isOverfull() && a.Mailbox.Len() < a.k.maxBacklog {
 		p.setOverfull(a, false)
 	}

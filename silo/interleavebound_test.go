@@ -73,3 +73,75 @@ func TestATurnsAskPassesAReentrantGrainsBound(t *testing.T) {
 		assert.Zero(t, time.Since(start), "an ask waited for its deadline")
 	})
 }
+
+// An ask from a grain's turn that came while no turn of a reentrant grain
+// waited — its one turn running off the partition — waits in its mailbox,
+// with what came before it; once a turn waits, it goes in past the bound
+// too, not only what the bound has room for. Left behind the bound, it
+// waited for the grain's turns, which waited for its caller, until the
+// grace of the grain's wait ended (holdgrace.go) and dropped it with the
+// rest past its limit: the ask failed as overload, 100 ms on.
+func TestATurnsAskInTheMailboxPassesAReentrantGrainsBound(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := silo.New(silo.Config{Partitions: 1})
+		require.NoError(t, err)
+		gateA, gateB, gateH := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		// r's first turn runs off its partition (a blocking kind) until
+		// gateA, then calls b, as each of its other turns does.
+		require.NoError(t, silo.Register(s, "r", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				switch msg {
+				case "q":
+					return "ok", nil
+				case "a":
+					<-gateA
+				}
+				return silo.Call[string](ctx, s, grain.NewID("b", "b"), "work")
+			}
+		}, silo.WithReentrant(), silo.WithBlockingTurns(), silo.WithMaxBacklog(2, silo.RejectNewest)))
+		require.NoError(t, silo.Register(s, "b", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "start" {
+					if err := silo.Await(ctx, func() error { <-gateB; return nil }); err != nil {
+						return nil, err
+					}
+					return silo.Call[string](ctx, s, grain.NewID("r", "r"), "q")
+				}
+				return "done", nil
+			}
+		}))
+		require.NoError(t, silo.Register(s, "h", func(grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) {
+				<-gateH // holds the partition: what comes meanwhile waits in its queue
+				return "held", nil
+			}
+		}))
+		require.NoError(t, s.Start())
+		defer s.Close()
+		ctx := t.Context()
+		done := make(chan error, 7)
+		call := func(id grain.ID, msg string) {
+			go func() {
+				_, err := silo.Call[string](ctx, s, id, msg)
+				done <- err
+			}()
+			synctest.Wait()
+		}
+		call(grain.NewID("b", "b"), "start") // waits for gateB
+		call(grain.NewID("r", "r"), "a")     // runs until gateA, waiting for nothing
+		call(grain.NewID("h", "h"), "hold")
+		for range 4 {
+			call(grain.NewID("r", "r"), "b") // queued
+		}
+		start := time.Now()
+		close(gateB) // b asks r, queued behind them
+		synctest.Wait()
+		close(gateH) // all of it into r's mailbox, r's turn off the partition
+		synctest.Wait()
+		close(gateA) // r's turn waits in its call: the mailbox goes in
+		for range 7 {
+			require.NoError(t, <-done)
+		}
+		assert.Zero(t, time.Since(start), "an ask waited for its deadline")
+	})
+}

@@ -851,8 +851,14 @@ func (p *partition) halt(a *act, why grain.DeactivationReason) {
 func (p *partition) mbPush(a *act, env queues.Envelope) {
 	a.Mailbox.PushWith(env, &p.s.mailboxes)
 	p.backlog.Add(1)
-	if env.Meta != nil && env.Meta.MayInterleave {
-		a.extra().mayIn++
+	if env.Meta != nil && (env.Meta.MayInterleave || env.Request != nil && a.k.reentrant) {
+		x := a.extra()
+		if env.Meta.MayInterleave {
+			x.mayIn++
+		}
+		if env.Request != nil {
+			x.turnAsks++ // an ask from a turn, which goes in past the bound
+		}
 	}
 }
 
@@ -907,8 +913,14 @@ func isTick(e *queues.Envelope) bool { return e.Tick() != nil }
 // mbPopped counts env out of a's mailbox.
 func (p *partition) mbPopped(a *act, env *queues.Envelope) {
 	p.backlog.Add(-1)
-	if env.Meta != nil && env.Meta.MayInterleave {
-		a.extra().mayIn--
+	if env.Meta != nil && (env.Meta.MayInterleave || env.Request != nil && a.k.reentrant) {
+		x := a.extra()
+		if env.Meta.MayInterleave {
+			x.mayIn--
+		}
+		if env.Request != nil {
+			x.turnAsks--
+		}
 	}
 }
 
@@ -918,7 +930,7 @@ func (p *partition) mbPopped(a *act, env *queues.Envelope) {
 func (p *partition) mbDrain(a *act, f func(queues.Envelope)) {
 	p.backlog.Add(-int64(a.Mailbox.Len()))
 	if x := a.x.Load(); x != nil {
-		x.mayIn = 0
+		x.mayIn, x.turnAsks = 0, 0
 	}
 	a.Mailbox.DrainWith(func(e queues.Envelope) {
 		if e.Tick() == nil {
