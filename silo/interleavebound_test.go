@@ -37,17 +37,7 @@ func TestATurnsAskPassesAReentrantGrainsBound(t *testing.T) {
 				return silo.Call[string](ctx, s, grain.NewID("b", "b"), "work")
 			}
 		}, silo.WithReentrant(), silo.WithMaxBacklog(1, silo.RejectNewest)))
-		require.NoError(t, silo.Register(s, "b", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "start" {
-					if err := silo.Await(ctx, func() error { <-gate; return nil }); err != nil {
-						return nil, err
-					}
-					return silo.Call[string](ctx, s, grain.NewID("r", "r"), "q")
-				}
-				return "done", nil
-			}
-		}))
+		registerAsksBack(t, s, gate)
 		require.NoError(t, s.Start())
 		defer s.Close()
 		ctx := t.Context()
@@ -99,17 +89,7 @@ func TestATurnsAskInTheMailboxPassesAReentrantGrainsBound(t *testing.T) {
 				return silo.Call[string](ctx, s, grain.NewID("b", "b"), "work")
 			}
 		}, silo.WithReentrant(), silo.WithBlockingTurns(), silo.WithMaxBacklog(2, silo.RejectNewest)))
-		require.NoError(t, silo.Register(s, "b", func(grain.ID) grain.Func {
-			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
-				if msg == "start" {
-					if err := silo.Await(ctx, func() error { <-gateB; return nil }); err != nil {
-						return nil, err
-					}
-					return silo.Call[string](ctx, s, grain.NewID("r", "r"), "q")
-				}
-				return "done", nil
-			}
-		}))
+		registerAsksBack(t, s, gateB)
 		require.NoError(t, silo.Register(s, "h", func(grain.ID) grain.Func {
 			return func(context.Context, *grain.Context, any) (any, error) {
 				<-gateH // holds the partition: what comes meanwhile waits in its queue
@@ -144,4 +124,22 @@ func TestATurnsAskInTheMailboxPassesAReentrantGrainsBound(t *testing.T) {
 		}
 		assert.Zero(t, time.Since(start), "an ask waited for its deadline")
 	})
+}
+
+// registerAsksBack registers on s the kind "b", whose "start" waits for
+// gate (in Await) and then asks "r/r" a "q", and which answers anything
+// else at once.
+func registerAsksBack(t *testing.T, s *silo.Silo, gate <-chan struct{}) {
+	t.Helper()
+	require.NoError(t, silo.Register(s, "b", func(grain.ID) grain.Func {
+		return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+			if msg == "start" {
+				if err := silo.Await(ctx, func() error { <-gate; return nil }); err != nil {
+					return nil, err
+				}
+				return silo.Call[string](ctx, s, grain.NewID("r", "r"), "q")
+			}
+			return "done", nil
+		}
+	}))
 }
