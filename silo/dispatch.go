@@ -225,17 +225,17 @@ func (p *partition) backlogFull(a *act, env *queues.Envelope) bool {
 	return false
 }
 
-// sentBeforeShutdown reports whether the message being delivered, past
-// a's full backlog as the silo settles, was sent before the Shutdown, to a
-// grain whose turns run (or whose first, its activation's, does): work
-// under way, which a Shutdown finishes. It
-// goes into a's backlog as it would have the moment before — a running
-// silo holds a grain's senders, not what they sent — rather than becoming
-// an overload dead letter after its Tell returned nil: two producers'
-// 2,000 tells to a grain of 1 ms turns and a limit of 100, all queued as
-// the Shutdown began, lost 900 (TestAShutdownFinishesWhatWasSentBeforeIt).
-// What turns send as the silo settles meets the limit as always: it bounds
-// a grain that sends itself ever more work.
+// sentBeforeShutdown reports whether the message being delivered, past a's
+// full backlog as the silo settles, was sent before the Shutdown, to a grain
+// whose turns run (or whose first, its activation's, does): work under way,
+// which a Shutdown finishes. It goes into a's backlog as it would have the
+// moment before — a running silo holds a grain's senders, not what they sent —
+// rather than becoming an overload dead letter after its Tell returned nil:
+// two producers' 2,000 tells to a grain of 1 ms turns and a limit of 100, all
+// queued as the Shutdown began, lost 900
+// (TestAShutdownFinishesWhatWasSentBeforeIt). What turns send as the silo
+// settles meets the limit as always: it bounds a grain that sends itself ever
+// more work.
 func (p *partition) sentBeforeShutdown(a *act) bool {
 	return p.mode == modeSettling && !p.shutAt.after(p.batch.Seq(), p.batch.Taken()-1) &&
 		a.State() <= activation.Active && !a.wantsDeactivate() && !a.isStopping()

@@ -13,18 +13,18 @@ import (
 // The door: what a sender finds for a grain whose backlog is full, before
 // its message goes into the partition queue.
 //
-// A grain whose turns do not run (blocked in a turn, activating, on its
-// way out) and whose backlog is full refuses at the door, by its
-// RejectNewest policy: the send fails with ErrOverloaded (backlogFull). A
-// grain whose turns run — served, sent messages faster than it handles
-// them, or in a grace (holdgrace.go): a turn of it held off its core, or
-// waiting a moment off the partition — makes its senders wait at the door
-// until its backlog has room, bounded by their ctx (hold, slice.go): its
-// senders are held back, and no other grain's. The partition's queue was held instead, until its backlog
-// had room, which held every sender of the partition, and let the grain's
-// backlog pass its limit by a queue's worth of messages whenever the hold
-// let go (a limit of 1,000 held 17,000 messages; docs/performance-log.md,
-// items 43 and 44).
+// A grain whose turns do not run (blocked in a turn, activating, on its way
+// out) and whose backlog is full refuses at the door, by its RejectNewest
+// policy: the send fails with ErrOverloaded (backlogFull). A grain whose turns
+// run — served, sent messages faster than it handles them, or in a grace
+// (holdgrace.go): a turn of it held off its core, or waiting a moment off the
+// partition — makes its senders wait at the door until its backlog has room,
+// bounded by their ctx (hold, slice.go): its senders are held back, and no
+// other grain's. The partition's queue was held instead, until its backlog had
+// room, which held every sender of the partition, and let the grain's backlog
+// pass its limit by a queue's worth of messages whenever the hold let go (a
+// limit of 1,000 held 17,000 messages; docs/performance-log.md, items 43 and
+// 44).
 //
 // Senders learn a grain's door from the partition's set of grains with a
 // door shut (ov), which the owner keeps: one atomic load tells most sends

@@ -173,7 +173,7 @@ func (p *partition) startGrace(a *act) {
 // asked another grain a question a message, sent 2,000 tells at a backlog
 // limit of 100, handled 101 and lost 1,899, refused or dead letters after
 // their Tell returned nil; a kind WithBlockingTurns whose turns wrote for
-// 1 ms, the same (TestAGrainWaitingInACallHoldsItsSenders). A wait that
+// 1 ms, the same (TestAGrainWhoseTurnsWaitHoldsItsSenders). A wait that
 // outlasts the grace overflows then, as a turn the monitor took does.
 // The grace starts as the backlog fills, not as the turn went off —
 // nothing records that — so a grain whose wait is long already when its
