@@ -68,3 +68,44 @@ func TestAFloodsShareIsAsLongAsTheDeliveries(t *testing.T) {
 	c.from = time.Now().Add(-c.share)
 	require.True(t, p.othersWait(&c, c.next), "the steps have run as long as the deliveries, and something waits")
 }
+
+// A long round defers only the grains the monitor's looks fell in: the
+// grain whose message was running when a look came is blamed, and once
+// the round has had its slice its further messages wait for its step;
+// the other grains that ran a message this round still run theirs as they
+// come. Deferring every grain that ran in a long round sent a busy
+// partition's whole traffic through mailboxes, and a hot grain among them
+// fell behind (TestAHotKeyOfABusyPartitionKeepsPace). The looks are
+// counted by hand here: no monitor runs.
+func TestALongRoundDefersOnlyTheGrainsTheLooksFellIn(t *testing.T) {
+	s, err := New(Config{Partitions: 1})
+	require.NoError(t, err)
+	p := s.parts[0] // not started: no monitor, no owner
+	look := func() { s.dog.looks.Add(1) }
+	p.round += 2
+	p.sliceAt, p.lastRan = s.dog.looks.Load(), nil
+	p.lookSeen = p.sliceAt
+	hot, cold, late := &act{}, &act{}, &act{}
+
+	p.ranInline(cold)
+	p.ranInline(hot)
+	look() // falls in hot's turn
+	p.ranInline(cold)
+	require.False(t, p.overSlice(hot), "blamed, but the round has not had its slice")
+	p.ranInline(hot)
+	p.ranInline(cold)
+	p.ranInline(late)
+	look() // falls in late's turn; the round has had its slice
+	require.True(t, p.overSlice(hot), "blamed by the first look")
+	require.False(t, p.overSlice(cold), "ran this round, but no look fell in its turns")
+	p.ranInline(cold) // the look is seen: late is blamed
+	require.True(t, p.overSlice(late), "blamed by the second look")
+	require.False(t, p.overSlice(cold))
+	require.False(t, p.overSlice(&act{}), "not run this round")
+
+	p.round += 2 // the next round: the blame was this round's
+	p.sliceAt = s.dog.looks.Load()
+	look()
+	look()
+	require.False(t, p.overSlice(hot), "blamed in the round before only")
+}

@@ -1,10 +1,13 @@
 package silo
 
 import (
+	"context"
 	"runtime"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/granary-go/granary/grain"
 	"github.com/stretchr/testify/require"
 )
 
@@ -96,4 +99,47 @@ func TestAYieldAcrossAStallOfTheProcessMarksNoHog(t *testing.T) {
 	d.now.Store(from - 1)
 	s.yieldSince(at)
 	require.Zero(t, d.hogged.Load(), "a yield the monitor did not see marked a hog")
+}
+
+// Stats.Stalls counts the stalls the monitor saw: its looks, while a turn
+// runs, at least hogYield apart (a HandoffThreshold that long, here) with
+// the process's CPU time standing still between them; none while the
+// process ran through them.
+func TestStatsCountTheStallsTheMonitorSaw(t *testing.T) {
+	for _, stood := range []bool{true, false} {
+		synctest.Test(t, func(t *testing.T) {
+			s, err := New(Config{Partitions: 1, HandoffThreshold: hogYield})
+			require.NoError(t, err)
+			began := time.Now()
+			s.cpu = func() (time.Duration, bool) {
+				if stood {
+					return time.Millisecond, true
+				}
+				return time.Since(began), true
+			}
+			running, release := make(chan struct{}), make(chan struct{})
+			require.NoError(t, Register(s, "g", func(grain.ID) grain.Func {
+				return func(context.Context, *grain.Context, any) (any, error) {
+					close(running)
+					<-release
+					return nil, nil
+				}
+			}))
+			require.NoError(t, s.Start())
+			ctx := t.Context()
+			require.NoError(t, s.Tell(ctx, grain.NewID("g", "a"), "wait"))
+			<-running
+			// The bubble's time: the monitor looks until the turn is handed
+			// off and every owner is parked.
+			time.Sleep(5 * hogYield)
+			synctest.Wait()
+			if stood {
+				require.Positive(t, s.Stats().Stalls, "the process stood still between looks")
+			} else {
+				require.Zero(t, s.Stats().Stalls, "the process ran through the looks")
+			}
+			close(release)
+			require.NoError(t, s.Shutdown(ctx))
+		})
+	}
 }

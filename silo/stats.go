@@ -47,6 +47,14 @@ type Stats struct {
 	// process kept its cores meanwhile (coresbusy.go); sampled, as every
 	// line is, by Config.LogSampling).
 	SlowTurns uint64
+	// Stalls counts the times the handoff monitor found the process had
+	// stood still as a whole: its own look at least 20 ms late, and the
+	// process using less than half of that time on the CPU — a container
+	// held at its CPU quota, a machine short of cores. Turns are late then
+	// through no grain's fault, and backlogs fill meanwhile. Counted only
+	// with the real clock (Config.Clock unset), and only where the process's
+	// CPU time can be read (Unix, Windows).
+	Stalls uint64
 	// QueueWaits counts sends that found their partition's queue full
 	// (Config.QueueCapacity) and waited for room: senders outpacing the
 	// grains. A send counts once however long it waited, and whether it
@@ -104,6 +112,7 @@ func (s *Silo) Stats() Stats {
 		Restarts:        s.restarts.Load(),
 		Stops:           s.stops.Load(),
 		SlowTurns:       s.slowTurns.Load(),
+		Stalls:          s.dog.stalls.Load(),
 		FailedTells:     s.failedTells.Load(),
 		Shed:            s.shedCount.Load(),
 		QueueWaits:      s.queueWaits.Load(),

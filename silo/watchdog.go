@@ -45,6 +45,9 @@ type watchdog struct {
 	// process had stood still since the one before (stall.go); a yield
 	// spanning it was no hog's doing
 	stalled atomic.Int64
+	// stalls counts the looks that found the process had stood still
+	// (Stats.Stalls)
+	stalls atomic.Uint64
 	// looks counts the monitor's looks: an owner's round that has seen
 	// deliverLooks of them has had its time slice (partition.sliceOver)
 	looks atomic.Uint32
@@ -110,6 +113,7 @@ func (s *Silo) watch() {
 			now := s.since()
 			if stall.see(now, s.cpu) {
 				d.stalled.Store(int64(now)) // before now: a yield that reads now sees it
+				d.stalls.Add(1)
 			}
 			d.now.Store(int64(now))
 		}
