@@ -58,3 +58,7 @@ func ProcessCPUKnown() bool {
 	_, ok := processCPU()
 	return ok
 }
+
+// ProcessCPU reads the process's CPU time, where the platform tells it
+// (cputime_*.go).
+var ProcessCPU = processCPU

@@ -420,6 +420,8 @@ func TestAHotKeyOfABusyPartitionKeepsPace(t *testing.T) {
 	s := newSilo(t, silo.Config{Partitions: 1}, nil)
 	ctx := ctxT(t)
 	hot := grain.NewID("counter", "hot")
+	cpu0, cpuOK := silo.ProcessCPU()
+	began := time.Now()
 	errs := make(chan error, senders)
 	for range senders {
 		go func() {
@@ -443,16 +445,24 @@ func TestAHotKeyOfABusyPartitionKeepsPace(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, senders*each/8, n, "the hot grain counted every message")
 	st := s.Stats()
-	// A hold is the machine's when the process stood still — twice in a
-	// CI run of every package under -race on two cores, once after
-	// slow-turn lines of 7–19 ms, once with none — and the monitor counts
-	// such stalls (Stats.Stalls): with eight busy loops beside the test,
-	// 20–35 a run, and a hold in about half the runs. Falling behind holds
-	// without one: the faulty code that deferred every grain that ran in
-	// a long round held once a run, no stall counted. (Under busy loops
-	// this cannot tell the two apart, and slow turns are no excuse: the
-	// faulty code had 3–6 a run there. The rule itself is checked without
-	// time in TestALongRoundDefersOnlyTheGrainsTheLooksFellIn.)
-	require.LessOrEqual(t, st.BacklogHolds, st.Stalls, "the hot grain fell behind until its backlog held its senders (slow turns %d)", st.SlowTurns)
+	// How much of the cores its three busy goroutines (the senders, the
+	// owner) could use the process had: under -race on two cores, 0.66–0.74
+	// alone, 0.24–0.30 beside four busy loops.
+	cpu1, _ := silo.ProcessCPU()
+	had := float64(cpu1-cpu0) / float64(time.Since(began)) / float64(min(runtime.GOMAXPROCS(0), senders+1))
+	if !cpuOK || had < 0.5 {
+		// Kept off its cores (a CI run of every package under -race on two
+		// cores, beside busy loops), the hot grain falls behind for want
+		// of a core now and then: a hold in one run of four or five, with
+		// the process standing still (Stats.Stalls) or not. Falling behind
+		// for want of the rule cannot be told from that here; the rule is
+		// checked without time in
+		// TestALongRoundDefersOnlyTheGrainsTheLooksFellIn.
+		t.Logf("the process had %.2f of its cores: %d holds not counted against the grain", had, st.BacklogHolds)
+	} else {
+		// With its cores, a hold is falling behind: the faulty code that
+		// deferred every grain that ran in a long round held once a run.
+		require.Zero(t, st.BacklogHolds, "the hot grain fell behind until its backlog held its senders (the process had %.2f of its cores)", had)
+	}
 	require.Empty(t, st.DeadLetters, "%v", st.DeadLetters)
 }
