@@ -92,13 +92,16 @@ func TestACallFromATurnWithAForeignCtxTimesOutSayingSo(t *testing.T) {
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorContains(t, err, "with a ctx that is not the turn's")
 
-	// A grain held in a turn: a call from a turn with its own ctx, and one
-	// from outside, time out — and say nothing of the ctx.
+	// A grain held in a turn: a call from a turn with a ctx made from its
+	// own, and one from outside, time out — and say nothing of the ctx.
+	// (Made without its deadline, the turn's ctx leaves the call to the
+	// silo's CallTimeout; the turn's own would keep the outer ask's 20 s,
+	// and the outer ask's timeout would race the inner call's.)
 	blocker := grain.NewID("counter", "x")
 	release := make(chan struct{})
 	defer close(release)
 	require.NoError(t, s.Tell(ctx, blocker, block{release}))
-	_, err = s.Ask(ctx, a, callWith{to: blocker, ctx: "turn"})
+	_, err = s.Ask(ctx, a, callWith{to: blocker, ctx: "withoutCancel"})
 	te = nil
 	require.ErrorAs(t, err, &te)
 	assert.False(t, te.ForeignContext, "%v", err)
