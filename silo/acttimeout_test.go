@@ -268,7 +268,7 @@ func TestAGiveUpBeforeTheHookBeginsSkipsIt(t *testing.T) {
 // letters (reason activation failed, the ask's error matching
 // ErrActivation), and the Shutdown, with nothing else to wait for,
 // returns. Before, the idle ticks that look at the watched activations
-// stopped as the Shutdown began: it waited out its ctx (2 s here, a
+// stopped as the Shutdown began: it waited out its ctx (10 s here, a
 // DeadlineExceeded), and the messages were a shutdown's dead letters.
 func TestAShutdownGivesUpOnAnActivationThatHangs(t *testing.T) {
 	for _, honour := range []bool{false, true} {
@@ -283,7 +283,7 @@ func TestAShutdownGivesUpOnAnActivationThatHangs(t *testing.T) {
 			go func() { _, err := s.Ask(ctx, id, "second"); asked <- err }()
 			waitBacklog(t, s, 1) // handed off: watched
 
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			defer cancel()
 			shut := make(chan error, 1)
 			go func() { shut <- s.Shutdown(sctx) }()

@@ -421,7 +421,7 @@ func TestShutdownDoesNotWaitOutARestartBackoff(t *testing.T) {
 	go func() { v, _ := e.s.Ask(e.ctx, id, whoAmI{}); got <- v }()
 	waitBacklog(t, e.s, 1)
 
-	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
 	require.NoError(t, e.s.Shutdown(ctx))
 	assert.Equal(t, 3, <-got, "the queued ask ran on the restarted grain")
@@ -449,7 +449,7 @@ func TestShutdownRestartsAGrainInBackoffForATurnsMessage(t *testing.T) {
 	started, gate := make(chan struct{}), make(chan struct{})
 	require.NoError(t, e.s.Tell(e.ctx, y, tellLater{started: started, until: gate, first: z, to: x, msg: incr{5}}))
 	<-started
-	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	ctx, cancel := context.WithTimeout(e.ctx, 10*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- e.s.Shutdown(ctx) }()

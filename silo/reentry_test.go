@@ -264,7 +264,7 @@ func newHolderWaiting(t *testing.T, limit int, hold <-chan struct{}, held *atomi
 func TestReentrantGrainWithTheLargestBacklogStillInterleaves(t *testing.T) {
 	for _, limit := range []int{min(1<<31, math.MaxInt), math.MaxInt} { // (1<<31 is MaxInt where int has 32 bits)
 		e := newHolderWaiting(t, limit, nil, nil)
-		pctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+		pctx, cancel := context.WithTimeout(e.ctx, 10*time.Second) // a guard: not let in, it would wait for good
 		v, err := silo.Call[string](pctx, e.s, e.id, "ping")
 		cancel()
 		require.NoError(t, err, "limit %d: a message interleaves while the turn waits", limit)

@@ -159,7 +159,7 @@ func TestStatelessWorkerSendsAroundABusyActivation(t *testing.T) {
 	require.NoError(t, e.s.Tell(ctx, id, poolWork{release})) // one activation blocks
 	e.waitEntered(t, 1)
 	for range 50 {
-		ask, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ask, cancel := context.WithTimeout(ctx, 10*time.Second) // a guard: sent to the blocked activation, it would wait for good
 		_, err := e.s.Ask(ask, id, "quick")
 		cancel()
 		require.NoError(t, err, "sent to the blocked activation")
