@@ -126,10 +126,13 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	// go in is left in the mailbox.
 	if p.letsIn(a, env) && (p.interleaveRoom(a) || turnsAsk(env)) {
 		p.flushMailbox(a)
-		if p.interleaveRoom(a) || turnsAsk(env) {
-			p.interleave(a, *env)
-			return true
+		if !p.interleaveRoom(a) {
+			// A turn's ask past the bound: what may go in and waits ahead
+			// of it goes first, its sender's earlier messages among them.
+			p.letInAhead(a, a.Mailbox.Len())
 		}
+		p.interleave(a, *env)
+		return true
 	}
 	if env.Request != nil && env.Meta != nil {
 		// An ask from a grain's turn, about to wait: the one step that can
@@ -544,21 +547,38 @@ func (p *partition) flushMailbox(a *act) {
 	if x := a.x.Load(); x != nil && x.turnAsks > 0 {
 		// Past the bound, the asks from turns go in all the same
 		// (turnsAsk): they came while no turn waited, and wait behind
-		// the bound for turns that may wait for their callers. Once round
-		// the mailbox, the rest put back in their order. (Counted only
-		// where they may go in, so a mailbox is looked through only when
-		// one does.)
-		for n := a.Mailbox.Len(); n > 0; n-- {
-			env, _ := p.mbPop(a)
-			if turnsAsk(&env) && (a.k.reentrant || env.Meta.MayInterleave) {
-				p.interleave(a, env)
-			} else {
-				p.mbPush(a, env)
-			}
-		}
+		// the bound for turns that may wait for their callers. Each takes
+		// along what may go in ahead of it (letInAhead), up to the last.
+		// (Counted only where they may go in, so a mailbox is looked
+		// through only when one does.)
+		p.letInAhead(a, int(x.turnAsks))
 	}
 	if a.isOverfull() && a.Mailbox.Len() < a.k.maxBacklog {
 		p.setOverfull(a, false)
+	}
+}
+
+// letInAhead lets in, as interleaved turns, what may go in from a's
+// mailbox up to the asks-th ask from a turn (turnsAsk) in it — with asks
+// the mailbox's length, all that may go in. The rest stays, in its order.
+// A turn's ask goes in past the bound, and what waits ahead of it goes
+// first: alone, it overtook its sender's earlier messages (a grain's two
+// tells and then its ask to a reentrant grain at its bound were handled
+// ask first: TestATurnsAskPastTheBoundKeepsItsSendersOrder). The bound is
+// passed by at most a backlog's worth.
+func (p *partition) letInAhead(a *act, asks int) {
+	// Once round the mailbox, whatever stays put back behind — all of it,
+	// which keeps its order.
+	for n := a.Mailbox.Len(); n > 0; n-- {
+		env, _ := p.mbPop(a)
+		if asks > 0 && (a.k.reentrant || env.Meta != nil && env.Meta.MayInterleave) {
+			if turnsAsk(&env) {
+				asks--
+			}
+			p.interleave(a, env)
+		} else {
+			p.mbPush(a, env)
+		}
 	}
 }
 

@@ -143,3 +143,50 @@ func registerAsksBack(t *testing.T, s *silo.Silo, gate <-chan struct{}) {
 		}
 	}))
 }
+
+// A turn's ask that goes into a reentrant grain past its bound takes along
+// what waits ahead of it in the grain's mailbox: its sender's earlier
+// messages among them, which run first, in the order sent. Alone past the
+// bound, it overtook them: a grain's two tells and then its ask to a
+// reentrant grain at its bound were handled ask first (found by
+// TestSeveralClientsAtOnceKeepEveryPromise: "message 2 handled after 4").
+func TestATurnsAskPastTheBoundKeepsItsSendersOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := silo.New(silo.Config{Partitions: 1})
+		require.NoError(t, err)
+		gate := make(chan struct{})
+		var got []string // r's turns hold its token in turn: no lock
+		require.NoError(t, silo.Register(s, "r", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "wait" {
+					return nil, silo.Await(ctx, func() error { <-gate; return nil })
+				}
+				got = append(got, msg.(string))
+				return "ok", nil
+			}
+		}, silo.WithReentrant(), silo.WithMaxBacklog(2, silo.RejectNewest)))
+		r := grain.NewID("r", "r")
+		require.NoError(t, silo.Register(s, "c", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, _ any) (any, error) {
+				for _, m := range []string{"m1", "m2"} {
+					if err := gc.Silo().Tell(ctx, r, m); err != nil {
+						return nil, err
+					}
+				}
+				return silo.Call[string](ctx, gc.Silo(), r, "m3")
+			}
+		}))
+		require.NoError(t, s.Start())
+		defer s.Close()
+		ctx := t.Context()
+		for range 3 { // r's first turn and two let in: its bound
+			require.NoError(t, s.Tell(ctx, r, "wait"))
+			synctest.Wait()
+		}
+		_, err = silo.Call[string](ctx, s, grain.NewID("c", "c"), "go")
+		require.NoError(t, err)
+		close(gate)
+		synctest.Wait()
+		require.Equal(t, []string{"m1", "m2", "m3"}, got)
+	})
+}
