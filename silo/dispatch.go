@@ -126,13 +126,17 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 	// go in is left in the mailbox.
 	if p.letsIn(a, env) && (p.interleaveRoom(a) || turnsAsk(env)) {
 		p.flushMailbox(a)
-		if !p.interleaveRoom(a) {
+		if p.interleaveRoom(a) {
+			p.interleave(a, *env)
+			return true
+		}
+		if turnsAsk(env) {
 			// A turn's ask past the bound: what may go in and waits ahead
 			// of it goes first, its sender's earlier messages among them.
 			p.letInAhead(a, a.Mailbox.Len())
+			p.interleave(a, *env)
+			return true
 		}
-		p.interleave(a, *env)
-		return true
 	}
 	if env.Request != nil && env.Meta != nil {
 		// An ask from a grain's turn, about to wait: the one step that can
