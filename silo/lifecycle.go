@@ -851,14 +851,24 @@ func (p *partition) halt(a *act, why grain.DeactivationReason) {
 func (p *partition) mbPush(a *act, env queues.Envelope) {
 	a.Mailbox.PushWith(env, &p.s.mailboxes)
 	p.backlog.Add(1)
-	if env.Meta != nil && (env.Meta.MayInterleave || env.Request != nil && a.k.reentrant) {
-		x := a.extra()
-		if env.Meta.MayInterleave {
-			x.mayIn++
-		}
-		if env.Request != nil {
-			x.turnAsks++ // an ask from a turn, which goes in past the bound
-		}
+	countMayGoIn(a, &env, 1)
+}
+
+// countMayGoIn adds d to a's counts of what waits in its mailbox and may
+// go in beside a waiting turn (actExtra.mayIn, turnAsks): a message its
+// kind's WithMayInterleave predicate let in, and an ask from a turn (to a
+// reentrant kind, or let in by the predicate), which goes in past the
+// bound on interleaved turns (turnsAsk).
+func countMayGoIn(a *act, env *queues.Envelope, d int32) {
+	if env.Meta == nil || !env.Meta.MayInterleave && (env.Request == nil || !a.k.reentrant) {
+		return
+	}
+	x := a.extra()
+	if env.Meta.MayInterleave {
+		x.mayIn += d
+	}
+	if env.Request != nil {
+		x.turnAsks += d
 	}
 }
 
@@ -913,15 +923,7 @@ func isTick(e *queues.Envelope) bool { return e.Tick() != nil }
 // mbPopped counts env out of a's mailbox.
 func (p *partition) mbPopped(a *act, env *queues.Envelope) {
 	p.backlog.Add(-1)
-	if env.Meta != nil && (env.Meta.MayInterleave || env.Request != nil && a.k.reentrant) {
-		x := a.extra()
-		if env.Meta.MayInterleave {
-			x.mayIn--
-		}
-		if env.Request != nil {
-			x.turnAsks--
-		}
-	}
+	countMayGoIn(a, env, -1)
 }
 
 // mbDrain empties a's mailbox, calling f for each message. Timer ticks are
