@@ -179,7 +179,7 @@ func (r *run) out(ctx context.Context, rt grain.Runtime, from grain.ID, parent u
 	calls := make([]call, n)
 	for i := range calls {
 		to, tell := r.target(rng)
-		calls[i] = call{to: to, tell: tell, h: hop{ID: r.led.send(tell, fmt.Sprintf("%s%s (%d) -> %s", where, from, parent, to)), Depth: depth, Seed: rng.Uint64()}}
+		calls[i] = call{to: to, tell: tell, h: hop{ID: r.led.send(tell, to, parent, fmt.Sprintf("%s%s (%d) -> %s", where, from, parent, to)), Depth: depth, Seed: rng.Uint64()}}
 	}
 	if n == 1 {
 		c := calls[0]
@@ -260,6 +260,8 @@ func (r *run) pick(rng *rand.Rand) grain.ID {
 
 // send sends one hop and records how it ended.
 func (r *run) send(ctx context.Context, rt grain.Runtime, from string, parent uint64, to grain.ID, h hop, tell bool, where string) {
+	r.led.sending(h.ID, to.Kind() == "mayin" && mayInterleave(h))
+	defer r.led.sentOff(h.ID)
 	if tell {
 		err := rt.Tell(ctx, to, h)
 		if err != nil && !errors.Is(err, silo.ErrOverloaded) && !errors.Is(err, grain.ErrObserverClosed) {

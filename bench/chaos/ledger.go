@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/granary-go/granary/grain"
 	"github.com/granary-go/granary/silo"
 )
 
@@ -51,12 +53,34 @@ type ledger struct {
 	slowest time.Duration
 
 	progress atomic.Uint64 // turns run and asks ended: a stall is none for a while
+
+	// clock orders what the ledger sees of sends and turns: a hop's send
+	// begins and ends, and its turn starts, each at a tick of it. A send
+	// that ended before another began pushed its hop first (the ticks are
+	// atomic: one's Add happens before the next's), and for a grain that
+	// keeps order, its turn starts first (see order).
+	clock atomic.Uint64
 }
 
-// sentHop is what the ledger knows of a hop when it was sent.
+// sentHop is what the ledger knows of a hop: how it was sent and, if its
+// turn began, when.
 type sentHop struct {
 	tell bool   // a tell: it must be handled or be a dead letter
 	key  string // the sender and the target, for a report
+	to   string // the target
+	// parent: the hop whose turn sent it — 0 from a client, a hook's or
+	// a tick's turn's ID (no hop's) from those
+	parent uint64
+	// ordered: the target keeps its senders' order — a grain, not a
+	// stateless worker's (its activations run side by side) or an
+	// observer; taken: the target's WithMayInterleave predicate takes it
+	ordered, taken bool
+	// begin and end: the clock as the send began and once it returned
+	// (an ask's once its reply came or it failed: later than its push,
+	// which only makes the check looser); 0 until then
+	begin, end uint64
+	started    uint64 // the clock as its turn began; 0: none began
+	outcome    string // how an ask ended, once it has
 }
 
 func newLedger() *ledger {
@@ -72,13 +96,43 @@ func newLedger() *ledger {
 	}
 }
 
-// send records a hop about to be sent and gives its ID.
-func (l *ledger) send(tell bool, key string) uint64 {
+// send records a hop about to be sent to to by the turn of hop parent (0:
+// by a client; a hook's or tick's turn's ID: by that) and gives its ID;
+// key names the sender and the target for a report.
+func (l *ledger) send(tell bool, to grain.ID, parent uint64, key string) uint64 {
 	id := l.next.Add(1)
 	l.mu.Lock()
-	l.sent[id] = sentHop{tell: tell, key: key}
+	l.sent[id] = sentHop{tell: tell, key: key, to: to.String(), parent: parent, ordered: keepsOrder(to.Kind())}
 	l.mu.Unlock()
 	return id
+}
+
+// keepsOrder says whether kind's grains handle what they are sent in the
+// order it was sent (docs/architecture.md, "Order"): every kind's but a
+// stateless worker's, whose activations run side by side.
+func keepsOrder(kind string) bool {
+	switch kind {
+	case "plain", "reent", "mayin", "chain", "blk", "reblk":
+		return true
+	}
+	return false
+}
+
+// sending records that hop id's send begins, taken saying whether its
+// target's WithMayInterleave predicate takes it; sentOff, that it
+// returned.
+func (l *ledger) sending(id uint64, taken bool) {
+	l.stamp(id, func(h *sentHop, t uint64) { h.begin, h.taken = t, taken })
+}
+func (l *ledger) sentOff(id uint64) { l.stamp(id, func(h *sentHop, t uint64) { h.end = t }) }
+
+// stamp sets a tick of the clock in hop id's record.
+func (l *ledger) stamp(id uint64, set func(*sentHop, uint64)) {
+	l.mu.Lock()
+	h := l.sent[id]
+	set(&h, l.clock.Add(1))
+	l.sent[id] = h
+	l.mu.Unlock()
 }
 
 // turn records a turn of grain g that received hop id; end, when it ends.
@@ -86,6 +140,10 @@ func (l *ledger) turn(id uint64, g string) {
 	l.mu.Lock()
 	l.handled[id]++
 	l.running[id] = g
+	if h, ok := l.sent[id]; ok && h.started == 0 {
+		h.started = l.clock.Add(1)
+		l.sent[id] = h
+	}
 	l.mu.Unlock()
 	l.progress.Add(1)
 }
@@ -227,6 +285,10 @@ func (l *ledger) ended(id uint64, outcome string) {
 		l.slowest = max(l.slowest, time.Since(f.since))
 	}
 	delete(l.flying, id)
+	if h, ok := l.sent[id]; ok {
+		h.outcome = outcome
+		l.sent[id] = h
+	}
 	l.out[outcome]++
 	l.mu.Unlock()
 	l.progress.Add(1)
@@ -234,9 +296,14 @@ func (l *ledger) ended(id uint64, outcome string) {
 
 // verdict is the ledger's account once the silo has shut down.
 type verdict struct {
-	hops, tells       int
-	lost, doubled     []string // a few examples of each
-	nLost, nDoubled   int
+	hops, tells     int
+	lost, doubled   []string // a few examples of each
+	nLost, nDoubled int
+	// disordered: hops whose turn began before that of a hop to the same
+	// grain whose send had returned before theirs began (a few)
+	disordered        []string
+	nDisordered       int
+	inOrder           int // hops whose order was checked
 	outcomes          map[string]int
 	timeouts, handled int
 	slowest           time.Duration // the longest an ask took that did not time out
@@ -279,20 +346,101 @@ func (l *ledger) verdict() verdict {
 			}
 		}
 	}
+	l.order(&v)
 	return v
 }
 
-// ok says whether the run kept every promise: nothing lost, nothing
-// doubled, no ask left to its deadline, no Stop or Deactivate refused, no
-// hook seeing a promise broken.
+// order checks every grain's order: of two hops to a grain that keeps its
+// senders' order, each handled once, the one whose send returned before
+// the other's began has its turn begin first — whoever sent them, since a
+// grain's messages reach it in the order they were pushed
+// (docs/architecture.md, "Order"). What a grain lets in ahead of its
+// mailbox by design is left out: a hop that may be a call back on a
+// waiting turn's chain (letInOnChain), of any kind; and at a grain with a
+// WithMayInterleave predicate, what it takes and what it does not keep
+// their order each among themselves. A reentrant grain lets every other
+// hop in, in order: a turn's ask past its bound too (letInAhead in
+// silo/dispatch.go). Hops that became dead letters drop out — a Stop's
+// line, an overflow and a failed activation take them in order too. The
+// caller holds l.mu.
+func (l *ledger) order(v *verdict) {
+	type stream struct {
+		to    string
+		taken bool
+	}
+	streams := make(map[stream][]uint64)
+	for id, h := range l.sent {
+		if !h.ordered || h.started == 0 || h.end == 0 || l.handled[id] != 1 || l.dead[id] != 0 {
+			continue
+		}
+		if l.letInOnChain(h) {
+			continue
+		}
+		streams[stream{h.to, h.taken}] = append(streams[stream{h.to, h.taken}], id)
+		v.inOrder++
+	}
+	for _, ids := range streams {
+		// From the last turn begun back: a hop whose send began after
+		// that of one begun later than it had ended was overtaken.
+		slices.SortFunc(ids, func(a, b uint64) int { return cmp.Compare(l.sent[b].started, l.sent[a].started) })
+		var later uint64 // of the hops begun later, the one whose send ended first
+		for _, id := range ids {
+			h := l.sent[id]
+			if later != 0 && l.sent[later].end < h.begin {
+				v.nDisordered++
+				if len(v.disordered) < 5 {
+					v.disordered = append(v.disordered, fmt.Sprintf("hop %d (%s) began before hop %d (%s), whose send had returned before its own began", id, h.describe(), later, l.sent[later].describe()))
+				}
+			}
+			if later == 0 || h.end < l.sent[later].end {
+				later = id
+			}
+		}
+	}
+}
+
+// describe names h's sender, target and kind of send for a report: a tell,
+// or an ask and how it ended.
+func (h sentHop) describe() string {
+	if h.tell {
+		return h.key + ", a tell"
+	}
+	return h.key + ", an ask: " + h.outcome
+}
+
+// letInOnChain says whether h may be a call back on the chain of a turn
+// of its target that waits, which the target lets in ahead of its
+// mailbox (call-chain reentrancy; a grain on its way out lets such calls
+// in; an OnActivate lets in those of its own chain its kind takes): its
+// target is on its chain — the grains whose turns sent it and its
+// parents — or its chain is not known: it was sent by a hook or a tick,
+// whose chain began elsewhere (an OnActivate keeps its first caller's).
+// The caller holds l.mu.
+func (l *ledger) letInOnChain(h sentHop) bool {
+	for p := h.parent; p != 0; {
+		ph, ok := l.sent[p]
+		if !ok {
+			return true // a hook's or a tick's turn
+		}
+		if ph.to == h.to {
+			return true
+		}
+		p = ph.parent
+	}
+	return false
+}
+
+// ok says whether the run kept every promise: nothing lost, doubled or
+// out of order, no ask left to its deadline, no Stop or Deactivate
+// refused, no hook seeing a promise broken.
 func (v verdict) ok() bool {
-	return v.nLost == 0 && v.nDoubled == 0 && v.timeouts == 0 && v.badControls == 0 && v.nBadHooks == 0
+	return v.nLost == 0 && v.nDoubled == 0 && v.nDisordered == 0 && v.timeouts == 0 && v.badControls == 0 && v.nBadHooks == 0
 }
 
 func (v verdict) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "hops %d (tells %d), turns %d, lost %d, doubled %d, asks timed out %d (slowest of the rest %v); asks ended:",
-		v.hops, v.tells, v.handled, v.nLost, v.nDoubled, v.timeouts, v.slowest.Round(time.Millisecond))
+	fmt.Fprintf(&b, "hops %d (tells %d), turns %d, lost %d, doubled %d, out of order %d (of %d checked), asks timed out %d (slowest of the rest %v); asks ended:",
+		v.hops, v.tells, v.handled, v.nLost, v.nDoubled, v.nDisordered, v.inOrder, v.timeouts, v.slowest.Round(time.Millisecond))
 	writeCounts(&b, v.outcomes)
 	if len(v.deadBy) > 0 {
 		b.WriteString("; dead letters:")
@@ -313,6 +461,9 @@ func (v verdict) String() string {
 	}
 	for _, s := range v.doubled {
 		fmt.Fprintf(&b, "\n  doubled: %s", s)
+	}
+	for _, s := range v.disordered {
+		fmt.Fprintf(&b, "\n  out of order: %s", s)
 	}
 	if v.nBadHooks > 0 {
 		fmt.Fprintf(&b, "\n  %d broken promises hooks saw", v.nBadHooks)

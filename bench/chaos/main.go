@@ -338,7 +338,7 @@ func (r *run) storm(ctx context.Context, s *silo.Silo) {
 				}
 				r.control(ctx, rng)
 				to, tell := r.target(rng)
-				h := hop{ID: r.led.send(tell, "client (0) -> "+to.String()), Depth: rng.IntN(r.cfg.depth + 1), Seed: rng.Uint64()}
+				h := hop{ID: r.led.send(tell, to, 0, "client (0) -> "+to.String()), Depth: rng.IntN(r.cfg.depth + 1), Seed: rng.Uint64()}
 				actx, cancel := context.WithTimeout(ctx, r.cfg.deadline)
 				r.send(actx, s, "client", 0, to, h, tell, "")
 				cancel()
