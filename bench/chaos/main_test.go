@@ -282,10 +282,12 @@ func TestAHooksCallCutOffByItsDeadlineIsNoTimeout(t *testing.T) {
 
 // Every kind's backlog at 4: grains hold their senders at their doors,
 // refuse them, drop what was on its way as overload, and reentrant grains
-// meet the bound on their interleaved turns. None lost or doubled, and no
-// ask waits for its deadline: a turn's ask queued behind a reentrant
-// grain's bound closed deadlocks the walk did not see (18–156 asks timed
-// out in a run of 3,000 hops).
+// meet the bound on their interleaved turns. None lost, doubled or out of
+// order, and no ask waits for its deadline: a turn's ask queued behind a
+// reentrant grain's bound closed deadlocks the walk did not see (18–156
+// asks timed out in a run of 3,000 hops); let in past the bound alone, it
+// overtook what its sender had sent ahead of it (26–52 hops out of order
+// a run, on the code before letInAhead).
 func TestAStormWithSmallBacklogsLosesAndDoublesNothing(t *testing.T) {
 	v := storm(t, func(c *config) { c.kinds, c.backlog = "plain,chain,reent", 4 })
 	if v.timeouts > 0 {
