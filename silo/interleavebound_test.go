@@ -190,3 +190,75 @@ func TestATurnsAskPastTheBoundKeepsItsSendersOrder(t *testing.T) {
 		require.Equal(t, []string{"m1", "m2", "m3"}, got)
 	})
 }
+
+// So does one that waited in the mailbox: a turn's tells and then its ask
+// to a reentrant grain, queued while its one turn ran off the partition
+// waiting for nothing, go in once that turn waits in a call — the first
+// with the room the bound leaves, the others past it, the ask with what
+// waits ahead of it (partition.letInAhead from flushMailbox), in the order
+// sent. Let in alone, the ask ran ahead of the tell left behind the bound.
+func TestATurnsAskFromTheMailboxPastTheBoundKeepsItsSendersOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := silo.New(silo.Config{Partitions: 1})
+		require.NoError(t, err)
+		gateA, gateC, gateH := make(chan struct{}), make(chan struct{}), make(chan struct{})
+		var got []string // r's turns hold its token in turn: no lock
+		r := grain.NewID("r", "r")
+		// r's first turn runs off its partition (a blocking kind), holding
+		// its token and waiting in no call, until gateA; then it calls b.
+		require.NoError(t, silo.Register(s, "r", func(grain.ID) grain.Func {
+			return func(ctx context.Context, _ *grain.Context, msg any) (any, error) {
+				if msg == "a" {
+					<-gateA
+					return silo.Call[string](ctx, s, grain.NewID("b", "b"), "work")
+				}
+				got = append(got, msg.(string))
+				return "ok", nil
+			}
+		}, silo.WithReentrant(), silo.WithBlockingTurns(), silo.WithMaxBacklog(1, silo.RejectNewest)))
+		registerAsksBack(t, s, nil) // b answers "work" at once
+		// c's turn, off the partition too, tells r m1 and m2 and asks it m3
+		// once gateC opens.
+		require.NoError(t, silo.Register(s, "c", func(grain.ID) grain.Func {
+			return func(ctx context.Context, gc *grain.Context, _ any) (any, error) {
+				<-gateC
+				for _, m := range []string{"m1", "m2"} {
+					if err := gc.Silo().Tell(ctx, r, m); err != nil {
+						return nil, err
+					}
+				}
+				return silo.Call[string](ctx, gc.Silo(), r, "m3")
+			}
+		}, silo.WithBlockingTurns()))
+		require.NoError(t, silo.Register(s, "h", func(grain.ID) grain.Func {
+			return func(context.Context, *grain.Context, any) (any, error) {
+				<-gateH // holds the partition: what comes meanwhile waits in its queue
+				return "held", nil
+			}
+		}))
+		require.NoError(t, s.Start())
+		defer s.Close()
+		ctx := t.Context()
+		done := make(chan error, 3)
+		call := func(id grain.ID, msg string) {
+			go func() {
+				_, err := silo.Call[string](ctx, s, id, msg)
+				done <- err
+			}()
+			synctest.Wait()
+		}
+		call(r, "a")                      // runs until gateA
+		call(grain.NewID("c", "c"), "go") // waits for gateC
+		call(grain.NewID("h", "h"), "hold")
+		close(gateC) // c's three messages, queued behind h
+		synctest.Wait()
+		close(gateH) // into r's mailbox: no turn of r waits
+		synctest.Wait()
+		close(gateA) // r's turn waits in its call: the mailbox goes in
+		for range 3 {
+			require.NoError(t, <-done)
+		}
+		synctest.Wait()
+		require.Equal(t, []string{"m1", "m2", "m3"}, got)
+	})
+}
