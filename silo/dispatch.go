@@ -207,7 +207,8 @@ func (p *partition) backlogFull(a *act, env *queues.Envelope) bool {
 		// its senders wait at its door until it has room (slice.go,
 		// door.go) — in a grace too, its turn maybe only waiting for a
 		// core, or waiting off the partition for a moment (holdgrace.go).
-		p.hold(a)
+		// Its backlog, as the log says, counts env, which goes in.
+		p.hold(a, a.Mailbox.Len()+1)
 		return false
 	}
 	n := a.Mailbox.Len()

@@ -199,7 +199,8 @@ func TestATurnsAskPastTheBoundKeepsItsSendersOrder(t *testing.T) {
 // sent. Let in alone, the ask ran ahead of the tell left behind the bound.
 func TestATurnsAskFromTheMailboxPastTheBoundKeepsItsSendersOrder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := silo.New(silo.Config{Partitions: 1})
+		var logs syncBuffer
+		s, err := silo.New(silo.Config{Partitions: 1, Logger: newTextLogger(&logs)})
 		require.NoError(t, err)
 		gateA, gateC, gateH := make(chan struct{}), make(chan struct{}), make(chan struct{})
 		var got []string // r's turns hold its token in turn: no lock
@@ -260,5 +261,10 @@ func TestATurnsAskFromTheMailboxPastTheBoundKeepsItsSendersOrder(t *testing.T) {
 		}
 		synctest.Wait()
 		require.Equal(t, []string{"m1", "m2", "m3"}, got)
+		// Its backlog filled as m1 went in, its one turn waiting off
+		// the partition: held through the wait's grace, the log saying
+		// how full (it said 0, the backlog before m1).
+		s.WaitLogged()
+		require.Contains(t, logs.String(), "grain=r/r backlog=1 limit=1")
 	})
 }

@@ -309,8 +309,8 @@ func (p *partition) afterTurn(a *act) {
 		// until its backlog went below the limit, a loop of tells to a
 		// counter whose turn was handed off for want of a core lost half.
 		p.setOverfull(a, false)
-		if a.Mailbox.Len() >= a.k.maxBacklog {
-			p.hold(a)
+		if n := a.Mailbox.Len(); n >= a.k.maxBacklog {
+			p.hold(a, n)
 		}
 	}
 }

@@ -146,7 +146,7 @@ func TestAHoldThatWentOffWhileSentToOpensItsDoorWhenItEnds(t *testing.T) {
 	a, ok := p.dir.Get(id, id.Hash())
 	require.True(t, ok)
 
-	p.hold(a) // its backlog filled while it was served
+	p.hold(a, 4) // its backlog filled while it was served
 	d, waiting := p.doorOf(id, id.Hash())
 	require.Equal(t, doorWait, d, "a sender waits at its door")
 	// A turn of it runs off the partition, past the grace of its wait:

@@ -315,16 +315,16 @@ func (h *heldGrain) goOff() {
 // waited for a core — on a loaded machine, any turn may be — left it with
 // the backlog it held, and the next message would have been refused (and
 // for a grace, it holds its senders still: holdgrace.go).
-func (p *partition) hold(a *act) {
+func (p *partition) hold(a *act, backlog int) {
 	h := p.holderOf(a)
 	switch {
 	case h == nil:
 		p.holders = append(p.holders, heldGrain{a: a, busyAt: p.s.dog.looks.Load()})
 		h = &p.holders[len(p.holders)-1]
-		p.holdBegins(a)
+		p.holdBegins(a, backlog)
 	case h.off:
 		h.off = false
-		p.holdBegins(a)
+		p.holdBegins(a, backlog)
 	}
 	p.shutDoor(h, 0)
 }
@@ -345,12 +345,13 @@ func (p *partition) openDoor(h *heldGrain) {
 	}
 }
 
-// holdBegins counts and logs a hold by a: the grain a program sends more
-// than it handles, which its senders' waits alone would not name.
-func (p *partition) holdBegins(a *act) {
+// holdBegins counts and logs a hold by a, whose backlog is backlog: the
+// grain a program sends more than it handles, which its senders' waits
+// alone would not name.
+func (p *partition) holdBegins(a *act, backlog int) {
 	p.s.backlogHolds.Add(1)
 	p.s.log(slog.LevelWarn, "granary: a grain's backlog is full while its turns run: its senders wait until it has room",
-		"grain", a.ID.String(), "backlog", a.Mailbox.Len(), "limit", a.k.maxBacklog)
+		"grain", a.ID.String(), "backlog", backlog, "limit", a.k.maxBacklog)
 }
 
 // holding updates the holds, once a round. A held grain's door lets in as
