@@ -90,23 +90,12 @@ func TestATurnsAskInTheMailboxPassesAReentrantGrainsBound(t *testing.T) {
 			}
 		}, silo.WithReentrant(), silo.WithBlockingTurns(), silo.WithMaxBacklog(2, silo.RejectNewest)))
 		registerAsksBack(t, s, gateB)
-		require.NoError(t, silo.Register(s, "h", func(grain.ID) grain.Func {
-			return func(context.Context, *grain.Context, any) (any, error) {
-				<-gateH // holds the partition: what comes meanwhile waits in its queue
-				return "held", nil
-			}
-		}))
+		registerHolder(t, s, gateH)
 		require.NoError(t, s.Start())
 		defer s.Close()
 		ctx := t.Context()
 		done := make(chan error, 7)
-		call := func(id grain.ID, msg string) {
-			go func() {
-				_, err := silo.Call[string](ctx, s, id, msg)
-				done <- err
-			}()
-			synctest.Wait()
-		}
+		call := asker(ctx, s, done)
 		call(grain.NewID("b", "b"), "start") // waits for gateB
 		call(grain.NewID("r", "r"), "a")     // runs until gateA, waiting for nothing
 		call(grain.NewID("h", "h"), "hold")
@@ -142,6 +131,31 @@ func registerAsksBack(t *testing.T, s *silo.Silo, gate <-chan struct{}) {
 			return "done", nil
 		}
 	}))
+}
+
+// registerHolder registers on s the kind "h", whose turn holds its
+// partition until gate closes: what comes meanwhile waits in its queue.
+func registerHolder(t *testing.T, s *silo.Silo, gate <-chan struct{}) {
+	t.Helper()
+	require.NoError(t, silo.Register(s, "h", func(grain.ID) grain.Func {
+		return func(context.Context, *grain.Context, any) (any, error) {
+			<-gate
+			return "held", nil
+		}
+	}))
+}
+
+// asker returns a func that asks a grain a message on a goroutine of its
+// own, the error going to done, and waits for the synctest bubble to
+// settle.
+func asker(ctx context.Context, s *silo.Silo, done chan<- error) func(grain.ID, string) {
+	return func(id grain.ID, msg string) {
+		go func() {
+			_, err := silo.Call[string](ctx, s, id, msg)
+			done <- err
+		}()
+		synctest.Wait()
+	}
 }
 
 // A turn's ask that goes into a reentrant grain past its bound takes along
@@ -231,23 +245,12 @@ func TestATurnsAskFromTheMailboxPastTheBoundKeepsItsSendersOrder(t *testing.T) {
 				return silo.Call[string](ctx, gc.Silo(), r, "m3")
 			}
 		}, silo.WithBlockingTurns()))
-		require.NoError(t, silo.Register(s, "h", func(grain.ID) grain.Func {
-			return func(context.Context, *grain.Context, any) (any, error) {
-				<-gateH // holds the partition: what comes meanwhile waits in its queue
-				return "held", nil
-			}
-		}))
+		registerHolder(t, s, gateH)
 		require.NoError(t, s.Start())
 		defer s.Close()
 		ctx := t.Context()
 		done := make(chan error, 3)
-		call := func(id grain.ID, msg string) {
-			go func() {
-				_, err := silo.Call[string](ctx, s, id, msg)
-				done <- err
-			}()
-			synctest.Wait()
-		}
+		call := asker(ctx, s, done)
 		call(r, "a")                      // runs until gateA
 		call(grain.NewID("c", "c"), "go") // waits for gateC
 		call(grain.NewID("h", "h"), "hold")
