@@ -51,6 +51,13 @@ var (
 	ErrNilContext = grain.ErrNilContext
 )
 
+// ErrNotStarted is what a send, a Stop, a Deactivate or ActiveGrains
+// returns before Start. It matches ErrSiloClosed too — a silo not yet
+// started takes nothing, as one shut down takes nothing — so code that
+// checks for a closed silo holds; a caller that starts serving before its
+// silo is up can tell the two apart.
+var ErrNotStarted = fmt.Errorf("%w: not started", grain.ErrSiloClosed)
+
 // ErrShutdownFromTurn is what Shutdown returns when called from a grain's
 // turn (of any silo): a shutdown waits for every turn to end, the calling
 // one included, so it cannot be waited for there. The shutdown has begun;

@@ -39,7 +39,7 @@ func (s *Silo) ActiveGrains(ctx context.Context, kind string) ([]grain.ID, error
 	switch s.state.Load() {
 	case stateRunning, stateStopping:
 	case stateNew:
-		return nil, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
+		return nil, ErrNotStarted
 	default:
 		return nil, grain.ErrSiloClosed
 	}

@@ -60,6 +60,7 @@ func TestActiveGrainsRefusesWhatItCannotAnswer(t *testing.T) {
 	ctx := ctxT(t)
 	_, err = s.ActiveGrains(ctx, "counter")
 	require.ErrorIs(t, err, silo.ErrSiloClosed, "not started")
+	require.ErrorIs(t, err, silo.ErrNotStarted)
 	require.NoError(t, s.Start())
 	_, err = s.ActiveGrains(ctx, "nope")
 	require.ErrorIs(t, err, grain.ErrUnknownKind)

@@ -588,7 +588,7 @@ func (s *Silo) check(id grain.ID, msg any) (*partition, *kind, uint64, error) {
 		if s.done == nil {
 			return nil, nil, 0, errNotNew
 		}
-		return nil, nil, 0, fmt.Errorf("%w: not started", grain.ErrSiloClosed)
+		return nil, nil, 0, ErrNotStarted
 	default:
 		return nil, nil, 0, grain.ErrSiloClosed // exactly this value: see admitSend
 	}
