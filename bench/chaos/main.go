@@ -1,6 +1,7 @@
 // Command chaos runs a silo through a storm of calls and checks that the
 // runtime keeps its promises: every message handled or a dead letter, none
-// handled twice, no ask left waiting for its deadline. Grains of every way
+// handled twice, each grain's begun in the order they were sent (ledger.order),
+// no ask left waiting for its deadline. Grains of every way
 // of letting messages in (plain, reentrant, WithMayInterleave, stateless
 // worker, call-chain reentrancy) call and tell each other down random chains,
 // fan out, panic, deactivate themselves; their OnActivate, OnDeactivate
