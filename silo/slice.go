@@ -314,7 +314,9 @@ func (h *heldGrain) goOff() {
 // limit only what came after: a turn handed off because its goroutine
 // waited for a core — on a loaded machine, any turn may be — left it with
 // the backlog it held, and the next message would have been refused (and
-// for a grace, it holds its senders still: holdgrace.go).
+// for a grace, it holds its senders still: holdgrace.go). backlog is a's
+// backlog as the hold begins, for its log line: with the message that
+// filled it, where that message is still on its way in.
 func (p *partition) hold(a *act, backlog int) {
 	h := p.holderOf(a)
 	switch {
