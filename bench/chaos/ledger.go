@@ -34,6 +34,9 @@ type ledger struct {
 	out     map[string]int     // how asks ended, by outcome
 	flying  map[uint64]flight  // asks under way, by hop ID
 	running map[uint64]string  // turns under way: hop ID to grain
+	// roots: every hook's and tick's turn, by ID, to what hookTurn was
+	// given ("tick:" and the grain): the root of its calls' chains
+	roots map[uint64]string
 	// nObserved: hops read by observers, each also counted in handled
 	nObserved int
 	// controls: how the Stops and Deactivates of -stop and -deactout
@@ -92,6 +95,7 @@ func newLedger() *ledger {
 		out:      make(map[string]int),
 		flying:   make(map[uint64]flight),
 		running:  make(map[uint64]string),
+		roots:    make(map[uint64]string),
 		controls: make(map[string]int),
 	}
 }
@@ -163,6 +167,7 @@ func (l *ledger) hookTurn(g string) uint64 {
 	id := l.next.Add(1)
 	l.mu.Lock()
 	l.running[id] = g
+	l.roots[id] = g
 	l.mu.Unlock()
 	return id
 }
@@ -413,14 +418,22 @@ func (h sentHop) describe() string {
 // mailbox (call-chain reentrancy; a grain on its way out lets such calls
 // in; an OnActivate lets in those of its own chain its kind takes): its
 // target is on its chain — the grains whose turns sent it and its
-// parents — or its chain is not known: it was sent by a hook or a tick,
-// whose chain began elsewhere (an OnActivate keeps its first caller's).
-// The caller holds l.mu.
+// parents, up to a client's send, or to a tick's or an OnDeactivate's
+// turn, whose chain begins with its grain (a turn with no ask to handle)
+// — or its chain is not known: it came from an OnActivate, whose chain is
+// its first caller's. The caller holds l.mu.
 func (l *ledger) letInOnChain(h sentHop) bool {
 	for p := h.parent; p != 0; {
 		ph, ok := l.sent[p]
 		if !ok {
-			return true // a hook's or a tick's turn
+			root := l.roots[p]
+			if g, ok := strings.CutPrefix(root, "tick:"); ok {
+				return g == h.to
+			}
+			if g, ok := strings.CutPrefix(root, "deactivate:"); ok {
+				return g == h.to
+			}
+			return true // an OnActivate's: its first caller's chain
 		}
 		if ph.to == h.to {
 			return true

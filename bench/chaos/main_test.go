@@ -301,8 +301,9 @@ func TestAStormWithSmallBacklogsLosesAndDoublesNothing(t *testing.T) {
 // The ledger's order check: of two hops to a grain that keeps order, the
 // one whose send returned before the other's began must begin first —
 // whoever sent them. It leaves out what a grain lets in ahead by design:
-// a stateless worker's hops, a call back on the sender's own chain, a hop
-// sent by a hook (whose chain began elsewhere), and — at a grain with a
+// a stateless worker's hops, a call back on the sender's own chain (a
+// tick's and an OnDeactivate's begins with their grain), a hop sent by an
+// OnActivate (whose chain began elsewhere), and — at a grain with a
 // WithMayInterleave predicate — the order between what the predicate takes
 // and what it does not. A dead letter drops out.
 func TestTheLedgerFindsHopsOutOfOrder(t *testing.T) {
@@ -326,16 +327,21 @@ func TestTheLedgerFindsHopsOutOfOrder(t *testing.T) {
 	overtaken(hop(sw, 0, false), hop(sw, 0, false))       // a stateless worker's: no order
 	p := hop(plain, 0, false)                             // a turn of plain's that calls back on its own chain
 	l.turn(p, "")
-	overtaken(hop(plain, 0, false), hop(plain, p, false))     // let in on the chain
-	overtaken(hop(plain, 0, false), hop(plain, 1<<40, false)) // from a hook's turn: its chain unknown
+	overtaken(hop(plain, 0, false), hop(plain, p, false)) // let in on the chain
+	onActivate := l.hookTurn("activate:" + plain.String())
+	overtaken(hop(plain, 0, false), hop(plain, onActivate, false)) // from an OnActivate: its chain its first caller's, unknown
+	tick := l.hookTurn("tick:" + plain.String())
+	overtaken(hop(plain, 0, false), hop(plain, tick, false)) // from a tick of its own: on its chain
+	other := l.hookTurn("deactivate:" + mayin.String())
+	overtaken(hop(plain, 0, false), hop(plain, other, false)) // from another grain's OnDeactivate: out of order
 	overtaken(hop(mayin, 0, false), hop(mayin, 0, true))      // the predicate's, ahead of the rest
 	overtaken(hop(mayin, 0, true), hop(mayin, 0, true))       // out of order among the predicate's
 	dead := hop(plain, 0, false)
 	overtaken(dead, hop(plain, 0, false))
 	l.deadLetter(dead, "overload") // and handled: doubled, not out of order
 	v := l.verdict()
-	if v.nDisordered != 2 || v.ok() {
-		t.Fatalf("%d out of order, ok %v: want the plain pair's and the taken pair's, and not ok: %v", v.nDisordered, v.ok(), v)
+	if v.nDisordered != 3 || v.ok() {
+		t.Fatalf("%d out of order, ok %v: want the plain pair's, the other grain's hook's and the taken pair's, and not ok: %v", v.nDisordered, v.ok(), v)
 	}
 	if v.nDoubled != 1 {
 		t.Fatalf("doubled %d, want the dead letter's hop: %v", v.nDoubled, v)
