@@ -1,6 +1,7 @@
 package silo_test
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -432,6 +433,10 @@ type cSent struct {
 	handled   int
 	inst      int // the activation that handled it
 	dead      []grain.Reason
+	// began: when its first turn began, on the book's count; do: what it
+	// asked its grain to do (crossOrder)
+	began int64
+	do    cDo
 }
 
 // cBook is what the grains and clients share. Safe for concurrent use.
@@ -677,6 +682,10 @@ func (b *cBook) handle(m cMsg, key string, inst int) {
 	s := b.msgs[m.ID-1]
 	s.handled++
 	s.inst = inst
+	if s.began == 0 {
+		b.seq++
+		s.began, s.do = b.seq, m.Do
+	}
 	pair := m.From + ">" + key
 	if key == "e" && m.Do == cNote {
 		pair += " (let in)"
@@ -1688,9 +1697,62 @@ func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun,
 			fail("c%d: %v", c, err)
 		}
 	}
+	if err := b.crossOrder(); err != nil {
+		fail("%v", err)
+	}
 	if len(leftover) > 0 {
 		fail("%v", leftover)
 	}
+}
+
+// crossOrder checks each grain's order whoever sent its messages: of two
+// messages to a grain that keeps order, each handled once and no dead
+// letter, the one whose send returned before the other's began has its
+// turn begin first — a grain's messages reach it in the order they were
+// pushed (docs/architecture.md, "Order"). Left out is what a grain lets
+// in ahead of its mailbox by design: a call on a chain that lets calls
+// back in (cOnChain), and
+// at "e" its predicate's notes against the rest (each stream keeps its
+// own order); and a stateless worker's and an observer's.
+func (b *cBook) crossOrder() error {
+	type stream struct {
+		key   string
+		taken bool
+	}
+	by := map[stream][]*cSent{}
+	for _, m := range b.msgs {
+		if cWorker(m.key) || strings.HasPrefix(m.key, "o") || m.handled != 1 || len(m.dead) > 0 || !m.returned || cOnChain(m) {
+			continue
+		}
+		k := stream{m.key, m.key == "e" && m.do == cNote}
+		by[k] = append(by[k], m)
+	}
+	for k, ms := range by {
+		// From the last turn begun back: one whose send began after that
+		// of one begun later had returned was overtaken.
+		slices.SortFunc(ms, func(x, y *cSent) int { return cmp.Compare(y.began, x.began) })
+		var later *cSent // of those begun later, the one whose send returned first
+		for _, m := range ms {
+			if later != nil && later.back < m.sentAt {
+				return fmt.Errorf("%s%s: %s's message (ask %v, sent %d–%d) began at %d, before %s's (ask %v, sent %d–%d, began %d), whose send had returned before its own began; %v",
+					k.key, map[bool]string{true: " (let in)"}[k.taken], m.from, m.ask, m.sentAt, m.back, m.began,
+					later.from, later.ask, later.sentAt, later.back, later.began, b.eventsOf(k.key))
+			}
+			if later == nil || m.back < later.back {
+				later = m
+			}
+		}
+	}
+	return nil
+}
+
+// cOnChain reports whether m may be a call back on a waiting turn's
+// chain, let in ahead of its grain's mailbox: a cBounce's call, made on a
+// chain that allows it (its target may be waiting up the chain), a call
+// back into the bouncing grain itself ("g:a self 7") and the call back a
+// cBack's turn makes ("g:b back 31").
+func cOnChain(m *cSent) bool {
+	return m.do == cBack || strings.Contains(m.from, " self ") || strings.Contains(m.from, " back ")
 }
 
 // account checks what became of one message against what may.
