@@ -2182,3 +2182,36 @@ func (h cLogHandler) Handle(_ context.Context, r slog.Record) error {
 	b.mu.Unlock()
 	return nil
 }
+
+// The model's check of each grain's order, on a book made by hand: a
+// message that began before one whose send had returned before its own
+// began fails it, whoever sent them; a call on a chain that lets calls
+// back in, a stateless worker's, a dead letter's and a predicate's note
+// against the rest do not.
+func TestTheModelsOrderCheckFindsAnOvertakenMessage(t *testing.T) {
+	sent := func(from, key string, sentAt, back, began int64, do cDo) *cSent {
+		return &cSent{from: from, key: key, sentAt: sentAt, back: back, began: began, do: do, handled: 1, returned: true}
+	}
+	fine := &cBook{msgs: []*cSent{
+		sent("c0", "a", 1, 2, 5, cNote), sent("c1", "a", 3, 4, 6, cNote), // in order
+		sent("c0", "b", 1, 2, 6, cNote), sent("g:c", "b", 3, 4, 5, cBack), // a bounce's call, let in on the chain
+		sent("c0", "b", 7, 8, 12, cNote), sent("g:b self 3", "b", 9, 10, 11, cNote), // a call back into itself
+		sent("c0", "w", 1, 2, 6, cNote), sent("c1", "w", 3, 4, 5, cNote), // a stateless worker's
+		sent("c0", "e", 1, 2, 6, cFwdTell), sent("c1", "e", 3, 4, 5, cNote), // the predicate's note, ahead of the rest
+	}}
+	dead := sent("c0", "c", 1, 2, 6, cNote)
+	dead.dead = []grain.Reason{grain.ReasonStopped}
+	fine.msgs = append(fine.msgs, dead, sent("c1", "c", 3, 4, 5, cNote))
+	if err := fine.crossOrder(); err != nil {
+		t.Fatalf("a book in order: %v", err)
+	}
+
+	overtaken := &cBook{msgs: []*cSent{sent("c0", "a", 1, 2, 6, cNote), sent("g:b", "a", 3, 4, 5, cNote)}}
+	if err := overtaken.crossOrder(); err == nil || !strings.Contains(err.Error(), "began at 5, before c0's") {
+		t.Fatalf("an overtaken message: %v", err)
+	}
+	notes := &cBook{msgs: []*cSent{sent("c0", "e", 1, 2, 6, cNote), sent("c1", "e", 3, 4, 5, cNote)}}
+	if err := notes.crossOrder(); err == nil || !strings.Contains(err.Error(), "e (let in)") {
+		t.Fatalf("the predicate's notes keep their order among themselves: %v", err)
+	}
+}
