@@ -442,10 +442,11 @@ type cSent struct {
 // cBook is what the grains and clients share. Safe for concurrent use.
 type cBook struct {
 	mu        sync.Mutex
-	msgs      []*cSent       // by ID-1
-	next      map[string]int // per "from>key": the last N given
-	last      map[string]int // per "from>key": the last N handled
-	insts     map[string]int // activations of each key so far
+	msgs      []*cSent          // by ID-1
+	next      map[string]int    // per "from>key": the last N given
+	last      map[string]int    // per "from>key": the last N handled
+	lastID    map[string]uint64 // per "from>key": the ID of the last N handled
+	insts     map[string]int    // activations of each key so far
 	live      map[string]bool
 	poison    map[string]bool
 	overload  bool            // a backlog or queue small enough to overflow
@@ -691,9 +692,13 @@ func (b *cBook) handle(m cMsg, key string, inst int) {
 		pair += " (let in)"
 	}
 	if m.N <= b.last[pair] && !cWorker(key) {
-		b.violations = append(b.violations, fmt.Sprintf("%s: message %d (ID %d) handled after %d", pair, m.N, m.ID, b.last[pair]))
+		o := b.msgs[b.lastID[pair]-1]
+		b.violations = append(b.violations, fmt.Sprintf("%s: message %d (ID %d) handled after %d (ID %d): this one ask %v, do %v, sent %d–%d, began %d, activation %d; that one ask %v, do %v, sent %d–%d, began %d, activation %d; %v",
+			pair, m.N, m.ID, b.last[pair], b.lastID[pair], s.ask, m.Do, s.sentAt, s.back, s.began, inst, o.ask, o.do, o.sentAt, o.back, o.began, o.inst, b.eventsOf(key)))
 	}
-	b.last[pair] = max(b.last[pair], m.N)
+	if m.N > b.last[pair] {
+		b.last[pair], b.lastID[pair] = m.N, m.ID
+	}
 }
 
 type cGrain struct {
@@ -1364,7 +1369,7 @@ type cRun struct {
 
 func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun, scripts [][]cOp, ends [2]cEnd) {
 	clk := cfg.Clock.(*jumpClock)
-	b := &cBook{next: map[string]int{}, last: map[string]int{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
+	b := &cBook{next: map[string]int{}, last: map[string]int{}, lastID: map[string]uint64{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
 		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{}),
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
 		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0, depthCapped: cfg.MaxCallDepth > 0,
@@ -1747,12 +1752,13 @@ func (b *cBook) crossOrder() error {
 }
 
 // cOnChain reports whether m may be a call back on a waiting turn's
-// chain, let in ahead of its grain's mailbox: a cBounce's call, made on a
-// chain that allows it (its target may be waiting up the chain), a call
-// back into the bouncing grain itself ("g:a self 7") and the call back a
-// cBack's turn makes ("g:b back 31").
+// chain, let in ahead of its grain's mailbox: a grain's ask of itself
+// (its asking turn waits for it: a cFwdAsk to itself), a cBounce's call,
+// made on a chain that allows it (its target may be waiting up the
+// chain), a call back into the bouncing grain itself ("g:a self 7") and
+// the call back a cBack's turn makes ("g:b back 31").
 func cOnChain(m *cSent) bool {
-	return m.do == cBack || strings.Contains(m.from, " self ") || strings.Contains(m.from, " back ")
+	return m.ask && m.from == "g:"+m.key || m.do == cBack || strings.Contains(m.from, " self ") || strings.Contains(m.from, " back ")
 }
 
 // account checks what became of one message against what may.
@@ -2192,10 +2198,12 @@ func TestTheModelsOrderCheckFindsAnOvertakenMessage(t *testing.T) {
 	sent := func(from, key string, sentAt, back, began int64, do cDo) *cSent {
 		return &cSent{from: from, key: key, sentAt: sentAt, back: back, began: began, do: do, handled: 1, returned: true}
 	}
+	selfAsk := func(m *cSent) *cSent { m.ask = true; return m }
 	fine := &cBook{msgs: []*cSent{
 		sent("c0", "a", 1, 2, 5, cNote), sent("c1", "a", 3, 4, 6, cNote), // in order
 		sent("c0", "b", 1, 2, 6, cNote), sent("g:c", "b", 3, 4, 5, cBack), // a bounce's call, let in on the chain
 		sent("c0", "b", 7, 8, 12, cNote), sent("g:b self 3", "b", 9, 10, 11, cNote), // a call back into itself
+		sent("c0", "e", 13, 14, 18, cNote), selfAsk(sent("g:e", "e", 15, 16, 17, cNote)), // an ask of its own: its turn waits for it
 		sent("c0", "w", 1, 2, 6, cNote), sent("c1", "w", 3, 4, 5, cNote), // a stateless worker's
 		sent("c0", "e", 1, 2, 6, cFwdTell), sent("c1", "e", 3, 4, 5, cNote), // the predicate's note, ahead of the rest
 	}}
