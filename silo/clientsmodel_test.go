@@ -444,8 +444,7 @@ type cBook struct {
 	mu        sync.Mutex
 	msgs      []*cSent          // by ID-1
 	next      map[string]int    // per "from>key": the last N given
-	last      map[string]int    // per "from>key": the last N handled
-	lastID    map[string]uint64 // per "from>key": the ID of the last N handled
+	handledOf map[string][]cMsg // per "from>key": the messages handled, in turn
 	insts     map[string]int    // activations of each key so far
 	live      map[string]bool
 	poison    map[string]bool
@@ -676,7 +675,12 @@ func (b *cBook) explained(m *cSent, what string) bool {
 }
 
 // handle notes m handled by key's activation inst, checking its sender's
-// order.
+// order: of two messages from one sender to one grain, the one whose send
+// returned before the other's began is handled first. Sends that
+// overlapped have no order to keep — a sender's sends are one after
+// another but where an OnDeactivate the silo gave up on goes on alone
+// (docs/lifecycle.md) beside the grain's next activation, which sends as
+// the same grain.
 func (b *cBook) handle(m cMsg, key string, inst int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -691,14 +695,19 @@ func (b *cBook) handle(m cMsg, key string, inst int) {
 	if key == "e" && m.Do == cNote {
 		pair += " (let in)"
 	}
-	if m.N <= b.last[pair] && !cWorker(key) {
-		o := b.msgs[b.lastID[pair]-1]
-		b.violations = append(b.violations, fmt.Sprintf("%s: message %d (ID %d) handled after %d (ID %d): this one ask %v, do %v, sent %d–%d, began %d, activation %d; that one ask %v, do %v, sent %d–%d, began %d, activation %d; %v",
-			pair, m.N, m.ID, b.last[pair], b.lastID[pair], s.ask, m.Do, s.sentAt, s.back, s.began, inst, o.ask, o.do, o.sentAt, o.back, o.began, o.inst, b.eventsOf(key)))
+	if !cWorker(key) {
+		for _, om := range b.handledOf[pair] {
+			o := b.msgs[om.ID-1]
+			// s.back, if it has returned at all, is later than o.sentAt
+			// unless it returned before o was sent: o was handled already.
+			if om.ID == m.ID || om.N > m.N && s.returned && s.back < o.sentAt {
+				b.violations = append(b.violations, fmt.Sprintf("%s: message %d (ID %d) handled after %d (ID %d): this one ask %v, do %v, sent %d–%d, began %d, activation %d; that one ask %v, do %v, sent %d–%d, began %d, activation %d; %v",
+					pair, m.N, m.ID, om.N, om.ID, s.ask, m.Do, s.sentAt, s.back, s.began, inst, o.ask, o.do, o.sentAt, o.back, o.began, o.inst, b.eventsOf(key)))
+				break
+			}
+		}
 	}
-	if m.N > b.last[pair] {
-		b.last[pair], b.lastID[pair] = m.N, m.ID
-	}
+	b.handledOf[pair] = append(b.handledOf[pair], m)
 }
 
 type cGrain struct {
@@ -1369,7 +1378,7 @@ type cRun struct {
 
 func runClients(rt *rapid.T, cfg silo.Config, backlog []silo.KindOption, r cRun, scripts [][]cOp, ends [2]cEnd) {
 	clk := cfg.Clock.(*jumpClock)
-	b := &cBook{next: map[string]int{}, last: map[string]int{}, lastID: map[string]uint64{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
+	b := &cBook{next: map[string]int{}, handledOf: map[string][]cMsg{}, insts: map[string]int{}, live: map[string]bool{}, poison: map[string]bool{},
 		overload: len(backlog) > 0 || cfg.QueueCapacity > 0, io: make(chan chan struct{}),
 		graceful: map[string]bool{}, silos: map[string]*silo.Silo{}, propagate: cfg.Propagator != nil,
 		idle: cfg.IdleTimeout > 0, capped: cfg.MaxActivations > 0, short: cfg.MemoryLimit > 0, depthCapped: cfg.MaxCallDepth > 0,
@@ -2221,5 +2230,47 @@ func TestTheModelsOrderCheckFindsAnOvertakenMessage(t *testing.T) {
 	notes := &cBook{msgs: []*cSent{sent("c0", "e", 1, 2, 6, cNote), sent("c1", "e", 3, 4, 5, cNote)}}
 	if err := notes.crossOrder(); err == nil || !strings.Contains(err.Error(), "e (let in)") {
 		t.Fatalf("the predicate's notes keep their order among themselves: %v", err)
+	}
+}
+
+// The per-sender check flags a message handled after a later one from its
+// sender that it was sent, and returned, before; and one handled twice. Two
+// sends that overlapped — an OnDeactivate given up on, going on alone beside
+// its grain's next activation — have no order to keep.
+func TestTheModelsSenderCheckFindsAnOvertakenMessage(t *testing.T) {
+	book := func(ms ...*cSent) *cBook {
+		return &cBook{msgs: ms, handledOf: map[string][]cMsg{}}
+	}
+	handle := func(b *cBook, ids ...uint64) {
+		for _, id := range ids {
+			m := b.msgs[id-1]
+			b.handle(cMsg{ID: id, From: m.from, N: int(id), Do: cNote}, m.key, 1)
+		}
+	}
+	one := func(sentAt, back int64) *cSent {
+		return &cSent{from: "g:a", key: "b", sentAt: sentAt, back: back, returned: back != 0}
+	}
+
+	inOrder := book(one(1, 2), one(3, 4))
+	handle(inOrder, 1, 2)
+	overlapped := book(one(1, 5), one(2, 3)) // the first's send returned after the second's began
+	handle(overlapped, 2, 1)
+	unreturned := book(one(1, 0), one(2, 3)) // the first's send not yet returned as it is handled
+	handle(unreturned, 2, 1)
+	for name, b := range map[string]*cBook{"in order": inOrder, "overlapped": overlapped, "not returned": unreturned} {
+		if len(b.violations) != 0 {
+			t.Errorf("%s: %v", name, b.violations)
+		}
+	}
+
+	overtaken := book(one(1, 2), one(3, 4))
+	handle(overtaken, 2, 1)
+	if len(overtaken.violations) != 1 || !strings.Contains(overtaken.violations[0], "g:a>b: message 1 (ID 1) handled after 2 (ID 2)") {
+		t.Errorf("an overtaken message: %v", overtaken.violations)
+	}
+	twice := book(one(1, 2))
+	handle(twice, 1, 1)
+	if len(twice.violations) != 1 || !strings.Contains(twice.violations[0], "message 1 (ID 1) handled after 1 (ID 1)") {
+		t.Errorf("a message handled twice: %v", twice.violations)
 	}
 }
