@@ -48,8 +48,8 @@ func (g *glancer) Receive(ctx context.Context, _ *grain.Context, msg any) (any, 
 // grain sent them without pause, each waiting, keeps its other messages
 // waiting as long (docs/calls.md). Here the write sent while p1 waited is
 // not begun when p1 ends, p2 still waiting; it begins once p2 ends.
-// (Orleans differs: there only the request that began with none running
-// holds the others, and the write would begin as p1 ended.)
+// (Orleans differs: there one request at a time holds the others, the
+// first to begin while none did, and the write would begin as p1 ended.)
 func TestMayInterleaveTurnsHoldTheOthersUntilNoneIsUnderWay(t *testing.T) {
 	var mu sync.Mutex
 	var log []string
