@@ -102,11 +102,11 @@ type actExtra struct {
 	// why OnDeactivate runs: written by the owner before its turn begins,
 	// read by the turn (act.DeactivationReason)
 	deactReason grain.DeactivationReason
-	// owner: a failure's directive (Restart or Stop) that waits for the
-	// grain's last turn to end, because a turn failed while another waited
-	// in a call
-	deferred  bool
-	directive activation.Directive
+	// owner: a failure's directive (Restart or Stop), plus one, that waits
+	// for the grain's last turn to end, because a turn failed while another
+	// waited in a call; 0: none (one byte, not two: the holding mark below
+	// needs the other)
+	deferred uint8
 	// owner: a deactivation asked for while the grain was busy and could be
 	// waited on by what interleaves (DeactivateOnIdle from a turn that ended
 	// while another waited in a call; Silo.Deactivate of a busy reentrant
@@ -116,6 +116,9 @@ type actExtra struct {
 	// (stepoff.go: slowSteps) — 1, plus its steps timed quick in a row
 	// since (timedStep)
 	slowSteps uint8
+	// owner: a turn that holds the grain's other messages is under way
+	// (holding.go; a oneHolds kind's)
+	holding bool
 
 	keepUntil time.Duration
 	timerOps  []timerOp
@@ -189,9 +192,17 @@ func deactAbandoned(a *act) bool {
 // deferDirective keeps d for when the grain's last turn ends; of several,
 // a Stop wins over a Restart.
 func (x *actExtra) deferDirective(d activation.Directive) {
-	if !x.deferred || d == activation.Stop {
-		x.deferred, x.directive = true, d
+	if x.deferred == 0 || d == activation.Stop {
+		x.deferred = uint8(d) + 1
 	}
+}
+
+// takeDeferred returns the directive deferDirective kept, if any, and
+// forgets it.
+func (x *actExtra) takeDeferred() (activation.Directive, bool) {
+	d := x.deferred
+	x.deferred = 0
+	return activation.Directive(d - 1), d != 0
 }
 
 // stopPoint is where a Silo.Stop request stood in its partition's message

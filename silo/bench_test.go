@@ -95,6 +95,9 @@ func benchSilo(b *testing.B, cfg silo.Config) *silo.Silo {
 	if err := silo.Register(s, "reentrant", func(grain.ID) *benchGrain { return &benchGrain{} }, silo.WithReentrant()); err != nil {
 		b.Fatal(err)
 	}
+	if err := silo.Register(s, "mayin", func(grain.ID) *benchGrain { return &benchGrain{} }, silo.WithMayInterleave(func(msg any) bool { _, ok := msg.(*benchSync); return ok })); err != nil {
+		b.Fatal(err)
+	}
 	if err := silo.Register(s, "forwarder", func(id grain.ID) forwarder { return forwarder{grain.NewID("b", id.Key())} },
 		silo.WithReentrant()); err != nil {
 		b.Fatal(err)
@@ -121,6 +124,13 @@ func BenchmarkTell(b *testing.B) { benchTell(b, silo.Config{}, context.Backgroun
 // allocation.
 func BenchmarkTellReentrant(b *testing.B) {
 	benchTell(b, silo.Config{}, context.Background(), "reentrant")
+}
+
+// BenchmarkTellMayInterleave: the same to a grain of a WithMayInterleave
+// kind, whose predicate does not take the tells: each turn holds the
+// grain (holding.go), marked and unmarked in its wait shard.
+func BenchmarkTellMayInterleave(b *testing.B) {
+	benchTell(b, silo.Config{}, context.Background(), "mayin")
 }
 
 // forwarder is a reentrant grain whose turn tells a benchGrain on.

@@ -269,6 +269,9 @@ type waitCall struct {
 	target grain.ID
 	thash  uint64 // target's hash
 	letIn  bool   // the target lets req in while it waits (WithMayInterleave)
+	// holds: the turn that made the call holds its grain's other messages
+	// (holding.go: a WithMayInterleave grain's)
+	holds bool
 	// hook: the waiting grain lets nothing in while it waits — it is in
 	// OnActivate or OnDeactivate (turnInfo.waitKey), or an interleaving
 	// grain being stopped (actExtra.held), what waits for it waiting for
@@ -343,8 +346,9 @@ func (w *waitShard) drop(h uint64, e *waitEdge) {
 // start records that a turn of id (whose hash is h) waits on req, to
 // target (whose hash is th); letIn, that target lets req in while it waits;
 // hook, that id lets nothing in while it waits (waitCall.hook), as it does
-// too once held is set (nil: never).
-func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool, held *atomic.Bool, turn *turnInfo) {
+// too once held is set (nil: never); holds, that the turn holds id's other
+// messages (waitCall.holds).
+func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target grain.ID, th uint64, letIn, hook bool, held *atomic.Bool, turn *turnInfo, holds bool) {
 	w.mu.Lock()
 	if turn != nil && turn.deact != nil && turn.deact.givenUp {
 		w.mu.Unlock()
@@ -353,7 +357,7 @@ func (w *waitShard) start(id grain.ID, h uint64, req *queues.Request, target gra
 	if w.m == nil {
 		w.m = make(map[uint64]*waitEdge)
 	}
-	c := waitCall{req: req, target: target, thash: th, letIn: letIn, hook: hook, turn: turn}
+	c := waitCall{req: req, target: target, thash: th, letIn: letIn, hook: hook, holds: holds, turn: turn}
 	if held != nil && held.Load() { // under the lock hold takes
 		c.hook = true
 	}
@@ -507,11 +511,25 @@ func (e *waitEdge) allHook(id grain.ID) bool {
 // (holdsWhileWaiting), or every call is a hook call (allHook) — and none
 // if it lets asks in (it is no place of a walk then), or if the entry is
 // another grain's or shared (mixed).
-func (w *waitShard) placeCalls(id grain.ID, h uint64, blocks bool, buf []waitCall) []waitCall {
+func (w *waitShard) placeCalls(id grain.ID, h uint64, blocks, oneHolds bool, buf []waitCall) []waitCall {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	e, ok := w.m[h]
 	if !ok || e.id != id || e.mixed || len(e.more) > 0 && !blocks && !e.allHook(id) {
+		return buf
+	}
+	if oneHolds {
+		// What waits there waits for the turn that holds it alone (and
+		// for its hooks, or all of it while it is stopped: hook calls).
+		keep := func(c *waitCall) bool { return c.hook || c.holds }
+		if keep(&e.waitCall) {
+			buf = append(buf, e.waitCall)
+		}
+		for i := range e.more {
+			if keep(&e.more[i]) {
+				buf = append(buf, e.more[i])
+			}
+		}
 		return buf
 	}
 	return append(append(buf, e.waitCall), e.more...)
@@ -555,6 +573,13 @@ func (s *Silo) blocksWhileWaiting(id grain.ID) bool {
 func (s *Silo) holdsWhileWaiting(id grain.ID) bool {
 	k, _ := s.kindOf.get(kindName(&id), s.kinds) // a walk asks for each call it follows
 	return k != nil && !k.reentrant
+}
+
+// oneHolds reports whether id's kind has one turn at a time hold its other
+// messages (holding.go).
+func (s *Silo) oneHolds(id grain.ID) bool {
+	k, _ := s.kindOf.get(kindName(&id), s.kinds)
+	return k != nil && k.oneHolds
 }
 
 // isWorker reports whether id is a stateless worker's, whose activations

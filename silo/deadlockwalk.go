@@ -15,7 +15,8 @@ import (
 // to into nodes of two sorts: places — a grain (a stateless worker's
 // activation) that an ask waits behind — and turns. A place is stuck if
 // one of its turns is: it lets nothing in while it waits, so what waits
-// for it waits for all its turns. A turn is stuck if every call it made
+// for it waits for all its turns — but at a WithMayInterleave grain, for
+// the one turn that holds it (holding.go), unless it is being stopped. A turn is stuck if every call it made
 // is: a fan-out may wait for its first reply only. A call is stuck if
 // what it waits on is: the place it is queued behind; or, let in beside
 // a waiting turn (a reentrant grain's, a call back on its chain, one a
@@ -352,7 +353,7 @@ func (w *walk) readPlace(i int32) {
 		return // unread: free
 	}
 	at, shard := w.nodes[i].at, w.nodes[i].shard
-	w.read = shard.placeCalls(at.id, at.key, w.s.holdsWhileWaiting(at.id), w.read[:0])
+	w.read = shard.placeCalls(at.id, at.key, w.s.holdsWhileWaiting(at.id), w.s.oneHolds(at.id), w.read[:0])
 	// Each call's turn among the place's first maxPlaceTurns (-1 past
 	// them), and then the calls in order of it, counted into place.
 	var turns [maxPlaceTurns]*turnInfo

@@ -138,6 +138,13 @@ func (p *partition) enqueue(w *worker, a *act, env *queues.Envelope) bool {
 			return true
 		}
 	}
+	if a.Mailbox.Len() == 0 && !(env.Meta != nil && env.Meta.MayInterleave) && p.mayHold(a) {
+		// A message a oneHolds kind's predicate does not take, to a grain
+		// whose turns under way hold nothing (let in beside a holder that
+		// has ended): it goes in beside them, and holds it (holding.go).
+		p.interleaveHolding(a, *env)
+		return true
+	}
 	if env.Request != nil && env.Meta != nil {
 		// An ask from a grain's turn, about to wait: the one step that can
 		// close a deadlock across call chains — behind a busy grain, or
@@ -476,9 +483,14 @@ func (p *partition) advance(w *worker, a *act) bool {
 // re-entering a grain that waits in the chain, or a message to a reentrant
 // grain that waits in a call. The turn token keeps the two turns' code from
 // running at the same time.
-func (p *partition) interleave(a *act, env queues.Envelope) {
+func (p *partition) interleave(a *act, env queues.Envelope) { p.interleaveAs(a, env, false) }
+
+// interleaveAs is interleave; holds, that the turn holds a's other
+// messages (holding.go). It reports whether the turn was launched: not for
+// an ask whose caller has gone, or a tick whose timer has.
+func (p *partition) interleaveAs(a *act, env queues.Envelope, holds bool) bool {
 	if p.dropExpired(&env) || p.staleTick(a, &env) {
-		return
+		return false
 	}
 	// A stateless activation that lets an ask in (a call back on its
 	// waiting turn's chain) runs it here: a deadlock walk finds its turn by
@@ -494,6 +506,10 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		p.offPartition(a, 1) // out again in opTurnDone
 	}
 	w := newWorker(p, true)
+	if holds {
+		p.beginHolding(a)
+		w.holdsNext = true
+	}
 	if env.Request != nil {
 		p.orphans[env.Request] = struct{}{}
 		notePeak(&p.orphanPeak, len(p.orphans))
@@ -517,6 +533,7 @@ func (p *partition) interleave(a *act, env queues.Envelope) {
 		exited = false
 		p.q.PushControl(c)
 	}))
+	return true
 }
 
 // flushMailbox runs the messages waiting in the mailbox of a grain that
@@ -537,14 +554,19 @@ func (p *partition) flushMailbox(a *act) {
 			env, _ := p.mbPop(a)
 			p.interleave(a, env)
 		}
-	} else if x := a.extra(); x.mayIn > 0 && p.interleaveRoom(a) {
+	} else if x, hold := a.extra(), p.mayHold(a); x.mayIn > 0 && p.interleaveRoom(a) || hold {
 		// Once round the mailbox: what goes in leaves it, the rest is put
-		// back behind — all of it, room or not, which keeps its order.
+		// back behind — all of it, room or not, which keeps its order. With
+		// no turn holding the grain, the first message the predicate does
+		// not take goes in too, and holds it (holding.go).
 		for n := a.Mailbox.Len(); n > 0; n-- {
 			env, _ := p.mbPop(a)
-			if env.Meta != nil && env.Meta.MayInterleave && p.interleaveRoom(a) {
+			switch taken := env.Meta != nil && env.Meta.MayInterleave; {
+			case taken && p.interleaveRoom(a):
 				p.interleave(a, env)
-			} else {
+			case !taken && hold: // past the bound, if need be (mayHold)
+				hold = !p.interleaveHolding(a, env) // the next, if this one was dropped
+			default:
 				p.mbPush(a, env)
 			}
 		}

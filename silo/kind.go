@@ -72,19 +72,23 @@ func (o Overflow) String() string {
 
 // kind is a registered grain kind. Immutable after Register.
 type kind struct {
-	s              *Silo
-	name           string
-	mayInterleave  func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
-	workers        int                // WithStatelessWorker: activations an identity may have; 1 for a plain kind (read by a send too)
-	nameHash       uint64             // grain.KindHash(name): a send hashes only the key (read by a send too)
-	factory        func(grain.ID) grain.Grain
-	idleTimeout    time.Duration // < 0: never
-	spareIdle      time.Duration // a stateless identity's activations but its first (WithSpareIdleTimeout); < 0: never
-	callTimeout    time.Duration // bounds a call to the kind whose ctx has no deadline
-	sup            activation.Supervision
-	maxBacklog     int
-	overflow       Overflow
-	reentrant      bool
+	s             *Silo
+	name          string
+	mayInterleave func(msg any) bool // WithMayInterleave; nil when not set (next to name: a send reads both)
+	workers       int                // WithStatelessWorker: activations an identity may have; 1 for a plain kind (read by a send too)
+	nameHash      uint64             // grain.KindHash(name): a send hashes only the key (read by a send too)
+	factory       func(grain.ID) grain.Grain
+	idleTimeout   time.Duration // < 0: never
+	spareIdle     time.Duration // a stateless identity's activations but its first (WithSpareIdleTimeout); < 0: never
+	callTimeout   time.Duration // bounds a call to the kind whose ctx has no deadline
+	sup           activation.Supervision
+	maxBacklog    int
+	overflow      Overflow
+	reentrant     bool
+	// oneHolds: a WithMayInterleave kind, not a stateless worker's: one
+	// turn at a time holds its other messages, as Orleans' blocking
+	// request does (holding.go)
+	oneHolds       bool
 	timerKeepAlive bool
 	blocking       bool           // WithBlockingTurns: each message turn starts off its partition (read by a turn)
 	filters        []grain.Filter // the silo's, then the kind's own; nil when none
@@ -372,6 +376,7 @@ func Register[G grain.Grain](s *Silo, name string, factory func(id grain.ID) G, 
 	if k.reentrant {
 		k.mayInterleave = nil // every message goes in: no predicate to run
 	}
+	k.oneHolds = k.mayInterleave != nil && k.workers <= 1
 	if k.maxBacklog <= 0 {
 		return fmt.Errorf("%w: kind %q backlog %d", grain.ErrInvalidConfig, name, k.maxBacklog)
 	}

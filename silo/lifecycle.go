@@ -154,6 +154,7 @@ func (p *partition) deactivationOverran(a *act) {
 // stopped or the silo is closing.
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
+	p.endHolding(a) // a turn of it given up on, or cut off by Close, holds nothing now
 	p.floodOver(a)
 	p.keepStopLine(a)
 	if p.backoffs != nil {
@@ -232,6 +233,9 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	}
 	a.Turns--
 	p.inflight--
+	if res.holds {
+		p.endHolding(a)
+	}
 	if res.gaveUp || res.kind == tkDeactivate && deactAbandoned(a) {
 		p.abandoned--
 	}
@@ -505,12 +509,11 @@ func (p *partition) afterMessage(a *act, res *turnResult) bool {
 		deact = false
 	}
 	if !a.busy() && a.State() == activation.Active {
-		if x := a.x.Load(); x != nil && (x.deferred || x.deactWhenIdle) {
+		if x := a.x.Load(); x != nil && (x.deferred != 0 || x.deactWhenIdle) {
 			deact = deact || x.deactWhenIdle
 			x.deactWhenIdle = false
-			if x.deferred {
-				x.deferred = false
-				if !a.isStopping() && !p.supervise(a, x.directive) {
+			if d, ok := x.takeDeferred(); ok {
+				if !a.isStopping() && !p.supervise(a, d) {
 					return false
 				}
 			}
@@ -676,7 +679,7 @@ func (p *partition) restartNow(a *act, backoff time.Duration) {
 	if x := a.x.Load(); x != nil {
 		x.mu.Lock()
 		x.deactivate, x.keepUntil, x.timerOps = false, 0, nil
-		x.deferred, x.deactWhenIdle = false, false
+		x.deferred, x.deactWhenIdle, x.holding = 0, false, false
 		x.refuse = refuseNone // set for the failed instance's OnDeactivate
 		x.mu.Unlock()
 		x.deactReason, x.deact = grain.DeactivationNone, nil

@@ -200,7 +200,7 @@ func (s *Silo) Ask(ctx context.Context, id grain.ID, msg any) (any, error) {
 			if x := ti.a.x.Load(); x != nil && ti.a.k.interleaves() {
 				held = &x.held
 			}
-			w.start(ti.a.ID, mine, req, id, h, letIn, hook, held, ti)
+			w.start(ti.a.ID, mine, req, id, h, letIn, hook, held, ti, ti.a.k.oneHolds && ti.w.holding.Load())
 			defer s.endWait(ti.w.p, ti.a, mine, req)
 		}
 	}

@@ -30,8 +30,8 @@ func TestADeadlockWalkFindsAStatelessActivationByWhereTheAskWaits(t *testing.T) 
 	w, a := grain.NewID("w", "x"), grain.NewID("a", "y")
 	fromW := queues.NewRequest(ctx, nil) // w's activation in partition 1 calling a
 	fromA := queues.NewRequest(ctx, nil) // a calling w
-	s.parts[1].waits.start(w, workerWaitKey(w.Hash(), 1), fromW, a, a.Hash(), false, false, nil, nil)
-	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil, nil)
+	s.parts[1].waits.start(w, workerWaitKey(w.Hash(), 1), fromW, a, a.Hash(), false, false, nil, nil, false)
+	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil, nil, false)
 	// w's ask, queued behind a, whose turn waits on w.
 	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
 	assert.Nil(t, s.closesCycle(new(walk), &env, nil), "where a's ask waits unknown: no verdict")
@@ -469,7 +469,7 @@ func TestADeadlockWalkTellsAStatelessIdentitysActivationsApartAlongItsPath(t *te
 	wAt := func(part int) (*waitShard, uint64) { return &s.parts[part].waits, workerWaitKey(w.Hash(), part) }
 	call := func(from grain.ID, shard *waitShard, key uint64, to grain.ID) *queues.Request {
 		r := queues.NewRequest(ctx, nil)
-		shard.start(from, key, r, to, to.Hash(), false, false, nil, nil)
+		shard.start(from, key, r, to, to.Hash(), false, false, nil, nil, false)
 		return r
 	}
 	send := func(from, to grain.ID, r *queues.Request) *queues.Envelope {
@@ -527,9 +527,9 @@ func TestAStoppedReentrantStatelessActivationHoldsTheCallsItHadOut(t *testing.T)
 	require.NoError(t, act.Transition(activation.Active))
 	act.Turns = 1 // its turn waits on a, in a call made before the Stop
 	fromW := queues.NewRequest(ctx, nil)
-	p.waits.start(w, p.waitKeyOf(act), fromW, a, a.Hash(), false, false, &act.extra().held, nil)
+	p.waits.start(w, p.waitKeyOf(act), fromW, a, a.Hash(), false, false, &act.extra().held, nil, false)
 	fromA := queues.NewRequest(ctx, nil) // a's turn calls w, queued behind that activation
-	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil, nil)
+	s.waitsOf(a.Hash()).start(a, a.Hash(), fromA, w, w.Hash(), false, false, nil, nil, false)
 	fromA.SetQueuedAt(1)
 	env := queues.Envelope{Target: a, Hash: a.Hash(), Request: fromW, Meta: &queues.Meta{Sender: w}}
 	assert.Nil(t, s.closesCycle(new(walk), &env, nil), "w lets a's call in while its turn waits")

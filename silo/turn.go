@@ -42,6 +42,9 @@ type turnResult struct {
 	directive activation.Directive
 	req       *queues.Request
 	reply     any // for req: sent by finish
+	// holds: the turn holds its grain's other messages (holding.go);
+	// finish ends the hold
+	holds bool
 }
 
 // runTurn runs one turn of a on w's goroutine. If the partition was handed
@@ -72,6 +75,11 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	res := &w.res
 	tc := p.turnCtxFor(w, a, env.Request, false)
 	*res = turnResult{kind: tkMessage, tick: p.setContext(w, a, env.Meta), req: env.Request}
+	if a.k.oneHolds { // no turn of a's is under way: this one holds it
+		p.beginHolding(a)
+		res.holds = true
+		w.holding.Store(true)
+	}
 	msg := env.Msg
 	hctx := tc.handlerCtx()
 	w.begin() // env is not touched from here on
@@ -101,6 +109,10 @@ func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envel
 	w.a, w.env = a, env // for a turn that ends in runtime.Goexit (see goexit.go), and a give-up
 	w.actRace = actHooking
 	w.hook.Store(nil)
+	if k == tkActivate && a.k.oneHolds {
+		p.beginHolding(a)
+		w.holdsNext = true
+	}
 	w.begin()
 	p.execute(w, a, k, &env, false, res)
 	var first *queues.Envelope // an activation turn's message, if it did not run
@@ -169,7 +181,8 @@ func (p *partition) reportSlow(a *act, since time.Duration, cpu int64) {
 // An interleaved turn holds the grain's turn token throughout: its caller
 // waited for the claim reserved when the turn was dispatched.
 func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope, interleaved bool, res *turnResult) {
-	*res = turnResult{kind: k, req: env.Request}
+	*res = turnResult{kind: k, req: env.Request, holds: w.holdsNext}
+	w.holdsNext = false
 	var tc *turnCtx
 	if k == tkDeactivate { // its own ctx, bounded by the deactivation timeout
 		// The owner made its parent (beginDeactivate, on this goroutine),
@@ -186,6 +199,9 @@ func (p *partition) execute(w *worker, a *act, k turnKind, env *queues.Envelope,
 		tc.info.deact = d
 	} else {
 		tc = p.turnCtxFor(w, a, env.Request, interleaved)
+	}
+	if a.k.oneHolds { // the owner marked the hold, if it is one, as it let the turn in
+		w.holding.Store(res.holds)
 	}
 	res.tick = p.setContext(w, a, env.Meta)
 	hctx := tc.handlerCtx()

@@ -22,60 +22,60 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	a, b, c := grain.NewID("k", "a"), grain.NewID("k", "b"), grain.NewID("k", "c")
 	r1, r2, r3 := queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil)
 	follows := func(id grain.ID) *queues.Request {
-		if calls := w.placeCalls(id, 1, false, nil); len(calls) == 1 {
+		if calls := w.placeCalls(id, 1, false, false, nil); len(calls) == 1 {
 			return calls[0].req
 		}
 		return nil
 	}
 
-	w.start(a, 1, r1, b, 2, false, false, nil, nil)
+	w.start(a, 1, r1, b, 2, false, false, nil, nil, false)
 	assert.Same(t, r1, follows(a))
-	w.start(a, 1, r2, c, 3, false, false, nil, nil)
+	w.start(a, 1, r2, c, 3, false, false, nil, nil, false)
 	assert.Nil(t, follows(a), "two calls out")
 	w.end(1, r1, nil)
 	assert.Same(t, r2, follows(a), "the one left")
-	one := w.placeCalls(a, 1, false, nil)
+	one := w.placeCalls(a, 1, false, false, nil)
 	assert.Equal(t, c, one[0].target)
 	assert.Equal(t, uint64(3), one[0].thash)
-	w.start(a, 1, r1, b, 2, false, false, nil, nil)
+	w.start(a, 1, r1, b, 2, false, false, nil, nil, false)
 	w.end(1, r1, nil)
 	assert.Same(t, r2, follows(a), "the later one over, the first is left")
 	w.end(1, r2, nil)
 	assert.Empty(t, w.m, "nothing out: no entry")
 
 	// Two grains of one hash: the entry knows neither until both are over.
-	w.start(a, 1, r1, b, 2, false, false, nil, nil)
-	w.start(b, 1, r2, c, 3, false, false, nil, nil)
+	w.start(a, 1, r1, b, 2, false, false, nil, nil, false)
+	w.start(b, 1, r2, c, 3, false, false, nil, nil, false)
 	w.end(1, r1, nil)
 	assert.Nil(t, follows(a))
 	assert.Nil(t, follows(b), "the call left is b's, the entry a's")
 	w.end(1, r2, nil)
-	w.start(b, 1, r3, c, 3, false, false, nil, nil)
+	w.start(b, 1, r3, c, 3, false, false, nil, nil, false)
 	assert.Same(t, r3, follows(b), "a fresh entry")
 	w.end(1, r3, nil)
 
 	// hold marks every call out, and those made after it.
 	var held atomic.Bool
-	w.start(a, 1, r1, b, 2, false, false, &held, nil)
-	w.start(a, 1, r2, c, 3, false, false, &held, nil)
+	w.start(a, 1, r1, b, 2, false, false, &held, nil, false)
+	w.start(a, 1, r2, c, 3, false, false, &held, nil, false)
 	w.hold(a, 1, &held)
-	w.start(a, 1, r3, c, 3, false, false, &held, nil)
+	w.start(a, 1, r3, c, 3, false, false, &held, nil, false)
 	assert.True(t, w.hookWaits(a, 1), "three calls out, every one held: it lets nothing in")
-	assert.Len(t, w.placeCalls(a, 1, false, nil), 3)
+	assert.Len(t, w.placeCalls(a, 1, false, false, nil), 3)
 	assert.Nil(t, follows(a), "which one it waits on is not known")
 	w.end(1, r1, nil)
 	w.end(1, r3, nil)
 	assert.True(t, w.hookWaits(a, 1), "its one call left, marked by hold")
 	w.end(1, r2, nil)
-	w.start(a, 1, r3, c, 3, false, false, &held, nil)
+	w.start(a, 1, r3, c, 3, false, false, &held, nil, false)
 	assert.True(t, w.hookWaits(a, 1), "a call made after hold")
 	w.end(1, r3, nil)
-	w.start(a, 1, r1, b, 2, false, false, nil, nil)
+	w.start(a, 1, r1, b, 2, false, false, nil, nil, false)
 	assert.False(t, w.hookWaits(a, 1), "a grain that is not held")
-	w.start(a, 1, r2, c, 3, false, false, &held, nil)
+	w.start(a, 1, r2, c, 3, false, false, &held, nil, false)
 	assert.False(t, w.hookWaits(a, 1), "one call not held: an instance before the Stop's")
-	assert.Nil(t, w.placeCalls(a, 1, false, nil))
-	assert.Len(t, w.placeCalls(a, 1, true, nil), 2, "a kind that lets nothing in: every call")
+	assert.Nil(t, w.placeCalls(a, 1, false, false, nil))
+	assert.Len(t, w.placeCalls(a, 1, true, false, nil), 2, "a kind that lets nothing in: every call")
 	w.end(1, r1, nil)
 	w.end(1, r2, nil)
 
@@ -83,10 +83,10 @@ func TestAGrainsCallsOutAreKeptExactly(t *testing.T) {
 	// from.
 	t1, t2 := &turnInfo{}, &turnInfo{}
 	r4 := queues.NewRequest(ctx, nil)
-	w.start(a, 1, r1, b, 2, false, false, nil, t1)
-	w.start(a, 1, r2, c, 3, false, false, nil, t1)
-	w.start(a, 1, r3, c, 3, false, false, nil, t2)
-	w.start(a, 1, r4, b, 2, false, false, nil, t1)
+	w.start(a, 1, r1, b, 2, false, false, nil, t1, false)
+	w.start(a, 1, r2, c, 3, false, false, nil, t1, false)
+	w.start(a, 1, r3, c, 3, false, false, nil, t2, false)
+	w.start(a, 1, r4, b, 2, false, false, nil, t1, false)
 	left := w.end(1, r1, nil)
 	assert.ElementsMatch(t, []*queues.Request{r2, r4}, reqs(left), "the fan-out's calls left, not the other turn's")
 	assert.Len(t, w.end(1, r4, left[:0]), 1, "one left")
@@ -115,7 +115,7 @@ func TestACallOutRecordedAllocatesNothing(t *testing.T) {
 	a, b := grain.NewID("k", "a"), grain.NewID("k", "b")
 	req := queues.NewRequest(t.Context(), nil)
 	call := func() {
-		w.start(a, 1, req, b, 2, false, false, nil, nil)
+		w.start(a, 1, req, b, 2, false, false, nil, nil, false)
 		w.end(1, req, nil)
 	}
 	call()

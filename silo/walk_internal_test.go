@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"slices"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -45,7 +46,20 @@ func TestADeadlockWalkBackIntoTheCallersTurnLetInIsALoop(t *testing.T) {
 func caller(s *Silo, ctx context.Context) func(from, to grain.ID, turn *turnInfo) *queues.Request {
 	return func(from, to grain.ID, turn *turnInfo) *queues.Request {
 		r := queues.NewRequest(ctx, nil)
-		s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn)
+		s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn, false)
+		return r
+	}
+}
+
+// stoppedCaller returns a function that records a call of a turn of its
+// own from from, a grain being stopped (waitShard.hold), to another: what
+// waits for from waits for every such turn (its calls are hook calls).
+func stoppedCaller(s *Silo, ctx context.Context, from grain.ID) func(to grain.ID) *queues.Request {
+	held := new(atomic.Bool)
+	held.Store(true)
+	return func(to grain.ID) *queues.Request {
+		r := queues.NewRequest(ctx, nil)
+		s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, held, &turnInfo{}, false)
 		return r
 	}
 }
@@ -87,7 +101,7 @@ func TestATangleThroughStatelessWorkersFailsFast(t *testing.T) {
 			if to.part >= 0 {
 				r.SetQueuedAt(to.part)
 			}
-			shard.start(from.id, key, r, to.id, to.id.Hash(), false, false, nil, turn)
+			shard.start(from.id, key, r, to.id, to.id.Hash(), false, false, nil, turn, false)
 			calls[i] = append(calls[i], r)
 		}
 	}
@@ -109,7 +123,8 @@ func TestATangleThroughStatelessWorkersFailsFast(t *testing.T) {
 }
 
 // A second look that finds the graph moved walks again. y lets in what
-// its predicate takes, and two of its turns wait: one on a, one on b,
+// its predicate takes, and is being stopped, so that what waits for it
+// waits for every turn of it (waitShard.hold); two of its turns wait: one on a, one on b,
 // whose turns each call x, whose turn calls y — two cycles through x's
 // call, the walk's path through the first. Between the walk and its
 // second look the call to a is answered (another owner failing that
@@ -125,8 +140,9 @@ func TestASecondLookThatFindsTheGraphMovedWalksAgain(t *testing.T) {
 	x, y, a, b := grain.NewID("a", "x"), grain.NewID("m", "y"), grain.NewID("a", "a"), grain.NewID("a", "b")
 	call := caller(s, ctx)
 	toY := call(x, y, &turnInfo{})
-	toA := call(y, a, &turnInfo{})
-	call(y, b, &turnInfo{})
+	stopped := stoppedCaller(s, ctx, y)
+	toA := stopped(a)
+	stopped(b)
 	call(a, x, &turnInfo{})
 	call(b, x, &turnInfo{})
 	env := queues.Envelope{Target: y, Hash: y.Hash(), Request: toY, Meta: &queues.Meta{Sender: x}}
@@ -141,12 +157,14 @@ func TestASecondLookThatFindsTheGraphMovedWalksAgain(t *testing.T) {
 }
 
 // A cycle through one of many turns waiting at once: r lets in what its
-// predicate takes, and 200 of its turns wait, the first on x, the others
-// each on a grain of its own that waits on nothing; x's turn calls r
-// with a message the predicate does not take. Read whole, r's turns
-// filled the walk (maxNodes) before what they wait on was read, and the
-// first was taken for free: x's call waited for its deadline. A walk
-// reads the first maxPlaceTurns turns of a place, and fails it.
+// predicate takes, and is being stopped, so that what waits for it waits
+// for every turn of it (waitShard.hold: its calls are hook calls); 200 of
+// its turns wait, the first on x, the others each on a grain of its own
+// that waits on nothing; x's turn calls r with a message the predicate
+// does not take. Read whole, r's turns filled the walk (maxNodes) before
+// what they wait on was read, and the first was taken for free: x's call
+// waited for its deadline. A walk reads the first maxPlaceTurns turns of a
+// place, and fails it.
 func TestACycleThroughOneOfManyWaitingTurnsFailsFast(t *testing.T) {
 	s := walkSilo(t)
 	require.NoError(t, Register(s, "m", func(grain.ID) *nopGrain { return &nopGrain{} }, WithMayInterleave(func(msg any) bool { return msg == "status" })))
@@ -154,9 +172,10 @@ func TestACycleThroughOneOfManyWaitingTurnsFailsFast(t *testing.T) {
 	x, r := grain.NewID("a", "x"), grain.NewID("m", "r")
 	call := caller(s, ctx)
 	toR := call(x, r, &turnInfo{})
-	call(r, x, &turnInfo{})
+	stopped := stoppedCaller(s, ctx, r)
+	stopped(x)
 	for i := range 199 {
-		call(r, grain.NewIntID("a", int64(i)), &turnInfo{})
+		stopped(grain.NewIntID("a", int64(i)))
 	}
 	env := queues.Envelope{Target: r, Hash: r.Hash(), Request: toR, Meta: &queues.Meta{Sender: x}}
 	assert.Equal(t, []grain.ID{x, r, x}, s.closesCycle(new(walk), &env, nil))
@@ -180,7 +199,7 @@ func TestACycleOfAHundredGrainsGetsAVerdict(t *testing.T) {
 		for i, from := range ids {
 			to := ids[(i+1)%n]
 			r := queues.NewRequest(ctx, nil)
-			s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+			s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)}, false)
 			if i == 0 {
 				env = queues.Envelope{Target: to, Hash: to.Hash(), Request: r, Meta: &queues.Meta{Sender: from}}
 			}
@@ -253,7 +272,7 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 			for d := 1; d <= fan; d++ {
 				to := ids[(i+d)%n]
 				r := queues.NewRequest(ctx, nil)
-				s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn)
+				s.waitsOf(from.Hash()).start(from, from.Hash(), r, to, to.Hash(), false, false, nil, turn, false)
 				if i == 0 && d == 1 {
 					env = queues.Envelope{Target: to, Hash: to.Hash(), Request: r, Meta: &queues.Meta{Sender: from}}
 				}
@@ -266,12 +285,12 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 	wide := func(n int) queues.Envelope {
 		x, t := grain.NewIntID("a", 1_000_000), grain.NewIntID("a", 1_000_001)
 		r := queues.NewRequest(ctx, nil)
-		s.waitsOf(x.Hash()).start(x, x.Hash(), r, t, t.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+		s.waitsOf(x.Hash()).start(x, x.Hash(), r, t, t.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)}, false)
 		fan := &turnInfo{req: queues.NewRequest(ctx, nil)}
 		for i := range n {
 			g := grain.NewIntID("a", int64(1_000_002+i))
-			s.waitsOf(t.Hash()).start(t, t.Hash(), queues.NewRequest(ctx, nil), g, g.Hash(), false, false, nil, fan)
-			s.waitsOf(g.Hash()).start(g, g.Hash(), queues.NewRequest(ctx, nil), x, x.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+			s.waitsOf(t.Hash()).start(t, t.Hash(), queues.NewRequest(ctx, nil), g, g.Hash(), false, false, nil, fan, false)
+			s.waitsOf(g.Hash()).start(g, g.Hash(), queues.NewRequest(ctx, nil), x, x.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)}, false)
 		}
 		return queues.Envelope{Target: t, Hash: t.Hash(), Request: r, Meta: &queues.Meta{Sender: x}}
 	}
@@ -281,19 +300,19 @@ func BenchmarkDeadlockWalk(b *testing.B) {
 	turns := func(n int) queues.Envelope {
 		x, t := grain.NewIntID("a", 2_000_000), grain.NewIntID("a", 2_000_001)
 		r := queues.NewRequest(ctx, nil)
-		s.waitsOf(x.Hash()).start(x, x.Hash(), r, t, t.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+		s.waitsOf(x.Hash()).start(x, x.Hash(), r, t, t.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)}, false)
 		for i := range n {
 			g := grain.NewIntID("a", int64(2_000_002+i))
-			s.waitsOf(t.Hash()).start(t, t.Hash(), queues.NewRequest(ctx, nil), g, g.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
-			s.waitsOf(g.Hash()).start(g, g.Hash(), queues.NewRequest(ctx, nil), x, x.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)})
+			s.waitsOf(t.Hash()).start(t, t.Hash(), queues.NewRequest(ctx, nil), g, g.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)}, false)
+			s.waitsOf(g.Hash()).start(g, g.Hash(), queues.NewRequest(ctx, nil), x, x.Hash(), false, false, nil, &turnInfo{req: queues.NewRequest(ctx, nil)}, false)
 		}
 		return queues.Envelope{Target: t, Hash: t.Hash(), Request: r, Meta: &queues.Meta{Sender: x}}
 	}
 	// free: a0 calls a1, which calls a2, which waits on nothing.
 	a := []grain.ID{grain.NewIntID("a", 1), grain.NewIntID("a", 2), grain.NewIntID("a", 3)}
 	r0, r1 := queues.NewRequest(ctx, nil), queues.NewRequest(ctx, nil)
-	s.waitsOf(a[0].Hash()).start(a[0], a[0].Hash(), r0, a[1], a[1].Hash(), false, false, nil, &turnInfo{})
-	s.waitsOf(a[1].Hash()).start(a[1], a[1].Hash(), r1, a[2], a[2].Hash(), false, false, nil, &turnInfo{})
+	s.waitsOf(a[0].Hash()).start(a[0], a[0].Hash(), r0, a[1], a[1].Hash(), false, false, nil, &turnInfo{}, false)
+	s.waitsOf(a[1].Hash()).start(a[1], a[1].Hash(), r1, a[2], a[2].Hash(), false, false, nil, &turnInfo{}, false)
 	cases := []struct {
 		name  string
 		env   queues.Envelope
@@ -407,7 +426,7 @@ func TestTheWalkAgreesWithAReferenceOnRandomGraphs(t *testing.T) {
 					}
 				}
 				shard, key := shardOf(i)
-				shard.start(ids[i], key, c.req, ids[to], ids[to].Hash(), c.letIn, false, nil, turns[t].info)
+				shard.start(ids[i], key, c.req, ids[to], ids[to].Hash(), c.letIn, false, nil, turns[t].info, false)
 				turns[t].calls = append(turns[t].calls, c)
 			}
 		}

@@ -66,7 +66,14 @@ type worker struct {
 	// deciding: the turn's goroutine runs the kind's Decider
 	// (partition.decideInTurn), for a Goexit in it (goexit.go)
 	deciding bool
-	labeled  *kind // the kind whose profile labels w's goroutine has (labels.go)
+	// holdsNext: the next turn execute runs holds its grain's other
+	// messages (holding.go); set by the owner before the turn begins
+	holdsNext bool
+	// holding: the turn w runs holds its grain's other messages, for its
+	// calls to say so (waitCall.holds): set as a oneHolds kind's turn
+	// begins, read by its calls
+	holding atomic.Bool
+	labeled *kind // the kind whose profile labels w's goroutine has (labels.go)
 	// the parties done with w after it handed its partition off: 2 puts it
 	// back in the pool (workerpool.go)
 	handoffDone atomic.Int32
