@@ -507,7 +507,7 @@ func (p *partition) interleaveAs(a *act, env queues.Envelope, holds bool) bool {
 	}
 	w := newWorker(p, true)
 	if holds {
-		p.beginHolding(a)
+		a.beginHolding()
 		w.holdsNext = true
 	}
 	if env.Request != nil {

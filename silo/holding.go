@@ -21,7 +21,7 @@ import (
 
 // beginHolding records that a turn holding a's other messages begins.
 // Owner only.
-func (p *partition) beginHolding(a *act) {
+func (a *act) beginHolding() {
 	// A grain with an extra record ends its turns in finish, which ends
 	// the hold, not in finishPlain.
 	a.extra().holding = true
@@ -29,7 +29,7 @@ func (p *partition) beginHolding(a *act) {
 
 // endHolding records that a's holding turn has ended (or that a is gone).
 // Owner only.
-func (p *partition) endHolding(a *act) {
+func (a *act) endHolding() {
 	if x := a.x.Load(); x != nil {
 		x.holding = false
 	}
@@ -37,7 +37,7 @@ func (p *partition) endHolding(a *act) {
 
 // holds reports whether a turn holding a's other messages is under way.
 // Owner only.
-func (p *partition) holds(a *act) bool {
+func (a *act) holds() bool {
 	x := a.x.Load()
 	return x != nil && x.holding
 }
@@ -52,7 +52,7 @@ func (p *partition) holds(a *act) bool {
 // for room, an ask from a turn waited for turns that may wait for its
 // caller, a deadlock the walk did not see (bench/chaos -backlog 3).
 func (p *partition) mayHold(a *act) bool {
-	return a.k.oneHolds && a.busy() && !p.holds(a) && p.open(a)
+	return a.k.oneHolds && a.busy() && !a.holds() && p.open(a)
 }
 
 // interleaveHolding lets env in beside a's turns as the turn that holds

@@ -154,7 +154,7 @@ func (p *partition) deactivationOverran(a *act) {
 // stopped or the silo is closing.
 func (p *partition) remove(a *act) {
 	_ = a.Transition(activation.Gone)
-	p.endHolding(a) // a turn of it given up on, or cut off by Close, holds nothing now
+	a.endHolding() // a turn of it given up on, or cut off by Close, holds nothing now
 	p.floodOver(a)
 	p.keepStopLine(a)
 	if p.backoffs != nil {
@@ -234,7 +234,7 @@ func (p *partition) finish(a *act, res *turnResult, first *queues.Envelope) {
 	a.Turns--
 	p.inflight--
 	if res.holds {
-		p.endHolding(a)
+		a.endHolding()
 	}
 	if res.gaveUp || res.kind == tkDeactivate && deactAbandoned(a) {
 		p.abandoned--

@@ -76,7 +76,7 @@ func (p *partition) runTurn(w *worker, a *act, k turnKind, env *queues.Envelope)
 	tc := p.turnCtxFor(w, a, env.Request, false)
 	*res = turnResult{kind: tkMessage, tick: p.setContext(w, a, env.Meta), req: env.Request}
 	if a.k.oneHolds { // no turn of a's is under way: this one holds it
-		p.beginHolding(a)
+		a.beginHolding()
 		res.holds = true
 		w.holding.Store(true)
 	}
@@ -110,7 +110,7 @@ func (p *partition) runOtherTurn(w *worker, a *act, k turnKind, env queues.Envel
 	w.actRace = actHooking
 	w.hook.Store(nil)
 	if k == tkActivate && a.k.oneHolds {
-		p.beginHolding(a)
+		a.beginHolding()
 		w.holdsNext = true
 	}
 	w.begin()
